@@ -1,0 +1,68 @@
+//! Every label, annotation and finalizer key the project reads or writes, in one place.
+
+/// Owner label on ManifestWorks and ControllerRevisions: `<mwrs-namespace>.<mwrs-name>`.
+pub const MWRS_OWNER: &str = "work.open-cluster-management.io/manifestworkreplicaset";
+/// Placement (placementRef name) that selected the ManifestWork's cluster.
+pub const PLACEMENT_NAME: &str = "work.open-cluster-management.io/placementname";
+/// Revision hash of the template a ManifestWork carries / a ControllerRevision holds.
+pub const CONTROLLER_HASH: &str = "work.open-cluster-management.io/controller-hash";
+/// Owner label used instead of [`MWRS_OWNER`] when `<ns>.<name>` is not a valid label
+/// value (longer than 63 characters): 32 hex characters of SHA-256 of `ns/name`.
+pub const OWNER_KEY_HASH: &str = "work.open-cluster-management.io/ownerkey-hash";
+/// Annotation holding `ns/name` of the owning MWRS, always written, read when the owner
+/// label is hashed.
+pub const MWRS_OWNER_ANNOTATION: &str = "work.open-cluster-management.io/manifestworkreplicaset-owner";
+/// Finalizer on the MWRS that guards ManifestWork cleanup.
+pub const MWRS_FINALIZER: &str = "work.open-cluster-management.io/manifest-work-cleanup";
+/// ControllerRevision annotation: the MWRS `metadata.generation` that produced it.
+pub const REVISION_GENERATION: &str = "work.open-cluster-management.io/generation";
+/// ManifestWork annotation: when the controller wrote the revision it carries (RFC 3339).
+/// Condition times earlier than this belong to an older revision and are ignored.
+pub const REVISION_APPLIED_AT: &str = "work.open-cluster-management.io/revision-applied-at";
+/// Annotation a user sets to say why a template changed (as in `kubectl rollout history`).
+pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
+
+/// PlacementDecision label naming its Placement.
+pub const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+/// PlacementDecision label holding the decision group index.
+pub const DECISION_GROUP_INDEX: &str = "cluster.open-cluster-management.io/decision-group-index";
+/// PlacementDecision label holding the decision group name ("" for unnamed groups).
+pub const DECISION_GROUP_NAME: &str = "cluster.open-cluster-management.io/decision-group-name";
+
+/// Manual rollout controls (SPEC §7), as annotations on the MWRS. Their values are
+/// request tokens: a new value is a new request, acted on once.
+pub const CONTROL_ABORT: &str = "mwrs.rollout.open-cluster-management.io/abort";
+pub const CONTROL_RETRY: &str = "mwrs.rollout.open-cluster-management.io/retry";
+pub const CONTROL_PAUSE: &str = "mwrs.rollout.open-cluster-management.io/paused";
+
+/// Longest valid label value.
+pub const MAX_LABEL_VALUE_LEN: usize = 63;
+
+/// Is `v` a valid Kubernetes label value? (empty, or ≤63 chars of `[A-Za-z0-9._-]`
+/// starting and ending alphanumeric)
+pub fn is_valid_label_value(v: &str) -> bool {
+    if v.is_empty() {
+        return true;
+    }
+    let b = v.as_bytes();
+    v.len() <= MAX_LABEL_VALUE_LEN
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values() {
+        assert!(is_valid_label_value(""));
+        assert!(is_valid_label_value("ns.name-1"));
+        assert!(!is_valid_label_value("-a"));
+        assert!(!is_valid_label_value("a/b"));
+        assert!(is_valid_label_value(&"a".repeat(63)));
+        assert!(!is_valid_label_value(&"a".repeat(64)));
+    }
+}

@@ -1,0 +1,168 @@
+//! `work.open-cluster-management.io/v1alpha1` ManifestWorkReplicaSet: upstream's fields
+//! plus the revision history, abort and manual-control fields this project adds.
+
+use kube::CustomResource;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::rollout::RolloutStrategy;
+use crate::work::ManifestWorkTemplate;
+use crate::{Condition, Time};
+
+/// Default of `spec.revisionHistoryLimit`.
+pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "work.open-cluster-management.io",
+    version = "v1alpha1",
+    kind = "ManifestWorkReplicaSet",
+    plural = "manifestworkreplicasets",
+    shortname = "mwrs",
+    namespaced,
+    status = "ManifestWorkReplicaSetStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkReplicaSetSpec {
+    /// Copied verbatim into every ManifestWork.
+    #[serde(default)]
+    pub manifest_work_template: ManifestWorkTemplate,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub placement_refs: Vec<LocalPlacementReference>,
+    /// `Background` (default) or `Foreground`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cascade_deletion_policy: Option<String>,
+    /// NEW: non-live revisions kept (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_history_limit: Option<i32>,
+}
+
+impl ManifestWorkReplicaSetSpec {
+    pub fn revision_history_limit(&self) -> i32 {
+        self.revision_history_limit
+            .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
+    }
+
+    pub fn is_foreground(&self) -> bool {
+        self.cascade_deletion_policy.as_deref() == Some(CASCADE_FOREGROUND)
+    }
+}
+
+pub const CASCADE_FOREGROUND: &str = "Foreground";
+pub const CASCADE_BACKGROUND: &str = "Background";
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalPlacementReference {
+    pub name: String,
+    /// CRD default: `{type: All, all: {progressDeadline: None}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_strategy: Option<RolloutStrategy>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkReplicaSetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub summary: Summary,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub placement_summary: Vec<PlacementSummary>,
+    /// NEW: the last revision that completed on every desired cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_revision: Option<String>,
+    /// NEW: the revision built from the current spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_revision: Option<String>,
+    /// NEW: bumped when a revision name collides with other content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collision_count: Option<i32>,
+    /// NEW: when the current abort began; cleared when a new revision starts rolling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted_time: Option<Time>,
+    /// NEW: the `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// NEW: manual control requests already acted on, so none is acted on twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_controls: Option<HandledControls>,
+}
+
+/// The last handled value of each manual control annotation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HandledControls {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSummary {
+    pub name: String,
+    #[serde(default)]
+    pub available_decision_groups: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub summary: Summary,
+}
+
+/// Counters, all always serialized (as upstream).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    #[serde(default)]
+    pub total: i64,
+    #[serde(default)]
+    pub progressing: i64,
+    #[serde(default)]
+    pub available: i64,
+    #[serde(default)]
+    pub degraded: i64,
+    #[serde(default)]
+    pub applied: i64,
+    #[serde(default)]
+    pub desired_total: i64,
+    #[serde(default)]
+    pub updated: i64,
+}
+
+/// Condition types and reasons of the MWRS status.
+pub mod condition {
+    pub const PLACEMENT_VERIFIED: &str = "PlacementVerified";
+    pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
+    pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
+    pub const PROGRESSING: &str = "Progressing";
+    /// Not an upstream type: the spec cannot be acted on (reason names the field).
+    pub const VALID: &str = "SpecValid";
+
+    pub const REASON_AS_EXPECTED: &str = "AsExpected";
+    pub const REASON_PLACEMENT_DECISION_NOT_FOUND: &str = "PlacementDecisionNotFound";
+    pub const REASON_PLACEMENT_DECISION_EMPTY: &str = "PlacementDecisionEmpty";
+    pub const REASON_NOT_AS_EXPECTED: &str = "NotAsExpected";
+    pub const REASON_PROCESSING: &str = "Processing";
+    pub const REASON_PROGRESSING: &str = "Progressing";
+    pub const REASON_COMPLETE: &str = "Complete";
+    pub const REASON_ROLLOUT_DEGRADED: &str = "RolloutDegraded";
+    pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+
+    pub const REASON_NEW_REVISION_CREATED: &str = "NewRevisionCreated";
+    pub const REASON_FOUND_NEW_REVISION: &str = "FoundNewRevision";
+    pub const REASON_NEW_MANIFESTWORK_AVAILABLE: &str = "NewManifestWorkAvailable";
+    pub const REASON_PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    pub const REASON_MAX_FAILURES_EXCEEDED: &str = "MaxFailuresExceeded";
+    pub const REASON_ROLLOUT_ABORTED: &str = "RolloutAborted";
+    pub const REASON_ABORT_FAILED: &str = "AbortFailed";
+    pub const REASON_ROLLOUT_PAUSED: &str = "RolloutPaused";
+}
+
+/// Go writes a nil slice or struct pointer as `null`; treat it as the default.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}

@@ -1,0 +1,247 @@
+//! `work.open-cluster-management.io/v1` ManifestWork.
+//!
+//! The spec is kept as raw JSON ([`ManifestWorkTemplate`]): it is what the MWRS copies
+//! into every ManifestWork, what revisions hash and store, and what the controller
+//! compares. A typed view ([`ManifestWorkSpec`]) exists for validation and for building
+//! templates in code; it is never used to re-serialize a template read from the hub.
+
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Condition;
+
+/// A ManifestWork spec exactly as written, keys and values untouched.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "work.open-cluster-management.io",
+    version = "v1",
+    kind = "ManifestWork",
+    namespaced,
+    status = "ManifestWorkStatus",
+    schema = "disabled"
+)]
+pub struct ManifestWorkTemplate {
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+impl ManifestWorkTemplate {
+    /// Wraps a JSON value; anything but an object is an error (a ManifestWork spec is an
+    /// object).
+    pub fn from_value(v: Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.fields.clone())
+    }
+
+    /// The typed view; fails when a field has the wrong shape.
+    pub fn typed(&self) -> Result<ManifestWorkSpec, serde_json::Error> {
+        serde_json::from_value(self.to_value())
+    }
+
+    /// `workload.manifests`, raw; empty when absent or not a list.
+    pub fn manifests(&self) -> &[Value] {
+        self.fields
+            .get("workload")
+            .and_then(|w| w.get("manifests"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+}
+
+impl From<&ManifestWorkSpec> for ManifestWorkTemplate {
+    fn from(spec: &ManifestWorkSpec) -> Self {
+        match serde_json::to_value(spec) {
+            Ok(Value::Object(fields)) => Self { fields },
+            // A struct always serializes to an object; keep the type total anyway.
+            _ => Self::default(),
+        }
+    }
+}
+
+/// Typed ManifestWork spec (Go `work/v1.ManifestWorkSpec`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<ManifestsTemplate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_option: Option<DeleteOption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_configs: Option<Vec<ManifestConfigOption>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ManifestWorkExecutor>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestsTemplate {
+    /// Raw embedded objects, never re-shaped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifests: Option<Vec<Value>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOption {
+    /// `Foreground` (CRD default), `Orphan` or `SelectivelyOrphan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selectively_orphans: Option<SelectivelyOrphan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectivelyOrphan {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphaning_rules: Option<Vec<OrphaningRule>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OrphaningRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// Resource identifier in `manifestConfigs` (Go `ResourceIdentifier`).
+pub type ResourceIdentifier = OrphaningRule;
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestConfigOption {
+    pub resource_identifier: ResourceIdentifier,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_rules: Option<Vec<FeedbackRule>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<UpdateStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_rules: Option<Vec<ConditionRule>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_scrape_type: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackRule {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_paths: Option<Vec<JsonPath>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JsonPath {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub path: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategy {
+    /// `Update` (default), `CreateOnly`, `ServerSideApply`, `ReadOnly`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_side_apply: Option<ServerSideApplyConfig>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerSideApplyConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_manager: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_fields: Option<Vec<IgnoreField>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoreField {
+    /// `OnSpokePresent` or `OnSpokeChange`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_paths: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_pointers: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jq_path_expressions: Option<Vec<String>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionRule {
+    pub condition: String,
+    /// `WellKnownConditions` or `CEL`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel_expressions: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_expression: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkExecutor {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<ManifestWorkExecutorSubject>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkExecutorSubject {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountSubject>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountSubject {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// ManifestWork status as the work agent writes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    /// Per-manifest status; kept raw because the controller only passes it through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_status: Option<Value>,
+}
+
+/// ManifestWork condition types.
+pub mod condition {
+    pub const APPLIED: &str = "Applied";
+    pub const AVAILABLE: &str = "Available";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const DEGRADED: &str = "Degraded";
+    pub const COMPLETE: &str = "Complete";
+    pub const DELETING: &str = "Deleting";
+}
