@@ -1,0 +1,200 @@
+//! Revision identity: the canonical JSON of a ManifestWork template, the FNV-1a name hash
+//! (SPEC §4) and the content digest used to decide "same content".
+//!
+//! The name hash is short and can collide; equality of content is always decided on the
+//! SHA-256 digest of the same canonical bytes, never on the name hash.
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// Characters a revision hash is spelled with (Kubernetes' "safe encode" alphabet).
+const ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
+const FNV_OFFSET: u32 = 0x811c_9dc5;
+const FNV_PRIME: u32 = 0x0100_0193;
+
+/// Canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace, strings
+/// escaped as serde_json escapes them, numbers as serde_json prints them.
+///
+/// Keys are sorted here rather than relying on `serde_json::Map` ordering, because any
+/// crate in the build may switch on serde_json's `preserve_order`.
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::with_capacity(256);
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                if let Some(val) = map.get(k) {
+                    write_canonical(val, out);
+                }
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    // serde_json cannot fail on a &str; the fallback keeps this total anyway.
+    match serde_json::to_string(s) {
+        Ok(quoted) => out.push_str(&quoted),
+        Err(_) => out.push_str("\"\""),
+    }
+}
+
+/// 32-bit FNV-1a.
+pub fn fnv1a32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(FNV_OFFSET, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(FNV_PRIME)
+    })
+}
+
+fn fnv1a32_continue(mut h: u32, bytes: &[u8]) -> u32 {
+    for b in bytes {
+        h = (h ^ u32::from(*b)).wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+/// Spells the decimal digits of `n` through [`ALPHABET`] (digit d → ALPHABET[ord(d) % 27]).
+pub fn safe_encode(n: u32) -> String {
+    n.to_string()
+        .bytes()
+        .map(|d| char::from(ALPHABET[usize::from(d) % ALPHABET.len()]))
+        .collect()
+}
+
+/// The revision hash of a template (SPEC §4, §10.10): FNV-1a over the canonical JSON,
+/// then — only when `collision_count > 0` — the count as little-endian u32 and 4 zero
+/// bytes.
+pub fn revision_hash(template: &Value, collision_count: i32) -> String {
+    revision_hash_of_canonical(&canonical_json(template), collision_count)
+}
+
+pub fn revision_hash_of_canonical(canonical: &str, collision_count: i32) -> String {
+    let mut h = fnv1a32(canonical.as_bytes());
+    if collision_count > 0 {
+        let count = u32::try_from(collision_count).unwrap_or(0);
+        h = fnv1a32_continue(h, &count.to_le_bytes());
+        h = fnv1a32_continue(h, &[0u8; 4]);
+    }
+    safe_encode(h)
+}
+
+/// Content identity of a template: SHA-256 of its canonical JSON.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub [u8; 32]);
+
+impl std::fmt::Debug for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in &self.0[..6] {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+pub fn digest(template: &Value) -> Digest {
+    digest_of_canonical(&canonical_json(template))
+}
+
+pub fn digest_of_canonical(canonical: &str) -> Digest {
+    Digest(Sha256::digest(canonical.as_bytes()).into())
+}
+
+/// Hex of the first `n` bytes of SHA-256 of `s` (names and hashed owner labels).
+pub fn sha256_hex(s: &str, n: usize) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .take(n)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_sorts_keys_and_drops_whitespace() {
+        let v = json!({"b": 1, "a": {"d": [true, null, "x\"y"], "c": 1.5}, "é": "ü"});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":{"c":1.5,"d":[true,null,"x\"y"]},"b":1,"é":"ü"}"#
+        );
+    }
+
+    #[test]
+    fn canonical_is_independent_of_input_order() {
+        let a: Value = serde_json::from_str(r#"{"x":1,"y":{"q":2,"p":3}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{ "y": {"p":3, "q":2}, "x": 1 }"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(revision_hash(&a, 0), revision_hash(&b, 0));
+        assert_eq!(digest(&a), digest(&b));
+    }
+
+    // Golden vectors: FNV-1a 32 reference values (from the FNV specification's test
+    // suite) and hashes computed independently (Python, see the comment of each).
+    #[test]
+    fn fnv1a32_reference_vectors() {
+        assert_eq!(fnv1a32(b""), 0x811c9dc5);
+        assert_eq!(fnv1a32(b"a"), 0xe40c292c);
+        assert_eq!(fnv1a32(b"foobar"), 0xbf9cf968);
+    }
+
+    #[test]
+    fn safe_encode_maps_digits() {
+        assert_eq!(safe_encode(0), "4");
+        assert_eq!(safe_encode(1_234_567_890), "56789bcdf4");
+    }
+
+    #[test]
+    fn revision_hash_golden() {
+        assert_eq!(fnv1a32(b"{}"), 1_415_952_421);
+        assert_eq!(revision_hash(&json!({}), 0), safe_encode(1_415_952_421));
+        assert_eq!(revision_hash(&json!({}), 0), "5859f96865");
+        assert_eq!(
+            revision_hash(&json!({"é": "ü", "a": [1, 2.5]}), 0),
+            "77c47497f9"
+        );
+        let t = json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}, "data": {"k": "v"}}]}});
+        assert_eq!(revision_hash(&t, 0), GOLDEN_CM);
+        assert_eq!(revision_hash(&t, 1), GOLDEN_CM_COLLISION_1);
+        assert_ne!(revision_hash(&t, 0), revision_hash(&t, 1));
+        assert!(
+            revision_hash(&t, 7)
+                .chars()
+                .all(|c| "456789bcdf".contains(c))
+        );
+    }
+
+    // Computed by scripts/golden-hash.py, an independent implementation.
+    const GOLDEN_CM: &str = "76cb8ddb9d";
+    const GOLDEN_CM_COLLISION_1: &str = "845979fcf9";
+}

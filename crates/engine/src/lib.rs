@@ -1,0 +1,25 @@
+//! Pure decision logic of the ManifestWorkReplicaSet controller. Nothing here reads a
+//! clock, talks to a hub or spawns a task: observed state and `now` come in as
+//! arguments, decisions come out as data, so the controller, the CLI's `rollout plan`
+//! and the benchmarks all share one implementation.
+//!
+//! - [`rollout`]: upstream's rollout engine (which clusters may start now);
+//! - [`work`]: a cluster's rollout status from its ManifestWork's conditions;
+//! - [`hash`], [`revision`]: revision identity and history;
+//! - [`owner`]: owner labels and ManifestWork names;
+//! - [`validate`]: what makes a spec unusable, by field;
+//! - [`plan`]: all of the above turned into writes and a status.
+
+pub mod conditions;
+pub mod hash;
+pub mod invalid;
+pub mod owner;
+pub mod placement;
+pub mod plan;
+pub mod revision;
+pub mod rollout;
+pub mod validate;
+pub mod work;
+
+pub use invalid::Invalid;
+pub use plan::{Observed, Plan, PlanConfig, plan};

@@ -1,0 +1,154 @@
+//! Who owns a ManifestWork: the owner label value (or its hashed form for long owners,
+//! SPEC §10.14) and the deterministic ManifestWork name (SPEC §5, §10.13).
+
+use std::collections::BTreeMap;
+
+use mwrs_api::labels;
+
+use crate::hash;
+use crate::revision::truncate_name;
+
+/// Most characters of a ManifestWork name: the agent prefixes a 64-character hash and a
+/// dash to build the AppliedManifestWork name, which must stay within 253.
+pub const MAX_WORK_NAME_LEN: usize = 188;
+
+/// How one MWRS marks the objects it owns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl OwnerKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// `<ns>.<name>`, upstream's owner label value.
+    pub fn dotted(&self) -> String {
+        format!("{}.{}", self.namespace, self.name)
+    }
+
+    /// `<ns>/<name>`, the owner annotation value.
+    pub fn slashed(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// 32 hex characters of SHA-256 of `ns/name`.
+    pub fn hashed(&self) -> String {
+        hash::sha256_hex(&self.slashed(), 16)
+    }
+
+    /// Whether upstream's dotted label can carry this owner.
+    pub fn fits_label(&self) -> bool {
+        labels::is_valid_label_value(&self.dotted())
+    }
+
+    /// The label (key, value) selecting this owner's objects.
+    pub fn selector(&self) -> (&'static str, String) {
+        if self.fits_label() {
+            (labels::MWRS_OWNER, self.dotted())
+        } else {
+            (labels::OWNER_KEY_HASH, self.hashed())
+        }
+    }
+
+    /// Owner labels every owned object carries.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let (k, v) = self.selector();
+        BTreeMap::from([(k.to_string(), v)])
+    }
+
+    /// Does an object with these labels and annotations belong to this owner?
+    pub fn owns(
+        &self,
+        obj_labels: &BTreeMap<String, String>,
+        obj_annotations: &BTreeMap<String, String>,
+    ) -> bool {
+        let (k, v) = self.selector();
+        obj_labels.get(k) == Some(&v)
+            && (k == labels::MWRS_OWNER
+                || obj_annotations.get(labels::MWRS_OWNER_ANNOTATION) == Some(&self.slashed()))
+    }
+
+    /// The owner an object names, from its labels and annotations: the dotted label
+    /// (split at the first dot: namespaces cannot contain dots, names can), else the
+    /// annotation.
+    pub fn of_object(
+        obj_labels: &BTreeMap<String, String>,
+        obj_annotations: &BTreeMap<String, String>,
+    ) -> Option<Self> {
+        if let Some((ns, name)) = obj_annotations
+            .get(labels::MWRS_OWNER_ANNOTATION)
+            .and_then(|v| v.split_once('/'))
+        {
+            return Some(Self::new(ns, name));
+        }
+        obj_labels
+            .get(labels::MWRS_OWNER)
+            .and_then(|v| v.split_once('.'))
+            .map(|(ns, name)| Self::new(ns, name))
+    }
+
+    /// The ManifestWork name in every cluster namespace: `<ns>.<name>` when it fits, else
+    /// a cut prefix and a hash of the owner. Derived from the owner only, so a stale cache
+    /// can never make a second name for the same cluster.
+    pub fn work_name(&self) -> String {
+        let dotted = self.dotted();
+        if dotted.len() <= MAX_WORK_NAME_LEN {
+            return dotted;
+        }
+        let suffix = hash::sha256_hex(&self.slashed(), 8);
+        let prefix = truncate_name(&dotted, MAX_WORK_NAME_LEN - suffix.len() - 1);
+        format!("{prefix}-{suffix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_owner_uses_dotted_label() {
+        let o = OwnerKey::new("default", "my.app");
+        assert!(o.fits_label());
+        assert_eq!(
+            o.selector(),
+            (labels::MWRS_OWNER, "default.my.app".to_string())
+        );
+        assert_eq!(o.work_name(), "default.my.app");
+        let parsed = OwnerKey::of_object(&o.labels(), &BTreeMap::new()).unwrap();
+        assert_eq!(parsed, o);
+    }
+
+    #[test]
+    fn long_owner_uses_hash_and_annotation() {
+        let o = OwnerKey::new(
+            "a-namespace-of-forty-characters-long-xx",
+            "a-long-replica-set-name-x",
+        );
+        assert!(!o.fits_label());
+        let (k, v) = o.selector();
+        assert_eq!(k, labels::OWNER_KEY_HASH);
+        assert_eq!(v.len(), 32);
+        let ann = BTreeMap::from([(labels::MWRS_OWNER_ANNOTATION.to_string(), o.slashed())]);
+        assert!(o.owns(&o.labels(), &ann));
+        assert!(!o.owns(&o.labels(), &BTreeMap::new()));
+        assert_eq!(OwnerKey::of_object(&o.labels(), &ann).unwrap(), o);
+    }
+
+    #[test]
+    fn work_names_are_bounded_and_distinct() {
+        let a = OwnerKey::new("ns", "x".repeat(250));
+        let b = OwnerKey::new("nt", "x".repeat(250));
+        assert!(a.work_name().len() <= MAX_WORK_NAME_LEN);
+        assert_ne!(a.work_name(), b.work_name());
+        assert_ne!(
+            OwnerKey::new("a", "b").work_name(),
+            OwnerKey::new("b", "b").work_name()
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! The rollout decision itself (upstream's `GetRolloutCluster`): which clusters of one
+//! placement take part in the rollout now, which timed out, which left the placement,
+//! and whether failures passed `maxFailures`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::groups::{DecisionGroups, GroupKey, Selection};
+use super::parse::{Deadline, Size};
+use super::status::{
+    ClusterRolloutStatus, Determined, RolloutStatus, determine_rollout_status, min_recheck_after,
+};
+use super::strategy::{ParsedStrategy, StrategyKind};
+
+/// Switches back to upstream behaviours this port fixes. The default is the fixed
+/// behaviour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Compat {
+    /// Upstream decides whether the mandatory phase is over from *every* existing
+    /// status, so an in-flight or timed-out non-mandatory cluster keeps the rollout in
+    /// the mandatory phase: Progressive then moves in whole batches, and one
+    /// non-mandatory TimeOut blocks the rollout forever without ever breaching
+    /// `maxFailures` (SPEC §10.3); in-flight clusters of other groups also cut the walk
+    /// over the mandatory groups short. Fixed: only mandatory-group clusters (and a
+    /// breach among them) hold the mandatory phase and move its walk on; the others are
+    /// still reported (their timeouts and recheck times) while it holds.
+    pub upstream_mandatory_leak: bool,
+    /// Upstream walks group indices `0..number of groups`, so after a gap in the
+    /// indices the later groups are invisible (never rolled out, their clusters
+    /// reported as removed). Fixed: every group, in index order.
+    pub upstream_group_index_gaps: bool,
+    /// Upstream's per-group walk keeps the unstarted clusters it added when a group
+    /// breaches `maxFailures` (clusters that joined a group late; and since TimeOut
+    /// clusters offset the count of unfinished ones, the walk can pass a group that
+    /// still has some). Fixed: a breach starts no cluster (SPEC §5.8), in
+    /// ProgressivePerGroup and in mandatory groups as in Progressive.
+    pub upstream_start_in_breached_group: bool,
+}
+
+/// The engine's verdict for one placement.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RolloutResult {
+    /// Clusters taking part in the rollout now. Only the ToApply ones need the revision
+    /// written; the others (Progressing, Failed within the deadline, Succeeded still
+    /// soaking) hold their slot and must be left as they are.
+    pub to_rollout: Vec<ClusterRolloutStatus>,
+    /// Clusters at or past the progress deadline, status TimeOut.
+    pub timed_out: Vec<ClusterRolloutStatus>,
+    /// Existing statuses of clusters no longer in any decision group, unchanged.
+    pub removed: Vec<ClusterRolloutStatus>,
+    /// Failures passed `maxFailures` (per group for ProgressivePerGroup, zero tolerated
+    /// in mandatory groups); no new cluster starts. Never set for type All.
+    pub max_failure_breach: bool,
+    /// Shortest positive delay until a cluster in `to_rollout` ends its soak or reaches
+    /// its deadline.
+    pub recheck_after: Option<SignedDuration>,
+}
+
+/// Decides the rollout of one placement at `now`. `existing` holds the statuses of the
+/// clusters that already carry the target revision (other clusters join as ToApply).
+pub fn evaluate(
+    strategy: &ParsedStrategy,
+    groups: &DecisionGroups,
+    existing: &[ClusterRolloutStatus],
+    now: Timestamp,
+    compat: Compat,
+) -> RolloutResult {
+    let universe = if compat.upstream_group_index_gaps {
+        Selection::new(groups, groups.upstream_visible())
+    } else {
+        Selection::all(groups)
+    };
+    let (current, removed) = split_removed(&universe, existing);
+    let ctx = Ctx {
+        min_success_time: strategy.min_success_time,
+        deadline: strategy.deadline,
+        now,
+    };
+    let mut result = match strategy.kind {
+        StrategyKind::All => all(&ctx, &universe, &current),
+        StrategyKind::Progressive => {
+            progressive(strategy, &ctx, groups, &universe, &current, compat)
+        }
+        StrategyKind::ProgressivePerGroup => {
+            progressive_per_group(strategy, &ctx, groups, &universe, &current, compat)
+        }
+    };
+    result.removed = removed;
+    result
+}
+
+/// What every phase needs besides the clusters.
+struct Ctx {
+    min_success_time: SignedDuration,
+    deadline: Deadline,
+    now: Timestamp,
+}
+
+impl Ctx {
+    fn determine(&self, s: &ClusterRolloutStatus) -> Determined {
+        determine_rollout_status(s, self.min_success_time, self.deadline, self.now)
+    }
+}
+
+/// Existing statuses split into clusters still selected and clusters gone.
+fn split_removed(
+    universe: &Selection<'_>,
+    existing: &[ClusterRolloutStatus],
+) -> (Vec<ClusterRolloutStatus>, Vec<ClusterRolloutStatus>) {
+    existing
+        .iter()
+        .cloned()
+        .partition(|s| universe.contains(&s.cluster))
+}
+
+/// Every cluster at once; failures never stop it and there is no soak.
+fn all(ctx: &Ctx, universe: &Selection<'_>, current: &[ClusterRolloutStatus]) -> RolloutResult {
+    let n = universe.cluster_count();
+    let ctx = Ctx {
+        min_success_time: SignedDuration::ZERO,
+        ..*ctx
+    };
+    per_cluster(&ctx, universe, n, n, current)
+}
+
+fn progressive(
+    strategy: &ParsedStrategy,
+    ctx: &Ctx,
+    groups: &DecisionGroups,
+    universe: &Selection<'_>,
+    current: &[ClusterRolloutStatus],
+    compat: Compat,
+) -> RolloutResult {
+    // maxFailures counts against every cluster, mandatory ones included (upstream).
+    let max_failures = strategy.max_failures.resolve(universe.cluster_count(), 0);
+    let mandatory = groups.resolve_mandatory(&strategy.mandatory);
+    if let Some(held) = mandatory_phase(ctx, groups, &mandatory, current, compat) {
+        return held;
+    }
+    let rest = universe.without(&mandatory);
+    let n = rest.cluster_count();
+    let size = strategy.max_concurrency.unwrap_or_default().resolve(n, n);
+    per_cluster(ctx, &rest, size, max_failures, current)
+}
+
+fn progressive_per_group(
+    strategy: &ParsedStrategy,
+    ctx: &Ctx,
+    groups: &DecisionGroups,
+    universe: &Selection<'_>,
+    current: &[ClusterRolloutStatus],
+    compat: Compat,
+) -> RolloutResult {
+    let mandatory = groups.resolve_mandatory(&strategy.mandatory);
+    if let Some(held) = mandatory_phase(ctx, groups, &mandatory, current, compat) {
+        return held;
+    }
+    let rest = universe.without(&mandatory);
+    per_group(ctx, &rest, strategy.max_failures, current, compat)
+}
+
+/// Mandatory groups roll first, group by group, with no failure tolerated. Returns the
+/// result while that phase is not over.
+fn mandatory_phase(
+    ctx: &Ctx,
+    groups: &DecisionGroups,
+    mandatory: &BTreeSet<GroupKey>,
+    current: &[ClusterRolloutStatus],
+    compat: Compat,
+) -> Option<RolloutResult> {
+    if mandatory.is_empty() {
+        return None;
+    }
+    let phase = Selection::new(groups, mandatory.clone());
+    // Every existing status is evaluated, as upstream does, so in-flight clusters of
+    // other groups still report their timeouts and recheck times while this phase
+    // holds; in fixed mode they no longer decide whether it holds.
+    let result = per_group(ctx, &phase, Size::Count(0), current, compat);
+    let held = if compat.upstream_mandatory_leak {
+        !result.to_rollout.is_empty() || !result.timed_out.is_empty()
+    } else {
+        // A breach with nothing listed (a mandatory cluster that came in as TimeOut)
+        // holds too: zero tolerance means zero.
+        result.max_failure_breach
+            || result
+                .to_rollout
+                .iter()
+                .chain(&result.timed_out)
+                .any(|c| phase.contains(&c.cluster))
+    };
+    held.then_some(result)
+}
+
+/// Collects determined statuses and the new clusters into a result.
+#[derive(Default)]
+struct Acc {
+    to_rollout: Vec<ClusterRolloutStatus>,
+    timed_out: Vec<ClusterRolloutStatus>,
+}
+
+impl Acc {
+    /// Files one determined status; returns its status after the determination.
+    fn absorb(&mut self, ctx: &Ctx, s: &ClusterRolloutStatus) -> RolloutStatus {
+        let d = ctx.determine(s);
+        let after = d.status_after(s.status);
+        match d {
+            Determined::Rollout(c) => self.to_rollout.push(c),
+            Determined::TimedOut(c) => self.timed_out.push(c),
+            Determined::Dropped => {}
+        }
+        after
+    }
+
+    fn finish(self, breach: bool, now: Timestamp) -> RolloutResult {
+        RolloutResult {
+            recheck_after: min_recheck_after(&self.to_rollout, now),
+            to_rollout: self.to_rollout,
+            timed_out: self.timed_out,
+            removed: Vec::new(),
+            max_failure_breach: breach,
+        }
+    }
+}
+
+/// Upstream's `progressivePerCluster`: a sliding window of `size` slots over the
+/// selected clusters by name. Existing statuses (by cluster name) take their slots
+/// first; failures beyond `max_failures` stop new clusters from starting.
+fn per_cluster(
+    ctx: &Ctx,
+    selection: &Selection<'_>,
+    size: usize,
+    max_failures: usize,
+    current: &[ClusterRolloutStatus],
+) -> RolloutResult {
+    let mut sorted: Vec<&ClusterRolloutStatus> = current.iter().collect();
+    sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    let mut acc = Acc::default();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let (mut failures, mut breach) = (0usize, false);
+    for s in sorted.into_iter().filter(|s| !s.cluster.is_empty()) {
+        seen.insert(&s.cluster);
+        // After a breach, clusters not started yet stay unstarted.
+        let after = if breach && s.status == RolloutStatus::ToApply {
+            s.status
+        } else {
+            acc.absorb(ctx, s)
+        };
+        if after.is_failure() {
+            failures += 1;
+            breach = failures > max_failures;
+        }
+        if acc.to_rollout.len() >= size {
+            return acc.finish(breach, ctx.now);
+        }
+    }
+    if breach {
+        return acc.finish(true, ctx.now);
+    }
+    for (cluster, key) in selection.clusters_by_name() {
+        if seen.contains(cluster) {
+            continue;
+        }
+        acc.to_rollout
+            .push(ClusterRolloutStatus::to_apply(cluster, key.clone()));
+        if acc.to_rollout.len() >= size {
+            break;
+        }
+    }
+    acc.finish(false, ctx.now)
+}
+
+/// Upstream's `progressivePerGroup`: groups in index order; the next group starts once
+/// every cluster of the current one is done or failed within tolerance
+/// (`max_failures` resolved against each group's size).
+fn per_group(
+    ctx: &Ctx,
+    selection: &Selection<'_>,
+    max_failures: Size,
+    current: &[ClusterRolloutStatus],
+    compat: Compat,
+) -> RolloutResult {
+    let (mut acc, recorded) = record_existing(ctx, current);
+    let evaluated = acc.to_rollout.len();
+    // Clusters still to finish before the walk may move on. Upstream counts every
+    // listed cluster, so in-flight clusters of *other* groups stop the walk over the
+    // mandatory groups early (part of the mandatory-phase leak); fixed, only the
+    // walked groups' own clusters count.
+    let mut unfinished = if compat.upstream_mandatory_leak {
+        evaluated
+    } else {
+        acc.to_rollout
+            .iter()
+            .filter(|c| selection.contains(&c.cluster))
+            .count()
+    };
+    let (mut total_failures, mut breach) = (0usize, false);
+    for (key, clusters) in selection.groups() {
+        let tolerated = max_failures.resolve(selection.group_len(key), 0);
+        let mut group_failures = 0usize;
+        for cluster in clusters {
+            match recorded.get(cluster) {
+                Some(st) if st.is_failure() => {
+                    group_failures += 1;
+                    breach = group_failures > tolerated;
+                }
+                Some(_) => {}
+                None => {
+                    acc.to_rollout
+                        .push(ClusterRolloutStatus::to_apply(cluster, key.clone()));
+                    unfinished += 1;
+                }
+            }
+        }
+        total_failures += group_failures;
+        if breach && !compat.upstream_start_in_breached_group {
+            // Everything the walk added is unstarted.
+            acc.to_rollout.truncate(evaluated);
+        }
+        // Failed clusters within the deadline are listed yet must not hold the next
+        // group; timed-out ones are not listed but still subtracted (upstream's
+        // arithmetic, kept as is).
+        if unfinished > total_failures || breach {
+            return acc.finish(breach, ctx.now);
+        }
+    }
+    acc.finish(breach, ctx.now)
+}
+
+/// Determines every existing status but ToApply (the group walk adds those again as
+/// new), keeping each cluster's status after the determination.
+fn record_existing<'s>(
+    ctx: &Ctx,
+    current: &'s [ClusterRolloutStatus],
+) -> (Acc, HashMap<&'s str, RolloutStatus>) {
+    let mut acc = Acc::default();
+    let mut recorded = HashMap::new();
+    for s in current
+        .iter()
+        .filter(|s| !s.cluster.is_empty() && s.status != RolloutStatus::ToApply)
+    {
+        recorded.insert(s.cluster.as_str(), acc.absorb(ctx, s));
+    }
+    (acc, recorded)
+}

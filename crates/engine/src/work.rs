@@ -1,0 +1,175 @@
+//! What the planner sees of one ManifestWork, and the cluster rollout status derived from
+//! its conditions (SPEC §3 "Cluster status from its MW", rules 1–7).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use mwrs_api::labels;
+use mwrs_api::work::{ManifestWork, condition};
+
+use crate::hash::{self, Digest};
+use crate::rollout::RolloutStatus;
+
+/// One condition, reduced to what status mapping reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CondView {
+    pub type_: String,
+    pub status: String,
+    pub observed_generation: Option<i64>,
+    pub last_transition_time: Timestamp,
+}
+
+/// A ManifestWork as the planner needs it: metadata, the revision it carries, its
+/// conditions; never its manifests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkView {
+    /// The cluster (the ManifestWork's namespace).
+    pub cluster: String,
+    pub name: String,
+    pub generation: i64,
+    pub resource_version: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Digest of the spec as stored, when known; used to spot hand edits and to adopt
+    /// ManifestWorks written before revisions existed.
+    pub spec_digest: Option<Digest>,
+    pub created: Option<Timestamp>,
+    pub deleting: bool,
+    pub conditions: Vec<CondView>,
+}
+
+impl WorkView {
+    /// Builds the view; the digest is computed from the spec when the object still has one.
+    pub fn from_work(mw: &ManifestWork) -> Self {
+        let digest = (!mw.spec.fields.is_empty()).then(|| hash::digest(&mw.spec.to_value()));
+        Self::from_work_with_digest(mw, digest)
+    }
+
+    /// Builds the view of an object whose spec was stripped after `digest` was taken.
+    pub fn from_work_with_digest(mw: &ManifestWork, spec_digest: Option<Digest>) -> Self {
+        let meta = &mw.metadata;
+        let conditions = mw
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| CondView {
+                        type_: c.type_.clone(),
+                        status: c.status.clone(),
+                        observed_generation: c.observed_generation,
+                        last_transition_time: c.last_transition_time.0,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            cluster: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            generation: meta.generation.unwrap_or(0),
+            resource_version: meta.resource_version.clone(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            spec_digest,
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            deleting: meta.deletion_timestamp.is_some(),
+            conditions,
+        }
+    }
+
+    /// The `controller-hash` label.
+    pub fn hash(&self) -> Option<&str> {
+        self.labels.get(labels::CONTROLLER_HASH).map(String::as_str)
+    }
+
+    /// The placementRef that selected this cluster.
+    pub fn placement(&self) -> Option<&str> {
+        self.labels.get(labels::PLACEMENT_NAME).map(String::as_str)
+    }
+
+    /// When the controller wrote the revision this ManifestWork carries.
+    pub fn applied_at(&self) -> Option<Timestamp> {
+        self.annotations
+            .get(labels::REVISION_APPLIED_AT)
+            .and_then(|v| v.parse().ok())
+    }
+
+    pub fn condition(&self, type_: &str) -> Option<&CondView> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// A condition observed at the current generation.
+    fn current(&self, type_: &str) -> Option<&CondView> {
+        self.condition(type_)
+            .filter(|c| c.observed_generation == Some(self.generation))
+    }
+
+    /// Is the condition True at the current generation? (summary counters)
+    pub fn is_true(&self, type_: &str) -> bool {
+        self.current(type_).is_some_and(|c| c.status == "True")
+    }
+
+    /// Does this ManifestWork carry the revision `hash` with content `digest`? A spec that
+    /// no longer matches (edited by hand) does not count.
+    pub fn carries(&self, hash: &str, digest: Option<Digest>) -> bool {
+        self.hash() == Some(hash)
+            && match (self.spec_digest, digest) {
+                (Some(have), Some(want)) => have == want,
+                _ => true,
+            }
+    }
+}
+
+/// Rollout status of a cluster whose ManifestWork carries the target revision, and the
+/// time it entered that status (rules 2–7 of SPEC §3; rule 1, the revision check, is
+/// [`WorkView::carries`]).
+pub fn cluster_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
+    let (status, time) = status_from_conditions(work);
+    // Rule 7: a condition that kept an old transition time across a revision change must
+    // not shorten the soak or the deadline of the new revision.
+    let time = match (time, work.applied_at()) {
+        (Some(t), Some(a)) => Some(t.max(a)),
+        (t, a) => t.or(a),
+    };
+    (status, time)
+}
+
+fn status_from_conditions(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
+    let gen_ = work.generation;
+    let at_gen = |c: &&CondView| c.observed_generation == Some(gen_);
+    let applied = work
+        .current(condition::APPLIED)
+        .filter(|c| c.status == "True");
+    let Some(applied) = applied else {
+        return (RolloutStatus::ToApply, None);
+    };
+    let degraded = work.condition(condition::DEGRADED);
+    if degraded.is_some_and(|d| !at_gen(&d)) {
+        return (RolloutStatus::ToApply, None);
+    }
+    let degraded_true = degraded.filter(|d| d.status == "True");
+    match work.condition(condition::PROGRESSING) {
+        Some(p) if !at_gen(&p) => (RolloutStatus::ToApply, None),
+        Some(p) => match (p.status.as_str(), degraded_true) {
+            ("True", Some(d)) => (RolloutStatus::Failed, Some(d.last_transition_time)),
+            ("False", _) => (RolloutStatus::Succeeded, Some(p.last_transition_time)),
+            _ => (RolloutStatus::Progressing, Some(p.last_transition_time)),
+        },
+        // Rule 6: no Progressing rule configured on the agent; fall back to Available.
+        None => {
+            if let Some(d) = degraded_true {
+                return (RolloutStatus::Failed, Some(d.last_transition_time));
+            }
+            match work
+                .current(condition::AVAILABLE)
+                .filter(|a| a.status == "True")
+            {
+                Some(a) => (RolloutStatus::Succeeded, Some(a.last_transition_time)),
+                None => (
+                    RolloutStatus::Progressing,
+                    Some(applied.last_transition_time),
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! A tiny in-memory hub for multi-step planner scenarios: it executes plans (ManifestWork
+//! and revision writes, status), and a simulated work agent answers every ManifestWork
+//! generation with conditions after a chosen delay. Time only moves when a test says so.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use mwrs_api::labels;
+use mwrs_api::mwrs::{
+    LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec,
+    ManifestWorkReplicaSetStatus,
+};
+use mwrs_api::rollout::RolloutStrategy;
+use mwrs_api::work::ManifestWorkTemplate;
+use mwrs_engine::hash;
+use mwrs_engine::placement::PlacementView;
+use mwrs_engine::plan::{FinalizerAction, Plan, PlanConfig, RevisionChange, WorkChange};
+use mwrs_engine::revision::RevisionView;
+use mwrs_engine::rollout::{DecisionGroups, GroupKey};
+use mwrs_engine::work::{CondView, WorkView};
+use serde_json::{Value, json};
+
+pub const T0: &str = "2026-01-01T00:00:00Z";
+
+/// What the agent of one cluster does with a revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Progressing until `after`, then Progressing=False (done).
+    Succeed { after: SignedDuration },
+    /// Progressing until `after`, then Degraded=True while still Progressing.
+    Degrade { after: SignedDuration },
+    /// Applied and Progressing forever.
+    Hang,
+}
+
+/// A template with one ConfigMap whose data is `version`.
+pub fn template(version: &str) -> Value {
+    json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app", "namespace": "default"}, "data": {"version": version}}]}})
+}
+
+pub fn secs(s: i64) -> SignedDuration {
+    SignedDuration::from_secs(s)
+}
+
+pub struct Hub {
+    pub now: Timestamp,
+    pub mwrs: ManifestWorkReplicaSet,
+    pub placements: Vec<PlacementView>,
+    pub works: BTreeMap<String, WorkView>,
+    pub revisions: Vec<RevisionView>,
+    /// What each work's generation was first seen by the agent at.
+    seen: BTreeMap<(String, i64), Timestamp>,
+    /// Agent behaviour by (cluster, template version); default: succeed after 10s.
+    pub behaviour: BTreeMap<(String, String), Behaviour>,
+    pub default_behaviour: Behaviour,
+    pub cfg: PlanConfig,
+    pub last_plan: Option<Plan>,
+    pub writes: usize,
+    generation: i64,
+}
+
+impl Hub {
+    /// One MWRS `app` in `default`, one placementRef `p` with `groups` (group index →
+    /// clusters), template version `v1`.
+    pub fn new(strategy: Value, groups: &[&[&str]]) -> Self {
+        let strategy: RolloutStrategy = serde_json::from_value(strategy).expect("strategy");
+        let mut mwrs = ManifestWorkReplicaSet::new(
+            "app",
+            ManifestWorkReplicaSetSpec {
+                manifest_work_template: ManifestWorkTemplate::from_value(template("v1")).unwrap(),
+                placement_refs: vec![LocalPlacementReference {
+                    name: "p".into(),
+                    rollout_strategy: Some(strategy),
+                }],
+                ..Default::default()
+            },
+        );
+        mwrs.metadata.namespace = Some("default".into());
+        mwrs.metadata.generation = Some(1);
+        let mut hub = Self {
+            now: T0.parse().unwrap(),
+            mwrs,
+            placements: Vec::new(),
+            works: BTreeMap::new(),
+            revisions: Vec::new(),
+            seen: BTreeMap::new(),
+            behaviour: BTreeMap::new(),
+            default_behaviour: Behaviour::Succeed { after: secs(10) },
+            cfg: PlanConfig::default(),
+            last_plan: None,
+            writes: 0,
+            generation: 1,
+        };
+        hub.set_groups("p", groups);
+        hub
+    }
+
+    pub fn set_groups(&mut self, placement: &str, groups: &[&[&str]]) {
+        let pairs = groups.iter().enumerate().flat_map(|(i, cs)| {
+            cs.iter().map(move |c| {
+                (
+                    GroupKey {
+                        name: String::new(),
+                        index: i as i32,
+                    },
+                    c.to_string(),
+                )
+            })
+        });
+        let view = PlacementView::found(placement, DecisionGroups::from_pairs(pairs));
+        self.placements.retain(|p| p.name != placement);
+        self.placements.push(view);
+    }
+
+    pub fn set_template(&mut self, version: &str) {
+        self.mwrs.spec.manifest_work_template =
+            ManifestWorkTemplate::from_value(template(version)).unwrap();
+        self.generation += 1;
+        self.mwrs.metadata.generation = Some(self.generation);
+    }
+
+    pub fn annotate(&mut self, key: &str, value: &str) {
+        self.mwrs
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+    }
+
+    pub fn behave(&mut self, cluster: &str, version: &str, b: Behaviour) {
+        self.behaviour
+            .insert((cluster.to_string(), version.to_string()), b);
+    }
+
+    pub fn status(&self) -> ManifestWorkReplicaSetStatus {
+        self.mwrs.status.clone().unwrap_or_default()
+    }
+
+    /// One controller pass: plan and execute.
+    pub fn reconcile(&mut self) -> &Plan {
+        let works: Vec<WorkView> = self.works.values().cloned().collect();
+        let observed = mwrs_engine::Observed {
+            mwrs: &self.mwrs,
+            placements: &self.placements,
+            works: &works,
+            revisions: &self.revisions,
+        };
+        let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
+        self.execute(&plan);
+        self.last_plan = Some(plan);
+        self.last_plan.as_ref().unwrap()
+    }
+
+    fn execute(&mut self, plan: &Plan) {
+        if plan.finalizer == FinalizerAction::Add {
+            self.mwrs
+                .metadata
+                .finalizers
+                .get_or_insert_with(Vec::new)
+                .push(labels::MWRS_FINALIZER.into());
+        }
+        for r in &plan.revisions {
+            match r {
+                RevisionChange::Create {
+                    name,
+                    hash: h,
+                    revision,
+                    template,
+                    ..
+                } => self.revisions.push(RevisionView {
+                    name: name.clone(),
+                    hash: h.clone(),
+                    revision: *revision,
+                    digest: hash::digest(template),
+                    template: template.clone(),
+                    created: Some(self.now),
+                    change_cause: None,
+                    generation: self.mwrs.metadata.generation,
+                }),
+                RevisionChange::Renumber { name, revision } => {
+                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
+                        r.revision = *revision;
+                    }
+                }
+                RevisionChange::Delete { name } => self.revisions.retain(|r| &r.name != name),
+            }
+        }
+        for w in &plan.works {
+            self.writes += 1;
+            match w {
+                WorkChange::Apply(a) => {
+                    let template = &plan.templates[&a.revision];
+                    let work = self
+                        .works
+                        .entry(a.cluster.clone())
+                        .or_insert_with(|| WorkView {
+                            cluster: a.cluster.clone(),
+                            name: a.name.clone(),
+                            generation: 0,
+                            resource_version: None,
+                            labels: BTreeMap::new(),
+                            annotations: BTreeMap::new(),
+                            spec_digest: None,
+                            created: Some(self.now),
+                            deleting: false,
+                            conditions: Vec::new(),
+                        });
+                    let digest = hash::digest(template);
+                    if work.spec_digest != Some(digest) {
+                        work.generation += 1;
+                    }
+                    work.spec_digest = Some(digest);
+                    work.labels.extend(a.labels.clone());
+                    work.annotations.extend(a.annotations.clone());
+                }
+                WorkChange::Relabel {
+                    cluster,
+                    labels,
+                    annotations,
+                    ..
+                } => {
+                    if let Some(work) = self.works.get_mut(cluster) {
+                        work.labels.extend(labels.clone());
+                        work.annotations.extend(annotations.clone());
+                    }
+                }
+                WorkChange::Delete { cluster, .. } => {
+                    self.works.remove(cluster);
+                }
+            }
+        }
+        if let Some(s) = &plan.status {
+            self.mwrs.status = Some(s.clone());
+        }
+    }
+
+    /// The template version (`data.version`) a work carries.
+    pub fn version_of(&self, cluster: &str) -> Option<String> {
+        let w = self.works.get(cluster)?;
+        let h = w.labels.get(labels::CONTROLLER_HASH)?;
+        let r = self.revisions.iter().find(|r| &r.hash == h)?;
+        r.template["workload"]["manifests"][0]["data"]["version"]
+            .as_str()
+            .map(String::from)
+    }
+
+    pub fn versions(&self) -> BTreeMap<String, String> {
+        self.works
+            .keys()
+            .map(|c| (c.clone(), self.version_of(c).unwrap_or_default()))
+            .collect()
+    }
+
+    /// The agents: report on every work as its behaviour says at `now`.
+    pub fn agents(&mut self) {
+        let now = self.now;
+        let clusters: Vec<String> = self.works.keys().cloned().collect();
+        for c in clusters {
+            let version = self.version_of(&c).unwrap_or_default();
+            let b = self
+                .behaviour
+                .get(&(c.clone(), version))
+                .copied()
+                .unwrap_or(self.default_behaviour);
+            let w = self.works.get_mut(&c).unwrap();
+            let gen_ = w.generation;
+            let first_seen = *self.seen.entry((c.clone(), gen_)).or_insert(now);
+            let elapsed = now.duration_since(first_seen);
+            let (progressing, degraded) = match b {
+                Behaviour::Succeed { after } if elapsed >= after => ("False", "False"),
+                Behaviour::Degrade { after } if elapsed >= after => ("True", "True"),
+                _ => ("True", "False"),
+            };
+            set_cond(w, "Applied", "True", gen_, now);
+            set_cond(w, "Available", "True", gen_, now);
+            set_cond(w, "Progressing", progressing, gen_, now);
+            set_cond(w, "Degraded", degraded, gen_, now);
+        }
+    }
+
+    /// Advance time, let the agents report, then reconcile.
+    pub fn step(&mut self, by: SignedDuration) -> &Plan {
+        self.now += by;
+        self.agents();
+        self.reconcile()
+    }
+
+    /// (type, status, reason) of every MWRS condition, sorted by type.
+    pub fn conditions(&self) -> Vec<(String, String, String)> {
+        let mut v: Vec<_> = self
+            .status()
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason))
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn condition(&self, type_: &str) -> (String, String) {
+        self.status()
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status, c.reason))
+            .unwrap_or_default()
+    }
+
+    pub fn message(&self, type_: &str) -> String {
+        self.status()
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.message)
+            .unwrap_or_default()
+    }
+
+    pub fn hash_of(&self, version: &str) -> String {
+        hash::revision_hash(&template(version), 0)
+    }
+}
+
+fn set_cond(w: &mut WorkView, type_: &str, status: &str, gen_: i64, now: Timestamp) {
+    match w.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.status = status.into();
+                c.last_transition_time = now;
+            }
+            c.observed_generation = Some(gen_);
+        }
+        None => w.conditions.push(CondView {
+            type_: type_.into(),
+            status: status.into(),
+            observed_generation: Some(gen_),
+            last_transition_time: now,
+        }),
+    }
+}
+
+/// `[(type, status, reason)]` literal helper.
+pub fn c(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+    (type_.into(), status.into(), reason.into())
+}
