@@ -1,0 +1,310 @@
+//! Planner scenarios around the fleet and history rather than a single rollout: several
+//! placementRefs, clusters leaving, placements disappearing, pruning, hash collisions,
+//! adoption of ManifestWorks written before revisions existed, and duplicates.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use mwrs_api::labels;
+use mwrs_engine::hash;
+use mwrs_engine::placement::{PlacementState, PlacementView};
+use mwrs_engine::plan::WorkChange;
+use mwrs_engine::revision::RevisionView;
+use mwrs_engine::work::WorkView;
+use serde_json::json;
+use support::{Behaviour, Hub, secs, template};
+
+fn all() -> serde_json::Value {
+    json!({"type": "All", "all": {"progressDeadline": "60s"}})
+}
+
+fn complete(h: &Hub) -> bool {
+    h.condition("PlacementRolledOut") == ("True".into(), "Complete".into())
+}
+
+fn settle(h: &mut Hub) {
+    h.reconcile();
+    for _ in 0..30 {
+        if complete(h) {
+            return;
+        }
+        h.step(secs(5));
+    }
+    panic!("did not complete: {:?}", h.conditions());
+}
+
+fn add_placement(h: &mut Hub, name: &str, clusters: &[&str]) {
+    h.mwrs
+        .spec
+        .placement_refs
+        .push(serde_json::from_value(json!({"name": name, "rolloutStrategy": all()})).unwrap());
+    h.set_groups(name, &[clusters]);
+}
+
+#[test]
+fn a_cluster_selected_by_two_placements_gets_one_work() {
+    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    add_placement(&mut h, "q", &["c2", "c3"]);
+    settle(&mut h);
+    assert_eq!(h.works.len(), 3);
+    assert_eq!(h.works["c2"].labels[labels::PLACEMENT_NAME], "p");
+    assert_eq!(h.works["c3"].labels[labels::PLACEMENT_NAME], "q");
+    let s = h.status();
+    assert_eq!(s.summary.desired_total, 3);
+    assert_eq!(s.summary.total, 3);
+    assert_eq!(s.placement_summary[0].summary.desired_total, 2);
+    assert_eq!(s.placement_summary[1].summary.desired_total, 1);
+
+    // c2 leaves p: it moves to q, keeping its ManifestWork (relabelled, not re-created).
+    h.set_groups("p", &[&["c1"]]);
+    let p = h.step(secs(5)).clone();
+    assert!(
+        !p.works
+            .iter()
+            .any(|w| matches!(w, WorkChange::Delete { cluster, .. } if cluster == "c2")),
+        "{:?}",
+        p.works
+    );
+    assert_eq!(h.works["c2"].labels[labels::PLACEMENT_NAME], "q");
+    assert_eq!(h.works["c2"].generation, 1, "spec untouched");
+}
+
+#[test]
+fn a_removed_cluster_loses_its_work_whatever_revision_it_carries() {
+    let mut h = Hub::new(all(), &[&["c1", "c2", "c3"]]);
+    settle(&mut h);
+    h.behave("c3", "v2", Behaviour::Hang);
+    h.set_template("v2");
+    h.reconcile();
+    // Mid-rollout, c3 (on v2, in flight) and c1 leave.
+    h.set_groups("p", &[&["c2"]]);
+    h.step(secs(5));
+    assert_eq!(h.works.keys().collect::<Vec<_>>(), vec!["c2"]);
+    settle(&mut h);
+    assert_eq!(h.status().summary.desired_total, 1);
+}
+
+#[test]
+fn a_removed_cluster_is_deleted_mid_abort_and_a_new_one_gets_the_stable_revision() {
+    let mut h = Hub::new(
+        json!({"type": "All", "all": {"progressDeadline": "20s"}, "failureStrategy": "AbortAll"}),
+        &[&["c1", "c2", "c3"]],
+    );
+    settle(&mut h);
+    h.behave("c1", "v2", Behaviour::Hang);
+    h.set_template("v2");
+    h.reconcile();
+    for _ in 0..20 {
+        if h.status().aborted_time.is_some() {
+            break;
+        }
+        h.step(secs(5));
+    }
+    assert!(h.status().aborted_time.is_some());
+    h.set_groups("p", &[&["c1", "c2", "c4"]]);
+    h.step(secs(1));
+    assert!(!h.works.contains_key("c3"));
+    assert_eq!(
+        h.version_of("c4").as_deref(),
+        Some("v1"),
+        "joins on the stable revision"
+    );
+    assert!(h.versions().values().all(|v| v == "v1"));
+}
+
+#[test]
+fn a_missing_placement_keeps_its_works_and_the_others_go_on() {
+    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    add_placement(&mut h, "q", &["c3"]);
+    settle(&mut h);
+    // Placement p is deleted.
+    h.placements.retain(|p| p.name != "p");
+    h.placements.push(PlacementView {
+        name: "p".into(),
+        state: PlacementState::Missing,
+    });
+    h.set_template("v2");
+    h.reconcile();
+    assert_eq!(
+        h.condition("PlacementVerified"),
+        ("False".into(), "PlacementDecisionNotFound".into())
+    );
+    assert!(h.message("PlacementVerified").contains('p'));
+    assert_eq!(h.works.len(), 3, "no ManifestWork deleted");
+    for _ in 0..10 {
+        h.step(secs(5));
+    }
+    assert_eq!(h.version_of("c3").as_deref(), Some("v2"), "q rolls on");
+    assert_eq!(
+        h.version_of("c1").as_deref(),
+        Some("v1"),
+        "p's rollout stopped"
+    );
+    assert!(!complete(&h), "never promoted while a placement is unknown");
+}
+
+#[test]
+fn history_is_pruned_to_the_limit_keeping_live_revisions() {
+    let mut h = Hub::new(all(), &[&["c1"]]);
+    h.mwrs.spec.revision_history_limit = Some(2);
+    settle(&mut h);
+    for v in ["v2", "v3", "v4", "v5"] {
+        h.set_template(v);
+        settle(&mut h);
+    }
+    let mut revs: Vec<(i64, String)> = h
+        .revisions
+        .iter()
+        .map(|r| {
+            let v = r.template["workload"]["manifests"][0]["data"]["version"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            (r.revision, v)
+        })
+        .collect();
+    revs.sort();
+    assert_eq!(
+        revs,
+        vec![(3, "v3".into()), (4, "v4".into()), (5, "v5".into())],
+        "live v5 plus two non-live"
+    );
+    // Live revisions are never pruned, even with a limit of 0.
+    h.mwrs.spec.revision_history_limit = Some(0);
+    h.step(secs(5));
+    assert_eq!(h.revisions.len(), 1);
+    assert_eq!(h.revisions[0].hash, h.hash_of("v5"));
+}
+
+#[test]
+fn a_hash_collision_bumps_the_count_and_converges() {
+    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    settle(&mut h);
+    // Someone else's revision already holds the name v2 would get.
+    let v2 = h.hash_of("v2");
+    let other = json!({"workload": {"manifests": []}, "not": "v2"});
+    h.revisions.push(RevisionView {
+        name: format!("app-{v2}"),
+        hash: v2.clone(),
+        revision: 7,
+        digest: hash::digest(&other),
+        template: other,
+        created: None,
+        change_cause: None,
+        generation: None,
+    });
+    h.set_template("v2");
+    settle(&mut h);
+    let s = h.status();
+    assert_eq!(s.collision_count, Some(1));
+    let expected = hash::revision_hash(&template("v2"), 1);
+    assert_eq!(s.update_revision.as_deref(), Some(expected.as_str()));
+    assert_eq!(s.current_revision.as_deref(), Some(expected.as_str()));
+    assert!(h.versions().values().all(|v| v == "v2"));
+    // The next pass computes the same name: nothing more is created.
+    let p = h.step(secs(5)).clone();
+    assert!(p.revisions.is_empty(), "{:?}", p.revisions);
+}
+
+fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkView {
+    WorkView {
+        cluster: cluster.into(),
+        name: name.into(),
+        generation: 1,
+        resource_version: Some("1".into()),
+        labels: BTreeMap::from([
+            (labels::MWRS_OWNER.to_string(), "default.app".to_string()),
+            (labels::PLACEMENT_NAME.to_string(), "p".to_string()),
+        ]),
+        annotations: BTreeMap::new(),
+        spec_digest: Some(hash::digest(&template(version))),
+        created: Some(created.parse().unwrap()),
+        deleting: false,
+        conditions: Vec::new(),
+    }
+}
+
+#[test]
+fn works_from_a_controller_without_history_are_adopted_not_rerolled() {
+    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    h.works.insert(
+        "c1".into(),
+        legacy_work("c1", "appx7k2p", "v1", "2025-01-01T00:00:00Z"),
+    );
+    h.works.insert(
+        "c2".into(),
+        legacy_work("c2", "app9zz1q", "v1", "2025-01-01T00:00:00Z"),
+    );
+    h.agents();
+    let p = h.reconcile().clone();
+    assert!(
+        p.works
+            .iter()
+            .all(|w| matches!(w, WorkChange::Relabel { .. })),
+        "{:?}",
+        p.works
+    );
+    assert_eq!(h.works["c1"].generation, 1);
+    assert_eq!(
+        h.works["c1"].name, "appx7k2p",
+        "upstream's generated name is kept"
+    );
+    assert_eq!(h.version_of("c1").as_deref(), Some("v1"));
+    settle(&mut h);
+    assert_eq!(h.works["c2"].generation, 1, "never re-rolled");
+}
+
+#[test]
+fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
+    let mut h = Hub::new(all(), &[&["c1"]]);
+    settle(&mut h);
+    // A second owned ManifestWork in c1's namespace (left by upstream's generateName).
+    // The in-memory hub keys works by cluster, so keep it aside and show it to the planner.
+    let dup = legacy_work("c1", "appdup12", "v0", "2025-01-01T00:00:00Z");
+    let mut works: Vec<WorkView> = h.works.values().cloned().collect();
+    works.push(dup);
+    let observed = mwrs_engine::Observed {
+        mwrs: &h.mwrs,
+        placements: &h.placements,
+        works: &works,
+        revisions: &h.revisions,
+    };
+    let p = mwrs_engine::plan(&observed, h.now, &h.cfg);
+    assert_eq!(
+        p.works,
+        vec![WorkChange::Delete {
+            cluster: "c1".into(),
+            name: "appdup12".into()
+        }],
+        "the deterministic name survives; the other goes"
+    );
+}
+
+#[test]
+fn a_long_owner_uses_the_hashed_label_and_the_annotation() {
+    let mut h = Hub::new(all(), &[&["c1"]]);
+    let long = "a-replica-set-name-that-is-long-enough-to-break-the-label-limit";
+    h.mwrs.metadata.name = Some(long.into());
+    settle(&mut h);
+    let w = &h.works["c1"];
+    assert!(!w.labels.contains_key(labels::MWRS_OWNER));
+    assert_eq!(w.labels[labels::OWNER_KEY_HASH].len(), 32);
+    assert_eq!(
+        w.annotations[labels::MWRS_OWNER_ANNOTATION],
+        format!("default/{long}")
+    );
+    assert!(w.name.len() <= 188);
+    assert!(h.revisions[0].name.starts_with(long));
+}
+
+#[test]
+fn placement_refs_keep_spec_order_for_ownership() {
+    let mut h = Hub::new(all(), &[&["c1"]]);
+    add_placement(&mut h, "q", &["c1"]);
+    h.mwrs.spec.placement_refs.reverse();
+    settle(&mut h);
+    assert_eq!(h.works["c1"].labels[labels::PLACEMENT_NAME], "q");
+}
