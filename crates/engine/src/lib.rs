@@ -18,6 +18,7 @@ pub mod placement;
 pub mod plan;
 pub mod revision;
 pub mod rollout;
+pub mod snapshot;
 pub mod validate;
 pub mod work;
 
