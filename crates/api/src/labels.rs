@@ -11,7 +11,8 @@ pub const CONTROLLER_HASH: &str = "work.open-cluster-management.io/controller-ha
 pub const OWNER_KEY_HASH: &str = "work.open-cluster-management.io/ownerkey-hash";
 /// Annotation holding `ns/name` of the owning MWRS, always written, read when the owner
 /// label is hashed.
-pub const MWRS_OWNER_ANNOTATION: &str = "work.open-cluster-management.io/manifestworkreplicaset-owner";
+pub const MWRS_OWNER_ANNOTATION: &str =
+    "work.open-cluster-management.io/manifestworkreplicaset-owner";
 /// Finalizer on the MWRS that guards ManifestWork cleanup.
 pub const MWRS_FINALIZER: &str = "work.open-cluster-management.io/manifest-work-cleanup";
 /// ControllerRevision annotation: the MWRS `metadata.generation` that produced it.

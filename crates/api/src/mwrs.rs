@@ -156,6 +156,10 @@ pub mod condition {
     pub const REASON_ROLLOUT_ABORTED: &str = "RolloutAborted";
     pub const REASON_ABORT_FAILED: &str = "AbortFailed";
     pub const REASON_ROLLOUT_PAUSED: &str = "RolloutPaused";
+
+    /// Event reasons that are not condition reasons.
+    pub const EVENT_ABORT_STARTED: &str = "AbortStarted";
+    pub const EVENT_ABORT_COMPLETED: &str = "AbortCompleted";
 }
 
 /// Go writes a nil slice or struct pointer as `null`; treat it as the default.

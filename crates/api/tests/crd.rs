@@ -3,6 +3,8 @@
 //!   unchanged (no field unknown to Rust, none reshaped);
 //! - a Rust object with every field set only uses paths the schema defines.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeSet;
 
 use mwrs_api::mwrs::{
@@ -38,7 +40,11 @@ fn sample(s: &Value) -> Value {
         return json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "cm", "namespace": "default"}, "data": {"k": "v"}});
     }
-    if let Some(e) = s.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+    if let Some(e) = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
         return e.clone();
     }
     match s.get("type").and_then(Value::as_str) {
@@ -149,8 +155,7 @@ fn new_fields_are_validated_by_the_schema() {
     let spec = &s["properties"]["spec"]["properties"];
     assert_eq!(spec["revisionHistoryLimit"]["minimum"], json!(0));
     assert_eq!(spec["revisionHistoryLimit"]["default"], json!(10));
-    let fs = &spec["placementRefs"]["items"]["properties"]["rolloutStrategy"]["properties"]
-        ["failureStrategy"];
+    let fs = &spec["placementRefs"]["items"]["properties"]["rolloutStrategy"]["properties"]["failureStrategy"];
     assert_eq!(fs["enum"], json!(["AbortAll"]));
 }
 

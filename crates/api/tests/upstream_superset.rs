@@ -2,6 +2,8 @@
 //! schema (open-cluster-management.io/api v1.3.0, fetched from the Go module proxy) exists
 //! in ours with the same type, the same defaults and no tighter validation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -95,10 +97,18 @@ fn our_crd_is_a_superset_of_upstreams() {
         };
         for k in SAME {
             if t.get(k) != m.get(k) {
-                problems.push(format!("{path}: {k} differs ({:?} vs {:?})", t.get(k), m.get(k)));
+                problems.push(format!(
+                    "{path}: {k} differs ({:?} vs {:?})",
+                    t.get(k),
+                    m.get(k)
+                ));
             }
         }
     }
-    assert!(problems.is_empty(), "not a superset:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "not a superset:\n{}",
+        problems.join("\n")
+    );
     assert!(mine.len() > theirs.len(), "ours adds fields");
 }

@@ -301,6 +301,9 @@ struct Pass<'a> {
     works: BTreeMap<&'a str, (&'a WorkView, Vec<&'a WorkView>)>,
     /// Digest by revision hash, for every stored revision and the update template.
     digests: BTreeMap<String, Digest>,
+    /// The owner label and annotation, computed once (a hashed owner costs a SHA-256).
+    owner_label: (&'static str, String),
+    owner_slashed: String,
 }
 
 impl<'a> Pass<'a> {
@@ -355,6 +358,8 @@ impl<'a> Pass<'a> {
             .map(|r| (r.hash.clone(), r.digest))
             .collect();
         Self {
+            owner_label: owner.selector(),
+            owner_slashed: owner.slashed(),
             o,
             owner,
             old,
@@ -407,17 +412,20 @@ impl<'a> Pass<'a> {
                 true
             }
             Resolution::Existing {
-                name,
-                renumber_to: Some(to),
-                ..
+                name, renumber_to, ..
             } => {
-                p.revisions.push(RevisionChange::Renumber {
-                    name: name.clone(),
-                    revision: *to,
-                });
-                false
+                if let Some(to) = renumber_to {
+                    p.revisions.push(RevisionChange::Renumber {
+                        name: name.clone(),
+                        revision: *to,
+                    });
+                }
+                // Created for this very generation by an earlier pass whose status write
+                // was lost: still new content, not a revision found in history.
+                self.o.revisions.iter().any(|r| {
+                    &r.name == name && r.generation.is_some() && r.generation == generation
+                })
             }
-            Resolution::Existing { .. } => false,
         };
         p.templates.insert(update.clone(), template);
         let revision_changed = self.old.update_revision.as_deref() != Some(update.as_str());
@@ -525,6 +533,16 @@ impl<'a> Pass<'a> {
         }
         status.conditions = Some(list);
         p.events = transitions(&self.old, &status);
+        // A new revision is worth an event even when the rollout completes in the same
+        // pass (an undo to what every cluster already runs) and Progressing never says so.
+        let started = self.in_progress_reason(revision_changed, created);
+        if revision_changed && !p.events.iter().any(|e| e.reason == started) {
+            p.events.push(Transition {
+                reason: started.into(),
+                message: format!("revision {update} is the update revision"),
+                warning: false,
+            });
+        }
         if abort == AbortState::Held && outcome.done == outcome.desired && outcome.desired > 0 {
             let was_done = self
                 .old
@@ -534,7 +552,7 @@ impl<'a> Pass<'a> {
                 .is_some_and(|c| c.status == "True");
             if !was_done {
                 p.events.push(Transition {
-                    reason: "AbortCompleted".into(),
+                    reason: mc::EVENT_ABORT_COMPLETED.into(),
                     message: format!(
                         "all {} clusters are back on revision {target}",
                         outcome.desired
@@ -545,7 +563,7 @@ impl<'a> Pass<'a> {
         }
         if matches!(abort, AbortState::Starting(_)) {
             p.events.push(Transition {
-                reason: "AbortStarted".into(),
+                reason: mc::EVENT_ABORT_STARTED.into(),
                 message: format!(
                     "reverting every cluster from revision {update} to {}",
                     current.as_deref().unwrap_or("")
@@ -798,7 +816,7 @@ impl<'a> Pass<'a> {
 
     fn work_labels(&self, placement: &str, revision: &str) -> BTreeMap<String, String> {
         let mut l = self.o.mwrs.metadata.labels.clone().unwrap_or_default();
-        l.extend(self.owner.labels());
+        l.insert(self.owner_label.0.into(), self.owner_label.1.clone());
         l.insert(labels::PLACEMENT_NAME.into(), placement.into());
         l.insert(labels::CONTROLLER_HASH.into(), revision.into());
         l
@@ -809,6 +827,25 @@ impl<'a> Pass<'a> {
             labels::MWRS_OWNER_ANNOTATION.to_string(),
             self.owner.slashed(),
         )])
+    }
+
+    /// Does a ManifestWork lack any label or annotation it should carry? Checked in place:
+    /// this runs for every cluster on every pass.
+    fn needs_relabel(&self, w: &WorkView, placement: &str, revision: &str) -> bool {
+        let has = |k: &str, v: &str| w.labels.get(k).is_some_and(|x| x == v);
+        let (owner_key, owner_value) = &self.owner_label;
+        !(has(labels::PLACEMENT_NAME, placement)
+            && has(labels::CONTROLLER_HASH, revision)
+            && has(owner_key, owner_value)
+            && self
+                .o
+                .mwrs
+                .metadata
+                .labels
+                .iter()
+                .flatten()
+                .all(|(k, v)| has(k, v))
+            && w.annotations.get(labels::MWRS_OWNER_ANNOTATION) == Some(&self.owner_slashed))
     }
 
     /// Rolling forward: write the update revision to every ToApply cluster the engine
@@ -907,15 +944,14 @@ impl<'a> Pass<'a> {
                 Some(d) => {
                     if !applied.contains(cluster) {
                         let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
-                        if let Some(r) = self.carried(w).map(|rev| {
-                            (self.work_labels(placement, &rev), self.owner_annotations())
-                        }) && needs_relabel(w, &r.0, &r.1)
+                        if let Some(rev) = self.carried(w)
+                            && self.needs_relabel(w, placement, &rev)
                         {
                             relabels.push(WorkChange::Relabel {
                                 cluster: (*cluster).to_string(),
                                 name: w.name.clone(),
-                                labels: r.0,
-                                annotations: r.1,
+                                labels: self.work_labels(placement, &rev),
+                                annotations: self.owner_annotations(),
                             });
                         }
                     }
@@ -1086,13 +1122,16 @@ impl<'a> Pass<'a> {
         let mut live: BTreeSet<&str> = BTreeSet::new();
         live.extend(status.current_revision.as_deref());
         live.extend(status.update_revision.as_deref());
-        let carried: Vec<String> = self
+        // Labelled works name their revision; only unlabelled ones need a content lookup.
+        let unlabelled: Vec<String> = self
             .o
             .works
             .iter()
+            .filter(|w| w.hash().is_none())
             .filter_map(|w| self.carried(w))
             .collect();
-        live.extend(carried.iter().map(String::as_str));
+        live.extend(self.o.works.iter().filter_map(WorkView::hash));
+        live.extend(unlabelled.iter().map(String::as_str));
         live.insert(res.hash());
         let limit = self.o.mwrs.spec.revision_history_limit();
         p.revisions.extend(
@@ -1101,17 +1140,6 @@ impl<'a> Pass<'a> {
                 .map(|name| RevisionChange::Delete { name }),
         );
     }
-}
-
-fn needs_relabel(
-    w: &WorkView,
-    want_labels: &BTreeMap<String, String>,
-    want_annotations: &BTreeMap<String, String>,
-) -> bool {
-    want_labels.iter().any(|(k, v)| w.labels.get(k) != Some(v))
-        || want_annotations
-            .iter()
-            .any(|(k, v)| w.annotations.get(k) != Some(v))
 }
 
 fn add(a: Summary, b: Summary) -> Summary {
