@@ -1,0 +1,104 @@
+//! What every reconcile shares: the client, the reflector stores, the event recorder,
+//! metrics and configuration, plus two small pieces of bookkeeping (per-object failure
+//! counts for backoff, and the last status resourceVersion written per MWRS so a
+//! reconcile never acts on a cache older than its own last write).
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::PlanConfig;
+
+use crate::metrics::Metrics;
+use crate::watch::Stores;
+
+/// Settings of one controller instance.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Writes in flight at once within one reconcile.
+    pub write_concurrency: usize,
+    /// MWRS reconciled at once.
+    pub workers: u16,
+    /// Only MWRS (and their Placements and revisions) in this namespace; None: all.
+    /// ManifestWorks are always watched cluster-wide (they live in cluster namespaces).
+    pub namespace: Option<String>,
+    pub plan: PlanConfig,
+    /// Longest wait between two passes over one MWRS.
+    pub max_requeue: Duration,
+    /// Reporting instance in Events (pod name, or hostname-pid).
+    pub instance: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            write_concurrency: 32,
+            workers: 16,
+            namespace: None,
+            plan: PlanConfig::default(),
+            max_requeue: Duration::from_secs(30 * 60),
+            instance: default_identity(),
+        }
+    }
+}
+
+/// `hostname-pid`, unique enough for lease identities and event reporters.
+pub fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mwrs-controller".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// State shared with the HTTP server.
+#[derive(Clone, Default)]
+pub struct Shared {
+    pub metrics: Arc<Metrics>,
+    /// Set once every store has synced.
+    pub ready: Arc<AtomicBool>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub stores: Stores,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub config: Config,
+    /// Consecutive failures per MWRS, for exponential backoff.
+    pub(crate) failures: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u32>>,
+    /// resourceVersion returned by our last status write per MWRS.
+    pub(crate) written: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u64>>,
+}
+
+impl Context {
+    pub fn new(client: Client, stores: Stores, metrics: Arc<Metrics>, config: Config) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: crate::FIELD_MANAGER.to_string(),
+                instance: Some(config.instance.clone()),
+            },
+        );
+        Self {
+            client,
+            stores,
+            recorder,
+            metrics,
+            config,
+            failures: Mutex::default(),
+            written: Mutex::default(),
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! Carries out one plan: finalizer, revisions, ManifestWorks (bounded concurrency),
+//! status (merge patch guarded by the resourceVersion read), the finalizer's removal and
+//! Events. The order matters:
+//! - the finalizer goes on before anything is created, so nothing can be orphaned;
+//! - a revision is stored before any ManifestWork names it, so a restart finds it;
+//! - status is written whatever happened to the writes (it describes what was observed);
+//! - the finalizer comes off only after every delete it guards succeeded.
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
+use mwrs_engine::hash;
+use mwrs_engine::plan::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::error::{Error, Result, is_status};
+use crate::patch;
+use crate::snapshot::Snapshot;
+
+const MW: &str = "manifestwork";
+const CR: &str = "controllerrevision";
+
+/// Longest Event note the API accepts.
+const MAX_NOTE: usize = 1024;
+
+/// What happened to a plan.
+#[derive(Debug, Default)]
+pub struct Executed {
+    pub writes: usize,
+    /// resourceVersion our status write produced, when there was one.
+    pub status_version: Option<String>,
+}
+
+fn pp() -> PatchParams {
+    PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
+fn post() -> PostParams {
+    PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
+fn result_label<T>(r: &Result<T>) -> &'static str {
+    match r {
+        Ok(_) => "ok",
+        Err(Error::Conflict { .. }) => "conflict",
+        Err(_) => "error",
+    }
+}
+
+/// Runs `plan` for `mwrs`; fails with the first failure after doing everything that
+/// could still be done.
+pub async fn execute(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    snap: &Snapshot,
+    plan: &Plan,
+) -> Result<Executed> {
+    let ns = mwrs.namespace().ok_or(Error::MissingField("namespace"))?;
+    let name = mwrs.name_any();
+    let mwrs_api: Api<ManifestWorkReplicaSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut out = Executed::default();
+    let mut status_version = mwrs.resource_version();
+
+    if plan.finalizer == FinalizerAction::Add {
+        let p = patch::finalizer_add(mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER)
+            .map_err(|source| Error::Serialize {
+                what: "finalizer patch",
+                source,
+            })?;
+        let r = mwrs_api
+            .patch(&name, &pp(), &Patch::Json::<()>(p))
+            .await
+            .map_err(|e| finalizer_error(&name, e));
+        ctx.metrics.write("finalizer", "add", result_label(&r));
+        // The status below was computed from the object as read; the finalizer patch
+        // changed only the finalizers, so its result's version guards the status write.
+        status_version = r?.resource_version();
+        out.writes += 1;
+    }
+
+    let mut failures: Vec<Error> = Vec::new();
+    let mut total = 0usize;
+
+    // Revisions, in plan order (few; creations first in the planner's order).
+    let mut revision_create_failed = false;
+    for change in &plan.revisions {
+        total += 1;
+        let r = revision(ctx, mwrs, &ns, change).await;
+        if let Err(e) = r {
+            if matches!(change, RevisionChange::Create { .. }) {
+                revision_create_failed = true;
+            }
+            failures.push(e);
+        } else {
+            out.writes += 1;
+        }
+    }
+
+    // ManifestWorks. If a revision could not be stored, write none that could name it:
+    // the next pass resolves the revision again (e.g. with a bumped collision count).
+    if !revision_create_failed {
+        let n = ctx.config.write_concurrency.max(1);
+        let (deletes, others): (Vec<&WorkChange>, Vec<&WorkChange>) = plan
+            .works
+            .iter()
+            .partition(|c| matches!(c, WorkChange::Delete { .. }));
+        for batch in [others, deletes] {
+            // Futures built up front: a closure inside the stream type trips the
+            // higher-ranked lifetime check of the spawned reconcile future.
+            let futs: Vec<_> = batch
+                .into_iter()
+                .map(|c| work(ctx, mwrs, snap, plan, c))
+                .collect();
+            let results: Vec<Result<()>> = futures::stream::iter(futs)
+                .buffer_unordered(n)
+                .collect()
+                .await;
+            for r in results {
+                total += 1;
+                match r {
+                    Ok(()) => out.writes += 1,
+                    Err(e) => failures.push(e),
+                }
+            }
+        }
+    }
+
+    // Status: only when it changed, guarded by the version it was computed from.
+    if let Some(new) = &plan.status {
+        let ser = |v| {
+            serde_json::to_value(v).map_err(|source| Error::Serialize {
+                what: "status",
+                source,
+            })
+        };
+        let old_status = mwrs.status.clone().unwrap_or_default();
+        let old = ser(&old_status)?;
+        let new = ser(new)?;
+        if let Some(body) = patch::status(&old, &new, status_version.as_deref()) {
+            let r = mwrs_api
+                .patch_status(&name, &pp(), &Patch::Merge(&body))
+                .await
+                .map_err(|e| Error::kube(format!("status of {ns}/{name}"), e));
+            ctx.metrics.write("status", "patch", result_label(&r));
+            match r {
+                Ok(obj) => {
+                    out.writes += 1;
+                    out.status_version = obj.resource_version();
+                }
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+
+    let removal = if plan.finalizer == FinalizerAction::Remove && failures.is_empty() {
+        patch::finalizer_remove(mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER).map_err(
+            |source| Error::Serialize {
+                what: "finalizer patch",
+                source,
+            },
+        )?
+    } else {
+        None
+    };
+    if let Some(p) = removal {
+        let r = mwrs_api
+            .patch(&name, &pp(), &Patch::Json::<()>(p))
+            .await
+            .map(|_| ())
+            .or_else(|e| if is_status(&e, 404) { Ok(()) } else { Err(e) })
+            .map_err(|e| finalizer_error(&name, e));
+        ctx.metrics.write("finalizer", "remove", result_label(&r));
+        match r {
+            Ok(()) => out.writes += 1,
+            Err(e) => failures.push(e),
+        }
+    }
+
+    for t in &plan.events {
+        if t.reason == mwrs_api::mwrs::condition::EVENT_ABORT_STARTED {
+            ctx.metrics.aborts.inc();
+        }
+        publish(
+            ctx,
+            mwrs,
+            if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            &t.reason,
+            &t.message,
+        )
+        .await;
+    }
+
+    if failures.is_empty() {
+        return Ok(out);
+    }
+    let failed = failures.len();
+    let first = failures.remove(0);
+    if failed == 1 {
+        return Err(first);
+    }
+    Err(Error::Writes {
+        failed,
+        total: total.max(failed),
+        first: Box::new(first),
+    })
+}
+
+fn finalizer_error(name: &str, e: kube::Error) -> Error {
+    // A failed `test` op (the list changed since it was read) is a lost race.
+    if is_status(&e, 422) {
+        return Error::Conflict {
+            what: format!("finalizers of {name}"),
+        };
+    }
+    Error::kube(format!("finalizers of {name}"), e)
+}
+
+/// Publishes one Event on the MWRS; failures are logged, never fatal.
+pub async fn publish(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let ev = Event {
+        type_,
+        reason: truncate(reason, 128).to_string(),
+        note: Some(truncate(message, MAX_NOTE).to_string()),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    let r = ctx.recorder.publish(&ev, &mwrs.object_ref(&())).await;
+    ctx.metrics
+        .write("event", "create", if r.is_ok() { "ok" } else { "error" });
+    if let Err(e) = r {
+        tracing::warn!(error = %e, reason, "cannot publish event");
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+async fn revision(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    ns: &str,
+    change: &RevisionChange,
+) -> Result<()> {
+    let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), ns);
+    match change {
+        RevisionChange::Create {
+            name,
+            revision,
+            template,
+            labels,
+            annotations,
+            ..
+        } => {
+            let mut owner = mwrs
+                .controller_owner_ref(&())
+                .ok_or(Error::MissingField("uid"))?;
+            // Foreground deletion of the MWRS waits for its revisions too.
+            owner.block_owner_deletion = Some(true);
+            let cr = ControllerRevision {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(ns.to_string()),
+                    labels: Some(labels.clone()),
+                    annotations: Some(annotations.clone()),
+                    owner_references: Some(vec![owner]),
+                    ..Default::default()
+                },
+                data: Some(RawExtension(template.clone())),
+                revision: *revision,
+            };
+            let r = match api.create(&post(), &cr).await {
+                Ok(_) => Ok(()),
+                Err(e) if is_status(&e, 409) => {
+                    // Same name: fine if same content, else a collision the next pass
+                    // resolves with a bumped collisionCount (it sees this object).
+                    let existing = api
+                        .get(name)
+                        .await
+                        .map_err(|e| Error::kube(format!("revision {ns}/{name}"), e))?;
+                    let same = existing
+                        .data
+                        .as_ref()
+                        .is_some_and(|d| hash::digest(&d.0) == hash::digest(template));
+                    ctx.metrics.write(CR, "create", "exists");
+                    if same {
+                        return Ok(());
+                    }
+                    Err(Error::Conflict {
+                        what: format!("revision {ns}/{name} holds other content (hash collision)"),
+                    })
+                }
+                Err(e) => Err(Error::kube(format!("create revision {ns}/{name}"), e)),
+            };
+            ctx.metrics.write(CR, "create", result_label(&r));
+            r
+        }
+        RevisionChange::Renumber { name, revision } => {
+            let p: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "replace", "path": "/revision", "value": revision}
+            ]))
+            .map_err(|source| Error::Serialize {
+                what: "renumber patch",
+                source,
+            })?;
+            let r = api
+                .patch(name, &pp(), &Patch::Json::<()>(p))
+                .await
+                .map(|_| ())
+                .map_err(|e| Error::kube(format!("renumber revision {ns}/{name}"), e));
+            ctx.metrics.write(CR, "renumber", result_label(&r));
+            r
+        }
+        RevisionChange::Delete { name } => {
+            let r = match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(e) if is_status(&e, 404) => Ok(()),
+                Err(e) => Err(Error::kube(format!("delete revision {ns}/{name}"), e)),
+            };
+            ctx.metrics.write(CR, "delete", result_label(&r));
+            r
+        }
+    }
+}
+
+async fn work(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    snap: &Snapshot,
+    plan: &Plan,
+    change: &WorkChange,
+) -> Result<()> {
+    match change {
+        WorkChange::Apply(a) => {
+            let Some(template) = plan.templates.get(&a.revision) else {
+                // The planner always ships the template of a revision it writes.
+                return Err(Error::MissingField("template of the revision to write"));
+            };
+            if a.create {
+                create_work(ctx, mwrs, snap, a, template).await
+            } else {
+                let stored = snap
+                    .work_objects
+                    .get(&(a.cluster.clone(), a.name.clone()))
+                    .map(|o| o.metadata.clone());
+                let meta = match stored {
+                    Some(m) => m,
+                    None => get_work(ctx, &a.cluster, &a.name).await?.metadata,
+                };
+                update_work(ctx, &meta, a, template, a.resource_version.as_deref()).await
+            }
+        }
+        WorkChange::Relabel {
+            cluster,
+            name,
+            labels,
+            annotations,
+        } => {
+            let meta = match snap.work_objects.get(&(cluster.clone(), name.clone())) {
+                Some(o) => o.metadata.clone(),
+                None => get_work(ctx, cluster, name).await?.metadata,
+            };
+            let p =
+                patch::relabel(&meta, labels, annotations).map_err(|source| Error::Serialize {
+                    what: "relabel patch",
+                    source,
+                })?;
+            let Some(p) = p else { return Ok(()) };
+            let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
+            let r = api
+                .patch(name, &pp(), &Patch::Json::<()>(p))
+                .await
+                .map(|_| ())
+                .map_err(|e| Error::kube(format!("relabel work {cluster}/{name}"), e));
+            ctx.metrics.write(MW, "relabel", result_label(&r));
+            r
+        }
+        WorkChange::Delete { cluster, name } => {
+            let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
+            let r = match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(e) if is_status(&e, 404) => Ok(()),
+                Err(e) => Err(Error::kube(format!("delete work {cluster}/{name}"), e)),
+            };
+            ctx.metrics.write(MW, "delete", result_label(&r));
+            r
+        }
+    }
+}
+
+async fn get_work(ctx: &Context, cluster: &str, name: &str) -> Result<ManifestWork> {
+    Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
+        .get(name)
+        .await
+        .map_err(|e| Error::kube(format!("read work {cluster}/{name}"), e))
+}
+
+async fn update_work(
+    ctx: &Context,
+    meta: &ObjectMeta,
+    a: &WorkApply,
+    template: &Value,
+    resource_version: Option<&str>,
+) -> Result<()> {
+    let p = patch::work_update(meta, template, &a.labels, &a.annotations, resource_version)
+        .map_err(|source| Error::Serialize {
+            what: "work patch",
+            source,
+        })?;
+    let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
+    let r = api
+        .patch(&a.name, &pp(), &Patch::Json::<()>(p))
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::kube(format!("update work {}/{}", a.cluster, a.name), e));
+    ctx.metrics.write(MW, "update", result_label(&r));
+    r
+}
+
+async fn create_work(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    snap: &Snapshot,
+    a: &WorkApply,
+    template: &Value,
+) -> Result<()> {
+    let spec =
+        ManifestWorkTemplate::from_value(template.clone()).map_err(|source| Error::Serialize {
+            what: "work template",
+            source,
+        })?;
+    let mut mw = ManifestWork::new(&a.name, spec);
+    mw.metadata.namespace = Some(a.cluster.clone());
+    mw.metadata.labels = Some(a.labels.clone());
+    mw.metadata.annotations = Some(a.annotations.clone());
+    let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
+    match api.create(&post(), &mw).await {
+        Ok(_) => {
+            ctx.metrics.write(MW, "create", "ok");
+            Ok(())
+        }
+        Err(e) if is_status(&e, 409) => {
+            ctx.metrics.write(MW, "create", "exists");
+            // The deterministic name is taken: ours (a stale cache) or someone else's.
+            let existing = get_work(ctx, &a.cluster, &a.name).await?;
+            let empty = Default::default();
+            let owned = snap.owner.owns(
+                existing.metadata.labels.as_ref().unwrap_or(&empty),
+                existing.metadata.annotations.as_ref().unwrap_or(&empty),
+            );
+            if !owned {
+                ctx.metrics.foreign_works.inc();
+                tracing::warn!(cluster = %a.cluster, work = %a.name, "ManifestWork name taken by another owner");
+                publish(
+                    ctx,
+                    mwrs,
+                    EventType::Warning,
+                    "ManifestWorkNameTaken",
+                    &format!(
+                        "ManifestWork {}/{} exists and is not owned by this ManifestWorkReplicaSet; \
+                         it is left untouched and cluster {} gets no ManifestWork",
+                        a.cluster, a.name, a.cluster
+                    ),
+                )
+                .await;
+                return Ok(());
+            }
+            let carries = existing.labels().get(labels::CONTROLLER_HASH) == Some(&a.revision)
+                && hash::digest(&existing.spec.to_value()) == hash::digest(template);
+            if carries {
+                return Ok(());
+            }
+            let rv = existing.resource_version();
+            update_work(ctx, &existing.metadata, a, template, rv.as_deref()).await
+        }
+        Err(e) => {
+            ctx.metrics.write(MW, "create", "error");
+            Err(Error::kube(
+                format!("create work {}/{}", a.cluster, a.name),
+                e,
+            ))
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The ManifestWorkReplicaSet hub controller runtime: it watches the hub, hands one MWRS
+//! at a time to the pure planner (`mwrs_engine::plan`) and carries out the plan's writes.
+//! It holds no rollout logic of its own.
+//!
+//! - [`watch`]: reflectors and trigger streams (MWRS, ManifestWorks, ControllerRevisions,
+//!   Placements, PlacementDecisions) and the mappers from each to its MWRS;
+//! - [`snapshot`]: the planner's input for one MWRS, read from the stores only;
+//! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status, events);
+//! - [`reconcile`]: the reconciler and error policy wiring the above together;
+//! - [`metrics`], [`http`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server;
+//! - [`crd`]: the start-up check that the installed CRD carries this project's fields;
+//! - [`leader`]: leader election on a Lease.
+
+pub mod context;
+pub mod crd;
+pub mod error;
+pub mod execute;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod patch;
+pub mod reconcile;
+pub mod snapshot;
+pub mod watch;
+
+pub use context::{Config, Context, Shared};
+pub use error::Error;
+pub use reconcile::{error_policy, reconcile, run};
+
+/// Field manager of every write this controller makes.
+pub const FIELD_MANAGER: &str = "mwrs-controller";

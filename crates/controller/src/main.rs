@@ -1,0 +1,171 @@
+//! `mwrs-controller`: the ManifestWorkReplicaSet hub controller binary. Parses flags,
+//! sets up logging, checks the CRD, serves metrics and health, optionally waits for the
+//! leader lease, then runs the controller until a signal (or the loss of the lease).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config as KubeConfig};
+use mwrs_controller::{Config, Shared, context, crd, http, leader, run};
+use mwrs_engine::PlanConfig;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// ManifestWorkReplicaSet hub controller with revision history, abort and undo.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Kubeconfig file (default: in-cluster config or $KUBECONFIG / ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    context: Option<String>,
+    /// Writes in flight at once within one reconcile.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// ManifestWorkReplicaSets reconciled at once.
+    #[arg(long, default_value_t = 16)]
+    workers: u16,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    metrics_addr: SocketAddr,
+    /// Run only while holding the leader lease.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader lease.
+    #[arg(long, default_value = "open-cluster-management-hub")]
+    lease_namespace: String,
+    /// Largest total size of a template's manifests, in bytes.
+    #[arg(long, default_value_t = mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT)]
+    manifest_size_limit: usize,
+    /// Only handle ManifestWorkReplicaSets of this namespace (default: all).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Skip the start-up check of the CRD's fields (not recommended).
+    #[arg(long, hide = true)]
+    skip_crd_check: bool,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn client(args: &Args) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            KubeConfig::from_custom_kubeconfig(kc, &options).await?
+        }
+        None if args.context.is_some() => KubeConfig::from_kubeconfig(&options).await?,
+        None => KubeConfig::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn main_inner(args: Args) -> anyhow::Result<()> {
+    let client = client(&args).await?;
+    if !args.skip_crd_check {
+        crd::check(&client).await?;
+    }
+    let shared = Shared::default();
+    let bound = http::serve(args.metrics_addr, shared.clone())
+        .await
+        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    tracing::info!(addr = %bound, "serving /metrics, /healthz, /readyz");
+
+    let identity = context::default_identity();
+    let config = Config {
+        write_concurrency: args.concurrency.max(1),
+        workers: args.workers.max(1),
+        namespace: args.namespace.clone(),
+        plan: PlanConfig {
+            manifest_size_limit: args.manifest_size_limit,
+            ..PlanConfig::default()
+        },
+        instance: identity.clone(),
+        ..Config::default()
+    };
+
+    if args.leader_elect {
+        // A standby replica is ready: it can take over as soon as it gets the lease.
+        shared
+            .ready
+            .store(true, std::sync::atomic::Ordering::Release);
+        let lease = tokio::select! {
+            l = leader::Leadership::acquire(client.clone(), &args.lease_namespace, &identity) => l?,
+            _ = shutdown_signal() => return Ok(()),
+        };
+        let lost = lease.lost();
+        let stop = async move {
+            tokio::select! {
+                _ = lost => tracing::warn!("lost leadership; stopping"),
+                _ = shutdown_signal() => tracing::info!("signal received; stopping"),
+            }
+        };
+        run(client, config, shared, stop).await;
+        lease.release().await;
+    } else {
+        run(client, config, shared, shutdown_signal()).await;
+    }
+    tracing::info!("controller stopped");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    match main_inner(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "mwrs-controller failed");
+            eprintln!("mwrs-controller: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

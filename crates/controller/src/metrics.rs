@@ -1,0 +1,201 @@
+//! Prometheus metrics of the controller (prometheus-client, text exposition). One
+//! registry per process; the reconciler, the plan executor and the HTTP server share it.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// `manifestwork`, `controllerrevision`, `status`, `finalizer`, `event`.
+    pub resource: String,
+    /// `create`, `update`, `relabel`, `delete`, `renumber`, `patch`.
+    pub op: String,
+    /// `ok`, `conflict`, `exists`, `not_found`, `error`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    pub namespace: String,
+    pub name: String,
+    /// A cluster rollout status: ToApply, Progressing, Succeeded, Failed, TimeOut, Skip.
+    pub status: String,
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub reconciles: Counter,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    pub plan_duration: Histogram,
+    pub writes: Family<WriteLabels, Counter>,
+    pub aborts: Counter,
+    /// ManifestWorks on a deterministic name that another owner holds.
+    pub foreign_works: Counter,
+    pub rollout_clusters: Family<RolloutLabels, Gauge>,
+    pub invalid_specs: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("mwrs_controller");
+        let reconciles = Counter::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
+        let writes = Family::<WriteLabels, Counter>::default();
+        let aborts = Counter::default();
+        let foreign_works = Counter::default();
+        let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
+        let invalid_specs = Counter::default();
+        registry.register("reconciles", "Reconciles started", reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, by error kind",
+            reconcile_errors.clone(),
+        );
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Wall time of one reconcile, writes included",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        registry.register_with_unit(
+            "plan_duration",
+            "Time the pure planner took for one MWRS",
+            Unit::Seconds,
+            plan_duration.clone(),
+        );
+        registry.register(
+            "writes",
+            "Writes to the hub by resource, operation and result",
+            writes.clone(),
+        );
+        registry.register(
+            "aborts",
+            "Automatic or requested aborts started",
+            aborts.clone(),
+        );
+        registry.register(
+            "foreign_manifestworks",
+            "Creates refused because another owner holds the ManifestWork name",
+            foreign_works.clone(),
+        );
+        registry.register(
+            "rollout_clusters",
+            "Clusters of each MWRS by rollout status against its target revision",
+            rollout_clusters.clone(),
+        );
+        registry.register(
+            "invalid_specs",
+            "Reconciles that found an invalid spec",
+            invalid_specs.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            plan_duration,
+            writes,
+            aborts,
+            foreign_works,
+            rollout_clusters,
+            invalid_specs,
+        }
+    }
+
+    pub fn write(&self, resource: &str, op: &str, result: &str) {
+        self.writes
+            .get_or_create(&WriteLabels {
+                resource: resource.to_string(),
+                op: op.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn error(&self, kind: &str) {
+        self.reconcile_errors
+            .get_or_create(&ErrorLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets the per-status cluster counts of one MWRS (all statuses, zeros included, so a
+    /// status that empties drops to 0 instead of keeping its last value).
+    pub fn set_rollout(&self, namespace: &str, name: &str, counts: &[(&str, i64)]) {
+        for (status, n) in counts {
+            self.rollout_clusters
+                .get_or_create(&RolloutLabels {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    status: (*status).to_string(),
+                })
+                .set(*n);
+        }
+    }
+
+    /// Forgets a deleted MWRS's gauges.
+    pub fn forget_rollout(&self, namespace: &str, name: &str, statuses: &[&str]) {
+        for status in statuses {
+            self.rollout_clusters.remove(&RolloutLabels {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                status: (*status).to_string(),
+            });
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_counters_with_labels() {
+        let m = Metrics::new();
+        m.reconciles.inc();
+        m.write("manifestwork", "create", "ok");
+        m.error("conflict");
+        m.set_rollout("ns", "app", &[("Succeeded", 3)]);
+        let text = m.encode();
+        assert!(
+            text.contains("mwrs_controller_reconciles_total 1"),
+            "{text}"
+        );
+        assert!(text.contains(
+            r#"mwrs_controller_writes_total{resource="manifestwork",op="create",result="ok"} 1"#
+        ));
+        assert!(text.contains(r#"mwrs_controller_reconcile_errors_total{kind="conflict"} 1"#));
+        assert!(text.contains(
+            r#"mwrs_controller_rollout_clusters{namespace="ns",name="app",status="Succeeded"} 3"#
+        ));
+        m.forget_rollout("ns", "app", &["Succeeded"]);
+        assert!(!m.encode().contains("status=\"Succeeded\""));
+    }
+}

@@ -1,0 +1,257 @@
+//! The reconciler: snapshot from the stores → `mwrs_engine::plan` → execute → requeue at
+//! the plan's recheck. Also the error policy (per-object exponential backoff) and [`run`],
+//! which wires watches, stores and the kube-runtime Controller together.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use kube::runtime::Controller;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::rollout::RolloutStatus;
+
+use crate::context::{Config, Context, Shared};
+use crate::error::{Error, Result};
+use crate::execute;
+use crate::snapshot::Snapshot;
+use crate::watch;
+
+/// Shortest requeue: a plan asking to look again "now" still lets the watch deliver
+/// the writes it just made.
+const MIN_REQUEUE: Duration = Duration::from_millis(200);
+/// Retry delay after a lost optimistic-concurrency race.
+const CONFLICT_REQUEUE: Duration = Duration::from_millis(300);
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+const STATUSES: [(RolloutStatus, &str); 6] = [
+    (RolloutStatus::ToApply, "ToApply"),
+    (RolloutStatus::Progressing, "Progressing"),
+    (RolloutStatus::Succeeded, "Succeeded"),
+    (RolloutStatus::Failed, "Failed"),
+    (RolloutStatus::TimeOut, "TimeOut"),
+    (RolloutStatus::Skip, "Skip"),
+];
+
+/// One pass over one MWRS.
+pub async fn reconcile(mwrs: Arc<ManifestWorkReplicaSet>, ctx: Arc<Context>) -> Result<Action> {
+    // A snapshot before every store has synced would look like "nothing exists".
+    ctx.stores.wait_ready().await;
+    let key = ObjectRef::from_obj(mwrs.as_ref());
+    if is_stale(&ctx, &key, &mwrs) {
+        // Our own last status write has not reached the cache yet: acting now would
+        // undo it (and the write would fail its resourceVersion guard anyway).
+        return Ok(Action::requeue(MIN_REQUEUE));
+    }
+    ctx.metrics.reconciles.inc();
+    let started = Instant::now();
+
+    let snap = Snapshot::gather(&ctx.stores, &mwrs);
+    let plan_started = Instant::now();
+    let plan = mwrs_engine::plan(&snap.observed(&mwrs), Timestamp::now(), &ctx.config.plan);
+    ctx.metrics
+        .plan_duration
+        .observe(plan_started.elapsed().as_secs_f64());
+    if let Some(invalid) = &plan.invalid {
+        ctx.metrics.invalid_specs.inc();
+        tracing::info!(mwrs = %key, %invalid, "invalid spec");
+    }
+    record_rollout(&ctx, &mwrs, &plan);
+    tracing::debug!(
+        mwrs = %key,
+        works = plan.works.len(),
+        revisions = plan.revisions.len(),
+        status = plan.status.is_some(),
+        recheck = ?plan.recheck,
+        "planned"
+    );
+
+    let result = execute::execute(&ctx, &mwrs, &snap, &plan).await;
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    let executed = result?;
+    if let Some(v) = executed.status_version.as_deref().and_then(parse_rv)
+        && let Ok(mut w) = ctx.written.lock()
+    {
+        w.insert(key.clone(), v);
+    }
+    if let Ok(mut f) = ctx.failures.lock() {
+        f.remove(&key);
+    }
+    if mwrs.metadata.deletion_timestamp.is_some() {
+        forget(&ctx, &mwrs);
+    }
+    Ok(Action::requeue(requeue_after(
+        &plan,
+        ctx.config.max_requeue,
+    )))
+}
+
+/// When to look again: the plan's recheck, within [MIN_REQUEUE, max].
+pub fn requeue_after(plan: &mwrs_engine::Plan, max: Duration) -> Duration {
+    match plan.recheck.and_then(|d| Duration::try_from(d).ok()) {
+        Some(d) => d.clamp(MIN_REQUEUE, max.max(MIN_REQUEUE)),
+        None => max,
+    }
+}
+
+fn parse_rv(rv: &str) -> Option<u64> {
+    rv.parse().ok()
+}
+
+/// Is the cached object older than our last status write? resourceVersions are opaque
+/// by contract but are etcd revisions in practice; anything unparsable counts as fresh.
+fn is_stale(
+    ctx: &Context,
+    key: &ObjectRef<ManifestWorkReplicaSet>,
+    mwrs: &ManifestWorkReplicaSet,
+) -> bool {
+    let Some(seen) = mwrs.resource_version().as_deref().and_then(parse_rv) else {
+        return false;
+    };
+    let Ok(mut w) = ctx.written.lock() else {
+        return false;
+    };
+    match w.get(key) {
+        Some(written) if seen < *written => true,
+        Some(_) => {
+            w.remove(key);
+            false
+        }
+        None => false,
+    }
+}
+
+fn record_rollout(ctx: &Context, mwrs: &ManifestWorkReplicaSet, plan: &mwrs_engine::Plan) {
+    let ns = mwrs.namespace().unwrap_or_default();
+    let name = mwrs.name_any();
+    let counts: Vec<(&str, i64)> = STATUSES
+        .iter()
+        .map(|(s, label)| {
+            let n = plan.clusters.iter().filter(|c| c.status == *s).count();
+            (*label, i64::try_from(n).unwrap_or(i64::MAX))
+        })
+        .collect();
+    ctx.metrics.set_rollout(&ns, &name, &counts);
+}
+
+fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
+    let labels: Vec<&str> = STATUSES.iter().map(|(_, l)| *l).collect();
+    ctx.metrics.forget_rollout(
+        &mwrs.namespace().unwrap_or_default(),
+        &mwrs.name_any(),
+        &labels,
+    );
+    let key = ObjectRef::from_obj(mwrs);
+    if let Ok(mut w) = ctx.written.lock() {
+        w.remove(&key);
+    }
+}
+
+/// Lost races retry at once; anything else backs off per object, 1 s doubling to 5 min.
+pub fn error_policy(mwrs: Arc<ManifestWorkReplicaSet>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.error(err.metric_label());
+    let key = ObjectRef::from_obj(mwrs.as_ref());
+    if err.is_conflict() {
+        tracing::debug!(mwrs = %key, error = %err, "conflict; retrying");
+        return Action::requeue(CONFLICT_REQUEUE);
+    }
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay = backoff(n);
+    tracing::warn!(mwrs = %key, error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Delay before retry number `n` (1-based).
+pub fn backoff(n: u32) -> Duration {
+    let factor = 2u32.saturating_pow(n.saturating_sub(1).min(16));
+    BACKOFF_START.saturating_mul(factor).min(BACKOFF_MAX)
+}
+
+/// Runs the controller until `shutdown` resolves. Sets `shared.ready` once every store
+/// has synced.
+pub async fn run(
+    client: Client,
+    config: Config,
+    shared: Shared,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    // Not ready until this instance's own stores have synced.
+    shared.ready.store(false, Ordering::Release);
+    let (stores, triggers) = watch::build(&client, config.namespace.as_deref());
+    let workers = config.workers.max(1);
+    let ctx = Arc::new(Context::new(
+        client,
+        stores.clone(),
+        shared.metrics.clone(),
+        config,
+    ));
+    {
+        let stores = stores.clone();
+        let ready = shared.ready.clone();
+        tokio::spawn(async move {
+            stores.wait_ready().await;
+            ready.store(true, Ordering::Release);
+            tracing::info!("stores synced; ready");
+        });
+    }
+    let mwrs_store = stores.mwrs.clone();
+    Controller::for_stream(triggers.mwrs, stores.mwrs.clone())
+        .watches_stream(triggers.works, |mw| watch::owner_ref(&mw))
+        .watches_stream(triggers.revisions, watch::revision_mapper)
+        .watches_stream(
+            triggers.placements,
+            watch::placement_mapper(mwrs_store.clone()),
+        )
+        .watches_stream(triggers.decisions, watch::decision_mapper(mwrs_store))
+        .with_config(
+            controller::Config::default()
+                .concurrency(workers)
+                // Many ManifestWork events arrive together during a rollout; one pass
+                // serves them all.
+                .debounce(Duration::from_millis(100)),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                Ok((obj, _)) => tracing::trace!(mwrs = %obj, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(e, obj)) => {
+                    tracing::debug!(mwrs = %obj, error = %e, "reconcile failed")
+                }
+                Err(controller::Error::ObjectNotFound(obj)) => {
+                    tracing::trace!(mwrs = %obj, "object gone")
+                }
+                Err(e) => tracing::warn!(error = %e, "controller error"),
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_cap() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(4), Duration::from_secs(8));
+        assert_eq!(backoff(30), Duration::from_secs(300));
+    }
+}

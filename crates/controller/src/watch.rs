@@ -1,0 +1,340 @@
+//! Watches and stores. Each kind the planner reads has a reflector whose store serves
+//! snapshots (no API reads on the hot path) and whose event stream triggers the MWRS it
+//! belongs to.
+//!
+//! ManifestWorks are selected by owner-label existence. A label selector cannot OR two
+//! keys, and owned works carry either the dotted owner label or (for long owners) the
+//! hashed one, so there are two watchers and two stores per kind that uses owner labels.
+//! Stored ManifestWorks are stripped of their spec (the manifests dominate their size)
+//! after the spec digest is recorded in an in-memory annotation.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Client, Resource, ResourceExt};
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::placement::{Placement, PlacementDecision};
+use mwrs_api::work::ManifestWork;
+use mwrs_engine::hash::{self, Digest};
+use mwrs_engine::owner::OwnerKey;
+
+/// In-memory annotation carrying the hex SHA-256 digest of a stored ManifestWork's
+/// stripped spec. Never written to the hub.
+pub const SPEC_DIGEST_ANNOTATION: &str = "mwrs.internal/spec-digest";
+
+/// The owner label keys an owned object may carry.
+const OWNER_KEYS: [&str; 2] = [labels::MWRS_OWNER, labels::OWNER_KEY_HASH];
+
+/// Readers of every reflector.
+#[derive(Clone)]
+pub struct Stores {
+    pub ready: Readiness,
+    pub mwrs: Store<ManifestWorkReplicaSet>,
+    /// One store per owner label key.
+    pub works: [Store<ManifestWork>; 2],
+    pub revisions: [Store<ControllerRevision>; 2],
+    pub placements: Store<Placement>,
+    pub decisions: Store<PlacementDecision>,
+}
+
+impl Stores {
+    /// Waits until every store has its initial list.
+    pub async fn wait_ready(&self) {
+        self.ready.wait().await;
+    }
+}
+
+/// Which watchers have delivered their initial list. Tracked from the watch events
+/// themselves, because `Store::wait_until_ready` wakes only the last of several
+/// concurrent waiters (kube-runtime 5's `DelayedInit` keeps a single waker), and the
+/// Controller already waits on the MWRS store.
+#[derive(Clone)]
+pub struct Readiness {
+    tx: Arc<tokio::sync::watch::Sender<u8>>,
+}
+
+/// One bit per watcher: MWRS, two work, two revision, placement, decision watchers.
+const WATCHERS: u8 = 7;
+const ALL_READY: u8 = (1 << WATCHERS) - 1;
+
+impl Readiness {
+    fn new() -> Self {
+        Self {
+            tx: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    fn mark(&self, bit: u8) {
+        self.tx.send_if_modified(|m| {
+            let before = *m;
+            *m |= 1 << bit;
+            *m != before
+        });
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.tx.borrow() == ALL_READY
+    }
+
+    pub async fn wait(&self) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives as long as any Readiness clone; Err means shutdown.
+        let _ = rx.wait_for(|m| *m == ALL_READY).await;
+    }
+
+    /// Marks `bit` on the first (and every) InitDone of a watch stream.
+    fn track<K>(
+        &self,
+        bit: u8,
+    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
+        let me = self.clone();
+        move |ev| {
+            if let Ok(watcher::Event::InitDone) = ev {
+                me.mark(bit);
+            }
+        }
+    }
+}
+
+type Trigger<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
+
+/// The trigger streams; they must be polled (by the Controller) for the stores to fill.
+pub struct Triggers {
+    pub mwrs: Trigger<ManifestWorkReplicaSet>,
+    pub works: Trigger<ManifestWork>,
+    pub revisions: Trigger<ControllerRevision>,
+    pub placements: Trigger<Placement>,
+    pub decisions: Trigger<PlacementDecision>,
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Builds every reflector. `namespace` scopes the MWRS-side kinds (MWRS, Placements,
+/// decisions, revisions); ManifestWorks are cluster-wide.
+pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
+    let cfg = || watcher::Config::default().any_semantic();
+
+    let ready = Readiness::new();
+    let (mwrs_r, mwrs_w) = reflector::store();
+    let mwrs = watch_fn(api::<ManifestWorkReplicaSet>(client, namespace), cfg())
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .inspect(ready.track(0))
+        .reflect(mwrs_w)
+        .applied_objects()
+        .boxed();
+
+    let work_watch = |key: &'static str, bit: u8| {
+        let (r, w) = reflector::store();
+        let stream = watch_fn(Api::<ManifestWork>::all(client.clone()), cfg().labels(key))
+            .default_backoff()
+            .modify(strip_work)
+            .inspect(ready.track(bit))
+            .reflect(w)
+            // Deletions too: Foreground deletion waits for works to disappear.
+            .touched_objects()
+            .boxed();
+        (r, stream)
+    };
+    let (w0, ws0) = work_watch(OWNER_KEYS[0], 1);
+    let (w1, ws1) = work_watch(OWNER_KEYS[1], 2);
+    let works = futures::stream::select(ws0, ws1).boxed();
+
+    let revision_watch = |key: &'static str, bit: u8| {
+        let (r, w) = reflector::store();
+        let stream = watch_fn(
+            api::<ControllerRevision>(client, namespace),
+            cfg().labels(key),
+        )
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .inspect(ready.track(bit))
+        .reflect(w)
+        .touched_objects()
+        .boxed();
+        (r, stream)
+    };
+    let (r0, rs0) = revision_watch(OWNER_KEYS[0], 3);
+    let (r1, rs1) = revision_watch(OWNER_KEYS[1], 4);
+    let revisions = futures::stream::select(rs0, rs1).boxed();
+
+    let (pl_r, pl_w) = reflector::store();
+    let placements = watch_fn(api::<Placement>(client, namespace), cfg())
+        .default_backoff()
+        .modify(|p: &mut Placement| {
+            // Scheduling inputs are the placement controller's business.
+            p.spec.fields.clear();
+            p.managed_fields_mut().clear();
+        })
+        .inspect(ready.track(5))
+        .reflect(pl_w)
+        .touched_objects()
+        .boxed();
+
+    let (pd_r, pd_w) = reflector::store();
+    let decisions = watch_fn(
+        api::<PlacementDecision>(client, namespace),
+        cfg().labels(labels::PLACEMENT_LABEL),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .inspect(ready.track(6))
+    .reflect(pd_w)
+    .touched_objects()
+    .boxed();
+
+    let stores = Stores {
+        ready,
+        mwrs: mwrs_r,
+        works: [w0, w1],
+        revisions: [r0, r1],
+        placements: pl_r,
+        decisions: pd_r,
+    };
+    let triggers = Triggers {
+        mwrs,
+        works,
+        revisions,
+        placements,
+        decisions,
+    };
+    (stores, triggers)
+}
+
+/// Records the spec digest, then drops everything the planner never reads.
+pub fn strip_work(mw: &mut ManifestWork) {
+    if !mw.spec.fields.is_empty() {
+        let d = hash::digest(&mw.spec.to_value());
+        mw.annotations_mut()
+            .insert(SPEC_DIGEST_ANNOTATION.to_string(), hex(&d.0));
+        mw.spec.fields.clear();
+    }
+    mw.managed_fields_mut().clear();
+    if let Some(s) = mw.status.as_mut() {
+        s.resource_status = None;
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest recorded by [`strip_work`].
+pub fn stored_digest(mw: &ManifestWork) -> Option<Digest> {
+    let h = mw.annotations().get(SPEC_DIGEST_ANNOTATION)?;
+    if h.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(Digest(out))
+}
+
+/// The MWRS an owned object (ManifestWork, ControllerRevision) belongs to.
+pub fn owner_ref<K: Resource>(obj: &K) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
+    let meta = obj.meta();
+    let empty = Default::default();
+    let key = OwnerKey::of_object(
+        meta.labels.as_ref().unwrap_or(&empty),
+        meta.annotations.as_ref().unwrap_or(&empty),
+    )?;
+    Some(ObjectRef::new(&key.name).within(&key.namespace))
+}
+
+/// MWRS in `namespace` whose placementRefs name `placement`.
+pub fn referencing(
+    mwrs: &Store<ManifestWorkReplicaSet>,
+    namespace: &str,
+    placement: &str,
+) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
+    mwrs.state()
+        .iter()
+        .filter(|m| m.namespace().as_deref() == Some(namespace))
+        .filter(|m| m.spec.placement_refs.iter().any(|r| r.name == placement))
+        .map(|m| ObjectRef::from_obj(m.as_ref()))
+        .collect()
+}
+
+/// Mapper for Placements.
+pub fn placement_mapper(
+    mwrs: Store<ManifestWorkReplicaSet>,
+) -> impl Fn(Placement) -> Vec<ObjectRef<ManifestWorkReplicaSet>> + Send + Sync + 'static {
+    move |p| match p.namespace() {
+        Some(ns) => referencing(&mwrs, &ns, &p.name_any()),
+        None => Vec::new(),
+    }
+}
+
+/// Mapper for PlacementDecisions (by their placement label).
+pub fn decision_mapper(
+    mwrs: Store<ManifestWorkReplicaSet>,
+) -> impl Fn(PlacementDecision) -> Vec<ObjectRef<ManifestWorkReplicaSet>> + Send + Sync + 'static {
+    move |pd| {
+        let placement = pd.labels().get(labels::PLACEMENT_LABEL).cloned();
+        match (pd.namespace(), placement) {
+            (Some(ns), Some(p)) => referencing(&mwrs, &ns, &p),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Mapper for ControllerRevisions: the owner labels, else the controller ownerReference.
+pub fn revision_mapper(cr: ControllerRevision) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
+    owner_ref(&cr).or_else(|| {
+        let ns = cr.namespace()?;
+        cr.owner_references()
+            .iter()
+            .find(|o| o.kind == "ManifestWorkReplicaSet" && o.controller == Some(true))
+            .map(|o| ObjectRef::new(&o.name).within(&ns))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mwrs_api::work::ManifestWorkTemplate;
+    use serde_json::json;
+
+    #[test]
+    fn strip_records_digest_and_drops_spec() {
+        let spec = json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a"}}]}});
+        let mut mw = ManifestWork::new(
+            "w",
+            ManifestWorkTemplate::from_value(spec.clone()).expect("object"),
+        );
+        strip_work(&mut mw);
+        assert!(mw.spec.fields.is_empty());
+        assert_eq!(stored_digest(&mw), Some(hash::digest(&spec)));
+        // Idempotent: a second strip keeps the digest.
+        strip_work(&mut mw);
+        assert_eq!(stored_digest(&mw), Some(hash::digest(&spec)));
+    }
+
+    #[test]
+    fn owner_ref_splits_at_first_dot() {
+        let mut mw = ManifestWork::new("w", ManifestWorkTemplate::default());
+        mw.labels_mut()
+            .insert(labels::MWRS_OWNER.into(), "ns.my.app".into());
+        let r = owner_ref(&mw).expect("owned");
+        assert_eq!(r.name, "my.app");
+        assert_eq!(r.namespace.as_deref(), Some("ns"));
+    }
+}

@@ -1,0 +1,85 @@
+//! A rollout over 200 clusters in two decision groups (three PlacementDecisions), timed.
+//! Prints the measured durations; asserts only correctness and a generous bound.
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{current, describe, start_controller, update};
+use kube::ResourceExt;
+use mwrs_api::labels;
+use mwrs_fleet::placement::DecisionGroup;
+use mwrs_fleet::{Agent, AgentConfig};
+use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
+use serde_json::json;
+
+const CLUSTERS: usize = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_clusters_progressive_per_group() {
+    let Some(hub) = TestHub::from_env("scale", CLUSTERS).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
+    let (a, b) = hub.clusters.split_at(50);
+    hub.publish(
+        "p",
+        &[
+            DecisionGroup::new("canary", a.to_vec()),
+            DecisionGroup::new("", b.to_vec()),
+        ],
+    )
+    .await;
+    let strategy = json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+        "mandatoryDecisionGroups": [{"groupName": "canary"}]}});
+    let started = Instant::now();
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", strategy.clone())],
+    ))
+    .await;
+    let first = wait_complete(&hub).await;
+    let v1_time = started.elapsed();
+
+    let started = Instant::now();
+    hub.set_template("app", configmap_template("v2")).await;
+    let second = wait_for("v2 to complete", Duration::from_secs(120), || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        if current(&m).is_some() && current(&m) != Some(first.clone()) && current(&m) == update(&m)
+        {
+            Ok(current(&m).unwrap_or_default())
+        } else {
+            Err(describe(&m))
+        }
+    })
+    .await;
+    let v2_time = started.elapsed();
+    let works = hub.works_of("app").await;
+    assert_eq!(works.len(), CLUSTERS);
+    assert!(
+        works
+            .iter()
+            .all(|w| w.labels().get(labels::CONTROLLER_HASH) == Some(&second))
+    );
+    eprintln!(
+        "MEASURED {CLUSTERS} clusters, ProgressivePerGroup (50 + 150): create→complete {:.2}s, \
+         update→complete {:.2}s",
+        v1_time.as_secs_f64(),
+        v2_time.as_secs_f64()
+    );
+}
+
+async fn wait_complete(hub: &TestHub) -> String {
+    wait_for("v1 to complete", Duration::from_secs(120), || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        match current(&m) {
+            Some(c) if has_condition(&m, "PlacementRolledOut", "True", "Complete") => Ok(c),
+            _ => Err(describe(&m)),
+        }
+    })
+    .await
+}

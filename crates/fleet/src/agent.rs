@@ -1,0 +1,503 @@
+//! The simulated work agent. One cluster-wide ManifestWork watch serves every simulated
+//! cluster (a watch per namespace would not scale to thousands); each new generation of
+//! a ManifestWork gets one task that writes its conditions through the status
+//! subresource, as the real agent does:
+//!
+//! - first write: `Applied=True` (and, with condition rules, `Available=True`,
+//!   `Progressing=True`, `Degraded=False`), every condition at `observedGeneration =
+//!   metadata.generation`;
+//! - after the behaviour's delay: done (`Progressing=False`, or `Available=True` without
+//!   condition rules) or degraded (`Degraded=True`); a hanging cluster never moves on.
+//!
+//! `lastTransitionTime` moves only when a condition's status flips. A new generation
+//! cancels the task of the previous one. With `finalizer` on, the agent also guards its
+//! ManifestWorks with the work agent's cleanup finalizer and removes it after
+//! `delete_delay` once a ManifestWork is deleted, so Foreground deletion can be observed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Client, ResourceExt};
+use mwrs_api::labels;
+use mwrs_api::work::{ManifestWork, condition};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+
+/// The work agent's finalizer on ManifestWorks.
+pub const AGENT_FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
+const FIELD_MANAGER: &str = "mwrs-fleet-agent";
+
+/// What one cluster does with one ManifestWork generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Applies, progresses for `after`, then is done.
+    Succeed { after: Duration },
+    /// Applies, progresses for `after`, then reports Degraded (while still Progressing).
+    Degrade { after: Duration },
+    /// Applies and stays Progressing forever.
+    Hang,
+}
+
+impl Behaviour {
+    pub const fn succeed_now() -> Self {
+        Behaviour::Succeed {
+            after: Duration::ZERO,
+        }
+    }
+}
+
+/// What the behaviour function sees of a ManifestWork.
+#[derive(Debug)]
+pub struct WorkInfo<'a> {
+    pub cluster: &'a str,
+    pub name: &'a str,
+    pub generation: i64,
+    /// The `controller-hash` label (the revision the ManifestWork carries).
+    pub revision: Option<&'a str>,
+    pub spec: &'a Value,
+}
+
+pub type BehaviourFn = Arc<dyn Fn(&WorkInfo<'_>) -> Behaviour + Send + Sync>;
+
+#[derive(Clone)]
+pub struct AgentConfig {
+    /// Cluster namespaces served; None: every namespace.
+    pub clusters: Option<BTreeSet<String>>,
+    /// Label selector narrowing the watch (e.g. the MWRS owner label key).
+    pub label_selector: Option<String>,
+    pub behaviour: BehaviourFn,
+    /// Status writes in flight at once.
+    pub concurrency: usize,
+    /// Write Progressing/Degraded (the template has condition rules); else only
+    /// Applied/Available (and Degraded on failure).
+    pub condition_rules: bool,
+    /// Guard ManifestWorks with the agent finalizer and remove it on deletion.
+    pub finalizer: bool,
+    pub delete_delay: Duration,
+}
+
+impl AgentConfig {
+    /// Every ManifestWork in `clusters` succeeds at once.
+    pub fn new(clusters: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self {
+            clusters: Some(clusters.into_iter().map(Into::into).collect()),
+            label_selector: None,
+            behaviour: Arc::new(|_: &WorkInfo<'_>| Behaviour::succeed_now()),
+            concurrency: 64,
+            condition_rules: true,
+            finalizer: false,
+            delete_delay: Duration::ZERO,
+        }
+    }
+
+    pub fn behaviour(
+        mut self,
+        f: impl Fn(&WorkInfo<'_>) -> Behaviour + Send + Sync + 'static,
+    ) -> Self {
+        self.behaviour = Arc::new(f);
+        self
+    }
+
+    pub fn finalizer(mut self, delete_delay: Duration) -> Self {
+        self.finalizer = true;
+        self.delete_delay = delete_delay;
+        self
+    }
+
+    pub fn condition_rules(mut self, on: bool) -> Self {
+        self.condition_rules = on;
+        self
+    }
+}
+
+/// Counters of what the agent did.
+#[derive(Debug, Default)]
+pub struct AgentStats {
+    pub status_writes: AtomicU64,
+    pub errors: AtomicU64,
+    pub finalizers_removed: AtomicU64,
+}
+
+pub struct Agent;
+
+impl Agent {
+    /// Starts the agent; it runs until the handle is stopped or dropped.
+    pub fn start(client: Client, config: AgentConfig) -> AgentHandle {
+        let stats = Arc::new(AgentStats::default());
+        let task = tokio::spawn(run(client, config, stats.clone()));
+        AgentHandle { task, stats }
+    }
+}
+
+/// Stops the agent (and every task it spawned) when dropped.
+pub struct AgentHandle {
+    task: JoinHandle<()>,
+    pub stats: Arc<AgentStats>,
+}
+
+impl AgentHandle {
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for AgentHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Per-ManifestWork bookkeeping.
+struct Tracked {
+    generation: i64,
+    task: Option<AbortHandle>,
+    deleting: bool,
+}
+
+struct Shared {
+    client: Client,
+    config: AgentConfig,
+    permits: Semaphore,
+    stats: Arc<AgentStats>,
+}
+
+async fn run(client: Client, config: AgentConfig, stats: Arc<AgentStats>) {
+    let api: Api<ManifestWork> = Api::all(client.clone());
+    let mut wc = watcher::Config::default().any_semantic();
+    if let Some(sel) = &config.label_selector {
+        wc = wc.labels(sel);
+    }
+    let shared = Arc::new(Shared {
+        client,
+        permits: Semaphore::new(config.concurrency.max(1)),
+        config,
+        stats,
+    });
+    let mut tracked: HashMap<(String, String), Tracked> = HashMap::new();
+    // Owns every task: dropping the set (agent stopped) aborts them all.
+    let mut tasks = JoinSet::new();
+    let mut events = watch_fn(api, wc).default_backoff().boxed();
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                None => return,
+                Some(Err(e)) => tracing::debug!(error = %e, "agent watch error"),
+                Some(Ok(Event::Apply(mw) | Event::InitApply(mw))) => {
+                    on_apply(&shared, &mut tracked, &mut tasks, mw);
+                }
+                Some(Ok(Event::Delete(mw))) => {
+                    let key = (mw.namespace().unwrap_or_default(), mw.name_any());
+                    if let Some(t) = tracked.remove(&key)
+                        && let Some(h) = t.task
+                    {
+                        h.abort();
+                    }
+                }
+                Some(Ok(Event::Init | Event::InitDone)) => {}
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+}
+
+fn on_apply(
+    shared: &Arc<Shared>,
+    tracked: &mut HashMap<(String, String), Tracked>,
+    tasks: &mut JoinSet<()>,
+    mw: ManifestWork,
+) {
+    let ns = mw.namespace().unwrap_or_default();
+    if let Some(set) = &shared.config.clusters
+        && !set.contains(&ns)
+    {
+        return;
+    }
+    let key = (ns, mw.name_any());
+    let generation = mw.metadata.generation.unwrap_or(0);
+    if mw.metadata.deletion_timestamp.is_some() {
+        let entry = tracked.entry(key).or_insert(Tracked {
+            generation,
+            task: None,
+            deleting: false,
+        });
+        if entry.deleting {
+            return;
+        }
+        entry.deleting = true;
+        if let Some(h) = entry.task.take() {
+            h.abort();
+        }
+        if shared.config.finalizer && mw.finalizers().iter().any(|f| f == AGENT_FINALIZER) {
+            let s = shared.clone();
+            tasks.spawn(async move { remove_finalizer(&s, mw).await });
+        }
+        return;
+    }
+    match tracked.get(&key) {
+        // Our own status writes come back as events of the same generation.
+        Some(t) if t.generation >= generation => return,
+        Some(t) => {
+            if let Some(h) = &t.task {
+                h.abort();
+            }
+        }
+        None => {}
+    }
+    let s = shared.clone();
+    let handle = tasks.spawn(async move { answer(&s, mw).await });
+    tracked.insert(
+        key,
+        Tracked {
+            generation,
+            task: Some(handle),
+            deleting: false,
+        },
+    );
+}
+
+/// Answers one generation of one ManifestWork.
+async fn answer(s: &Shared, mw: ManifestWork) {
+    let cluster = mw.namespace().unwrap_or_default();
+    let name = mw.name_any();
+    let generation = mw.metadata.generation.unwrap_or(0);
+    let spec = mw.spec.to_value();
+    let behaviour = (s.config.behaviour)(&WorkInfo {
+        cluster: &cluster,
+        name: &name,
+        generation,
+        revision: mw.labels().get(labels::CONTROLLER_HASH).map(String::as_str),
+        spec: &spec,
+    });
+    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+
+    if s.config.finalizer && !mw.finalizers().iter().any(|f| f == AGENT_FINALIZER) {
+        let body = json!({"metadata": {"finalizers": finalizers_with(&mw)}, });
+        let _permit = s.permits.acquire().await;
+        let body = with_version(body, &mw);
+        if let Err(e) = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            s.stats.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(error = %e, %cluster, %name, "cannot add agent finalizer");
+        }
+    }
+
+    let existing = mw
+        .status
+        .as_ref()
+        .and_then(|st| st.conditions.clone())
+        .unwrap_or_default();
+    let rules = s.config.condition_rules;
+    let (first, last) = phases(behaviour, rules);
+    if done(&existing, generation, last.as_deref().unwrap_or(&first)) {
+        return;
+    }
+    let delay = match behaviour {
+        Behaviour::Succeed { after } | Behaviour::Degrade { after } => after,
+        Behaviour::Hang => Duration::ZERO,
+    };
+    // An immediate outcome goes out in one write.
+    let mut conditions = existing;
+    if !(delay.is_zero() && last.is_some()) {
+        conditions = merge(&conditions, &first, generation, Timestamp::now());
+        write(s, &api, &name, &cluster, &conditions).await;
+    }
+    let Some(last) = last else { return };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    conditions = merge(&conditions, &last, generation, Timestamp::now());
+    write(s, &api, &name, &cluster, &conditions).await;
+}
+
+fn finalizers_with(mw: &ManifestWork) -> Vec<String> {
+    let mut f = mw.finalizers().to_vec();
+    f.push(AGENT_FINALIZER.to_string());
+    f
+}
+
+/// A merge patch of the finalizer list replaces it whole: guard it with the version read.
+fn with_version(mut body: Value, mw: &ManifestWork) -> Value {
+    if let Some(rv) = mw.resource_version() {
+        body["metadata"]["resourceVersion"] = json!(rv);
+    }
+    body
+}
+
+async fn remove_finalizer(s: &Shared, mw: ManifestWork) {
+    if !s.config.delete_delay.is_zero() {
+        tokio::time::sleep(s.config.delete_delay).await;
+    }
+    let cluster = mw.namespace().unwrap_or_default();
+    let name = mw.name_any();
+    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+    let Some(i) = mw.finalizers().iter().position(|f| f == AGENT_FINALIZER) else {
+        return;
+    };
+    let path = format!("/metadata/finalizers/{i}");
+    let ops = json!([
+        {"op": "test", "path": path, "value": AGENT_FINALIZER},
+        {"op": "remove", "path": path},
+    ]);
+    let Ok(p) = serde_json::from_value::<json_patch::Patch>(ops) else {
+        return;
+    };
+    let _permit = s.permits.acquire().await;
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Json::<()>(p))
+        .await
+    {
+        Ok(_) => {
+            s.stats.finalizers_removed.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            s.stats.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(error = %e, %cluster, %name, "cannot remove agent finalizer");
+        }
+    }
+}
+
+/// (type, status) pairs of the first write and of the final one (None: never moves on).
+type Phase = Vec<(&'static str, &'static str)>;
+
+fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
+    use condition::{APPLIED, AVAILABLE, DEGRADED, PROGRESSING};
+    if rules {
+        let first = vec![
+            (APPLIED, "True"),
+            (AVAILABLE, "True"),
+            (PROGRESSING, "True"),
+            (DEGRADED, "False"),
+        ];
+        let last = match b {
+            Behaviour::Succeed { .. } => Some(vec![
+                (APPLIED, "True"),
+                (AVAILABLE, "True"),
+                (PROGRESSING, "False"),
+                (DEGRADED, "False"),
+            ]),
+            Behaviour::Degrade { .. } => Some(vec![
+                (APPLIED, "True"),
+                (AVAILABLE, "True"),
+                (PROGRESSING, "True"),
+                (DEGRADED, "True"),
+            ]),
+            Behaviour::Hang => None,
+        };
+        (first, last)
+    } else {
+        let first = vec![(APPLIED, "True"), (AVAILABLE, "False")];
+        let last = match b {
+            Behaviour::Succeed { .. } => Some(vec![(APPLIED, "True"), (AVAILABLE, "True")]),
+            Behaviour::Degrade { .. } => Some(vec![
+                (APPLIED, "True"),
+                (AVAILABLE, "False"),
+                (DEGRADED, "True"),
+            ]),
+            Behaviour::Hang => None,
+        };
+        (first, last)
+    }
+}
+
+/// Does `conditions` already show `phase` at `generation`? (restart of the agent)
+fn done(conditions: &[Condition], generation: i64, phase: &[(&str, &str)]) -> bool {
+    phase.iter().all(|(t, st)| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == *t && c.status == *st && c.observed_generation == Some(generation))
+    })
+}
+
+/// Sets `phase` into `conditions`; a condition's transition time moves only when its
+/// status flips. Other condition types are kept.
+pub fn merge(
+    conditions: &[Condition],
+    phase: &[(&'static str, &'static str)],
+    generation: i64,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let mut out = conditions.to_vec();
+    for (t, st) in phase {
+        let reason = format!("{t}{st}");
+        match out.iter_mut().find(|c| c.type_ == *t) {
+            Some(c) => {
+                if c.status != *st {
+                    c.status = (*st).to_string();
+                    c.last_transition_time = Time(now);
+                }
+                c.observed_generation = Some(generation);
+                c.reason = reason;
+                c.message = format!("simulated agent: {t} is {st}");
+            }
+            None => out.push(Condition {
+                type_: (*t).to_string(),
+                status: (*st).to_string(),
+                observed_generation: Some(generation),
+                last_transition_time: Time(now),
+                reason,
+                message: format!("simulated agent: {t} is {st}"),
+            }),
+        }
+    }
+    out
+}
+
+async fn write(
+    s: &Shared,
+    api: &Api<ManifestWork>,
+    name: &str,
+    cluster: &str,
+    conditions: &[Condition],
+) {
+    let body = json!({"status": {"conditions": conditions}});
+    let _permit = s.permits.acquire().await;
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    };
+    match api.patch_status(name, &pp, &Patch::Merge(&body)).await {
+        Ok(_) => {
+            s.stats.status_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            s.stats.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(error = %e, %cluster, %name, "cannot write work status");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_moves_transition_time_only_on_flip() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let t1: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let (first, last) = phases(Behaviour::succeed_now(), true);
+        let a = merge(&[], &first, 1, t0);
+        let b = merge(&a, &last.unwrap(), 1, t1);
+        let get = |l: &[Condition], t: &str| l.iter().find(|c| c.type_ == t).cloned().unwrap();
+        assert_eq!(get(&b, "Applied").last_transition_time.0, t0);
+        assert_eq!(get(&b, "Progressing").last_transition_time.0, t1);
+        assert_eq!(get(&b, "Progressing").status, "False");
+        // A new generation keeps unchanged statuses' times but bumps obsGen.
+        let (first, _) = phases(Behaviour::Hang, true);
+        let c = merge(&b, &first, 2, t1);
+        assert_eq!(get(&c, "Applied").last_transition_time.0, t0);
+        assert_eq!(get(&c, "Applied").observed_generation, Some(2));
+        assert!(done(&c, 2, &first));
+        assert!(!done(&c, 3, &first));
+    }
+}

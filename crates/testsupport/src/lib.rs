@@ -1,0 +1,404 @@
+//! Helpers for integration tests on the real test hub (`scripts/hub.sh`):
+//!
+//! - [`TestHub::from_env`]: a client from `MWRS_TEST_KUBECONFIG`, a unique test namespace
+//!   and unique cluster namespaces, all deleted on drop; without the variable the test is
+//!   skipped with a printed reason (or fails when `CI=true`);
+//! - placement publication (via the simulated fleet) and MWRS builders;
+//! - [`wait_for`]: polling with a deadline — tests synchronise on conditions, never on
+//!   fixed sleeps;
+//! - [`TaskGuard`] (an in-process controller or agent, aborted on drop) and
+//!   [`ChildProcess`] (the controller binary, killed on drop, for restart tests).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use mwrs_api::labels;
+use mwrs_api::mwrs::{LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec};
+use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
+use mwrs_fleet::placement::{self, DecisionGroup};
+use rand::Rng;
+use serde_json::{Value, json};
+
+pub use mwrs_fleet;
+
+/// Environment variable naming the test hub's kubeconfig.
+pub const KUBECONFIG_ENV: &str = "MWRS_TEST_KUBECONFIG";
+/// Set to keep the namespaces of a test after it ends (debugging).
+pub const KEEP_ENV: &str = "MWRS_TEST_KEEP";
+
+/// One test's slice of the hub.
+pub struct TestHub {
+    pub client: Client,
+    pub kubeconfig: PathBuf,
+    /// Namespace of the MWRS, Placements and revisions.
+    pub namespace: String,
+    /// Cluster namespaces (namespace name == cluster name).
+    pub clusters: Vec<String>,
+}
+
+/// Initialises test logging once (RUST_LOG, default `warn,mwrs_controller=info`).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,mwrs_controller=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+/// A client for the kubeconfig at `path`.
+pub async fn client_from(path: &Path) -> anyhow::Result<Client> {
+    let kc = Kubeconfig::read_from(path)?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn random_suffix() -> String {
+    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..6)
+        .map(|_| char::from(CHARS[rng.random_range(0..CHARS.len())]))
+        .collect()
+}
+
+impl TestHub {
+    /// The hub of `MWRS_TEST_KUBECONFIG` with a fresh namespace `t-<test>-<suffix>` and
+    /// `clusters` cluster namespaces `<test>-<suffix>-<i>`. None (test skipped) when the
+    /// variable is unset, unless `CI=true`, where that is a failure.
+    pub async fn from_env(test: &str, clusters: usize) -> Option<Self> {
+        init_tracing();
+        let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) else {
+            let why = format!(
+                "{KUBECONFIG_ENV} is not set: start the test hub with `scripts/hub.sh up` and \
+                 `eval \"$(scripts/hub.sh env)\"`"
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true and {why}");
+            }
+            eprintln!("SKIPPED {test}: {why}");
+            return None;
+        };
+        let kubeconfig = PathBuf::from(path);
+        let client = match client_from(&kubeconfig).await {
+            Ok(c) => c,
+            Err(e) => panic!("cannot build a client from {}: {e:#}", kubeconfig.display()),
+        };
+        let suffix = random_suffix();
+        // Namespace names are DNS labels: keep the test part short and lower-case.
+        let short: String = test
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .take(30)
+            .collect::<String>()
+            .trim_matches('-')
+            .to_string();
+        let hub = Self {
+            client,
+            kubeconfig,
+            namespace: format!("t-{short}-{suffix}"),
+            clusters: (0..clusters)
+                .map(|i| format!("{short}-{suffix}-{i:03}"))
+                .collect(),
+        };
+        let mut all = vec![hub.namespace.clone()];
+        all.extend(hub.clusters.iter().cloned());
+        for ns in &all {
+            if let Err(e) = placement::ensure_namespace(&hub.client, ns).await {
+                panic!("cannot create namespace {ns}: {e}");
+            }
+        }
+        Some(hub)
+    }
+
+    /// Publishes `groups` as the decisions of Placement `name` in the test namespace.
+    pub async fn publish(&self, name: &str, groups: &[DecisionGroup]) {
+        if let Err(e) = placement::publish(&self.client, &self.namespace, name, groups).await {
+            panic!("cannot publish placement {name}: {e}");
+        }
+    }
+
+    /// Publishes every cluster of this test in one unnamed group.
+    pub async fn publish_all(&self, name: &str) {
+        self.publish(name, &[DecisionGroup::new("", self.clusters.clone())])
+            .await;
+    }
+
+    pub fn mwrs_api(&self) -> Api<ManifestWorkReplicaSet> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub async fn create_mwrs(&self, mwrs: &ManifestWorkReplicaSet) -> ManifestWorkReplicaSet {
+        match self.mwrs_api().create(&PostParams::default(), mwrs).await {
+            Ok(m) => m,
+            Err(e) => panic!("cannot create MWRS {}: {e}", mwrs.name_any()),
+        }
+    }
+
+    pub async fn get_mwrs(&self, name: &str) -> Option<ManifestWorkReplicaSet> {
+        self.mwrs_api().get_opt(name).await.ok().flatten()
+    }
+
+    /// Replaces the template of MWRS `name` (merge patch on the spec).
+    pub async fn set_template(&self, name: &str, template: Value) {
+        let body = json!({"spec": {"manifestWorkTemplate": template}});
+        if let Err(e) = self
+            .mwrs_api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            panic!("cannot patch MWRS {name}: {e}");
+        }
+    }
+
+    /// ManifestWorks of this test's clusters that MWRS `name` owns.
+    pub async fn works_of(&self, name: &str) -> Vec<ManifestWork> {
+        let owner = format!("{}.{name}", self.namespace);
+        let lp = ListParams::default().labels(&format!("{}={owner}", labels::MWRS_OWNER));
+        let api: Api<ManifestWork> = Api::all(self.client.clone());
+        match api.list(&lp).await {
+            Ok(l) => l
+                .items
+                .into_iter()
+                .filter(|w| w.namespace().is_some_and(|ns| self.clusters.contains(&ns)))
+                .collect(),
+            Err(e) => panic!("cannot list ManifestWorks: {e}"),
+        }
+    }
+
+    /// Events recorded on MWRS `name`: (reason, note).
+    pub async fn events_of(&self, name: &str) -> Vec<(String, String)> {
+        use k8s_openapi::api::events::v1::Event;
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let lp = ListParams::default();
+        match api.list(&lp).await {
+            Ok(l) => l
+                .items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+                .collect(),
+            Err(e) => panic!("cannot list events: {e}"),
+        }
+    }
+}
+
+impl Drop for TestHub {
+    fn drop(&mut self) {
+        if std::env::var_os(KEEP_ENV).is_some() {
+            eprintln!(
+                "{KEEP_ENV} set: keeping namespace {} and {} cluster namespaces",
+                self.namespace,
+                self.clusters.len()
+            );
+            return;
+        }
+        let kubeconfig = self.kubeconfig.clone();
+        let namespace = self.namespace.clone();
+        let clusters = self.clusters.clone();
+        // Drop cannot await, and the test's runtime may be shutting down: clean up on a
+        // thread with a runtime (and a client) of its own.
+        let cleanup = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(client) = client_from(&kubeconfig).await else {
+                    return;
+                };
+                cleanup(&client, &namespace, &clusters).await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Removes finalizers that nobody is left to honour (the controller and agents of the
+/// test are gone), then deletes the namespaces; the hub's namespace controller does
+/// the rest in the background.
+async fn cleanup(client: &Client, namespace: &str, clusters: &[String]) {
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    let pp = PatchParams::default();
+    let mwrs: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), namespace);
+    if let Ok(list) = mwrs.list(&ListParams::default()).await {
+        for m in list.items {
+            let _ = mwrs
+                .patch(&m.name_any(), &pp, &Patch::Merge(&unfinalize))
+                .await;
+        }
+    }
+    for c in clusters {
+        let works: Api<ManifestWork> = Api::namespaced(client.clone(), c);
+        if let Ok(list) = works.list(&ListParams::default()).await {
+            for w in list
+                .items
+                .into_iter()
+                .filter(|w| !w.finalizers().is_empty())
+            {
+                let _ = works
+                    .patch(&w.name_any(), &pp, &Patch::Merge(&unfinalize))
+                    .await;
+            }
+        }
+    }
+    let ns: Api<Namespace> = Api::all(client.clone());
+    for n in std::iter::once(namespace).chain(clusters.iter().map(String::as_str)) {
+        let _ = ns.delete(n, &DeleteParams::background()).await;
+    }
+}
+
+/// Polls `check` every 100 ms until it returns Ok or `timeout` passes; on timeout panics
+/// with `what` and the last Err (which should describe the state seen).
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(last) => {
+                if Instant::now() >= deadline {
+                    panic!("timed out after {timeout:?} waiting for {what}; last: {last}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A spawned future (an in-process controller, an agent, ...) aborted on drop.
+pub struct TaskGuard(tokio::task::JoinHandle<()>);
+
+impl TaskGuard {
+    pub fn spawn(f: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self(tokio::spawn(f))
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A child process (the controller binary) killed on drop; its output goes to a log file.
+pub struct ChildProcess {
+    child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl ChildProcess {
+    /// Starts `binary` with `args`; stdout and stderr go to a temporary log file.
+    pub fn spawn(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let log = std::env::temp_dir().join(format!(
+            "{}-{}.log",
+            binary
+                .file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default(),
+            random_suffix()
+        ));
+        let out = std::fs::File::create(&log)?;
+        let err = out.try_clone()?;
+        let mut cmd = std::process::Command::new(binary);
+        cmd.args(args).stdout(out).stderr(err);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn()?;
+        Ok(Self { child, log })
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the process (SIGKILL: a crash, not a graceful stop) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Exit status if it has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A ManifestWork template with one ConfigMap `app` in `default` whose data is `version`.
+pub fn configmap_template(version: &str) -> Value {
+    json!({"workload": {"manifests": [{
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app", "namespace": "default"},
+        "data": {"version": version},
+    }]}})
+}
+
+/// An MWRS `name` with `template` and one placementRef per (placement, rolloutStrategy).
+pub fn mwrs(name: &str, template: Value, refs: &[(&str, Value)]) -> ManifestWorkReplicaSet {
+    let placement_refs = refs
+        .iter()
+        .map(|(p, strategy)| LocalPlacementReference {
+            name: (*p).to_string(),
+            rollout_strategy: serde_json::from_value(strategy.clone()).ok(),
+        })
+        .collect();
+    ManifestWorkReplicaSet::new(
+        name,
+        ManifestWorkReplicaSetSpec {
+            manifest_work_template: ManifestWorkTemplate::from_value(template).unwrap_or_default(),
+            placement_refs,
+            ..Default::default()
+        },
+    )
+}
+
+/// Conditions of an MWRS by type: (status, reason, message).
+pub fn conditions(m: &ManifestWorkReplicaSet) -> BTreeMap<String, (String, String, String)> {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    (
+                        c.type_.clone(),
+                        (c.status.clone(), c.reason.clone(), c.message.clone()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Does MWRS `m` have condition `type_` with `status` and `reason`?
+pub fn has_condition(m: &ManifestWorkReplicaSet, type_: &str, status: &str, reason: &str) -> bool {
+    conditions(m)
+        .get(type_)
+        .is_some_and(|(s, r, _)| s == status && r == reason)
+}
