@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
-use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use mwrs_engine::Observed;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::placement::PlacementView;
 use mwrs_engine::revision::RevisionView;
+use mwrs_engine::snapshot::Snapshot as EngineSnapshot;
 use mwrs_engine::work::WorkView;
 
 use crate::watch::{SPEC_DIGEST_ANNOTATION, Stores, stored_digest};
@@ -57,51 +56,23 @@ impl Snapshot {
             })
             .collect();
 
-        let mut revisions_by_name = BTreeMap::new();
-        for store in &stores.revisions {
-            for cr in store.state() {
-                if cr.namespace().as_deref() == Some(namespace.as_str())
-                    && owns(
-                        cr.metadata.labels.as_ref(),
-                        cr.metadata.annotations.as_ref(),
-                    )
-                {
-                    revisions_by_name.insert(cr.name_any(), cr);
-                }
-            }
-        }
-        let revisions = revisions_by_name
-            .values()
-            .filter_map(|cr| RevisionView::from_controller_revision(cr))
-            .collect();
-
-        let decisions: Vec<_> = stores
-            .decisions
-            .state()
-            .into_iter()
-            .filter(|pd| pd.namespace().as_deref() == Some(namespace.as_str()))
-            .collect();
-        let placements = mwrs
-            .spec
-            .placement_refs
-            .iter()
-            .map(|r| {
-                let placement = stores
-                    .placements
-                    .get(&ObjectRef::new(&r.name).within(&namespace));
-                let mine = decisions.iter().filter(|pd| {
-                    pd.labels().get(labels::PLACEMENT_LABEL).map(String::as_str)
-                        == Some(r.name.as_str())
-                });
-                PlacementView::from_objects(&r.name, placement.as_deref(), mine.map(|a| a.as_ref()))
-            })
-            .collect();
-
+        // Placements, their decisions and revisions are selected exactly as the CLI
+        // selects them, by the engine.
+        let placements = stores.placements.state();
+        let decisions = stores.decisions.state();
+        let revisions: Vec<_> = stores.revisions.iter().flat_map(|s| s.state()).collect();
+        let inner = EngineSnapshot::with_work_views(
+            mwrs,
+            placements.iter().map(AsRef::as_ref),
+            decisions.iter().map(AsRef::as_ref),
+            works,
+            revisions.iter().map(AsRef::as_ref),
+        );
         Self {
             owner,
-            placements,
-            works,
-            revisions,
+            placements: inner.placements,
+            works: inner.works,
+            revisions: inner.revisions,
             work_objects,
         }
     }

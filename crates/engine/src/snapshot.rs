@@ -96,6 +96,10 @@ impl Snapshot {
                     && cr.metadata.labels.as_ref().and_then(|l| l.get(key)) == Some(&value)
             })
             .filter_map(RevisionView::from_controller_revision)
+            // The same object may come from several stores (one per owner label key).
+            .map(|r| (r.name.clone(), r))
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_values()
             .collect();
         Self {
             mwrs: mwrs.clone(),
