@@ -1179,6 +1179,9 @@ struct Outcome {
     complete: bool,
     target: String,
     current: Option<String>,
+    /// placementRefs whose decisions are unknown: their clusters cannot be counted, so
+    /// the revision is never promoted meanwhile.
+    unknown: Vec<String>,
 }
 
 impl Outcome {
@@ -1202,10 +1205,14 @@ impl Outcome {
                 _ => in_flight += 1,
             }
         }
-        let all_known = pass
+        let unknown: Vec<String> = pass
             .views
             .iter()
-            .all(|v| matches!(v.map(|v| &v.state), Some(PlacementState::Found(_))));
+            .zip(&pass.o.mwrs.spec.placement_refs)
+            .filter(|(v, _)| !matches!(v.map(|v| &v.state), Some(PlacementState::Found(_))))
+            .map(|(_, r)| r.name.clone())
+            .collect();
+        let all_known = unknown.is_empty();
         let complete = *abort == AbortState::None
             && target == update
             && all_known
@@ -1226,6 +1233,7 @@ impl Outcome {
             complete,
             target: target.to_string(),
             current: pass.old.current_revision.clone(),
+            unknown,
         }
     }
 
@@ -1425,10 +1433,20 @@ impl Outcome {
             t,
             Status::True,
             in_progress,
-            format!(
-                "rolling out revision {update}: {} of {} clusters done",
-                self.done, self.desired
-            ),
+            if self.unknown.is_empty() {
+                format!(
+                    "rolling out revision {update}: {} of {} clusters done",
+                    self.done, self.desired
+                )
+            } else {
+                format!(
+                    "rolling out revision {update}: {} of {} known clusters done; not promoted \
+                     while the decisions of placement {} are unknown",
+                    self.done,
+                    self.desired,
+                    self.unknown.join(", ")
+                )
+            },
         )
     }
 }

@@ -144,6 +144,12 @@ fn a_missing_placement_keeps_its_works_and_the_others_go_on() {
         "p's rollout stopped"
     );
     assert!(!complete(&h), "never promoted while a placement is unknown");
+    assert!(
+        h.message("Progressing")
+            .contains("not promoted while the decisions of placement p"),
+        "{}",
+        h.message("Progressing")
+    );
 }
 
 #[test]
