@@ -5,7 +5,7 @@
 //! pass: resolve the revision → read manual controls → classify every cluster → decide
 //! whether to abort (before any update write, SPEC §10.4) → choose writes → report.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
@@ -296,9 +296,9 @@ struct Pass<'a> {
     /// placementRef index → its view (None: no view was given for that name).
     views: Vec<Option<&'a PlacementView>>,
     /// cluster → the first placementRef that selects it.
-    desired: BTreeMap<&'a str, Desired<'a>>,
+    desired: ClusterIndex<'a, Desired<'a>>,
     /// cluster → the ManifestWork that represents it (see `survivor`), and duplicates.
-    works: BTreeMap<&'a str, (&'a WorkView, Vec<&'a WorkView>)>,
+    works: ClusterIndex<'a, (&'a WorkView, Vec<&'a WorkView>)>,
     /// Digest by revision hash, for every stored revision and the update template.
     digests: BTreeMap<String, Digest>,
     /// The owner label and annotation, computed once (a hashed owner costs a SHA-256).
@@ -320,7 +320,7 @@ impl<'a> Pass<'a> {
             .iter()
             .map(|r| o.placements.iter().find(|v| v.name == r.name))
             .collect();
-        let mut desired: BTreeMap<&str, Desired<'_>> = BTreeMap::new();
+        let mut desired: HashMap<&str, Desired<'_>> = HashMap::new();
         for (i, view) in views.iter().enumerate() {
             if let Some(groups) = view.and_then(|v| v.groups()) {
                 for (group, cluster) in groups.iter() {
@@ -332,7 +332,7 @@ impl<'a> Pass<'a> {
             }
         }
         let owner_work_name = owner.work_name();
-        let mut by_cluster: BTreeMap<&str, Vec<&WorkView>> = BTreeMap::new();
+        let mut by_cluster: HashMap<&str, Vec<&WorkView>> = HashMap::new();
         for w in o.works.iter().filter(|w| !w.deleting) {
             by_cluster.entry(w.cluster.as_str()).or_default().push(w);
         }
@@ -351,7 +351,9 @@ impl<'a> Pass<'a> {
                 let survivor = ws.remove(0);
                 (c, (survivor, ws))
             })
-            .collect();
+            .collect::<HashMap<_, _>>()
+            .into();
+        let desired = desired.into();
         let digests = o
             .revisions
             .iter()
@@ -649,7 +651,7 @@ impl<'a> Pass<'a> {
     /// ManifestWork carries the target revision (SPEC §10.1).
     fn existing(&self, target: &str, digest: Option<Digest>) -> Vec<Vec<ClusterRolloutStatus>> {
         let mut per: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
-        for (cluster, d) in &self.desired {
+        for (cluster, d) in self.desired.iter() {
             let Some((w, _)) = self.works.get(cluster) else {
                 continue;
             };
@@ -710,7 +712,7 @@ impl<'a> Pass<'a> {
     /// Each desired cluster's status against the target, with deadlines and soak applied.
     fn classify(&self, target: &str, digest: Option<Digest>) -> Vec<ClusterReport> {
         let mut out = Vec::with_capacity(self.desired.len() + self.works.len());
-        for (cluster, d) in &self.desired {
+        for (cluster, d) in self.desired.iter() {
             let strategy = &self.validated.strategies[d.placement];
             let work = self.works.get(cluster).map(|(w, _)| *w);
             let revision = work.and_then(|w| self.carried(w));
@@ -871,8 +873,8 @@ impl<'a> Pass<'a> {
     /// stable revision, all at once, whatever the strategy.
     fn revert(&self, target: &str, p: &mut Plan) {
         let digest = self.digests.get(target).copied();
-        let mut clusters: BTreeSet<&str> = self.desired.keys().copied().collect();
-        clusters.extend(self.works.keys().copied());
+        let mut clusters: BTreeSet<&str> = self.desired.keys().collect();
+        clusters.extend(self.works.keys());
         for cluster in clusters {
             let work = self.works.get(cluster).map(|(w, _)| *w);
             if work.is_some_and(|w| self.carries(w, target, digest)) {
@@ -931,7 +933,7 @@ impl<'a> Pass<'a> {
         let mut relabels = Vec::new();
         let mut deletes = Vec::new();
         let digest = self.digests.get(target).copied();
-        for (cluster, (w, dups)) in &self.works {
+        for (cluster, (w, dups)) in self.works.iter() {
             match self.desired.get(cluster) {
                 None => {
                     // Unselected: delete, unless its placement's decisions are unknown
@@ -990,7 +992,7 @@ impl<'a> Pass<'a> {
                 per[i].updated += 1;
             }
         }
-        for (cluster, (w, _)) in &self.works {
+        for (cluster, (w, _)) in self.works.iter() {
             let Some(i) = self.placement_index_of(cluster, Some(w)) else {
                 continue;
             };
@@ -1493,4 +1495,44 @@ fn transitions(
             ),
         })
         .collect()
+}
+
+/// Per-cluster state of one pass: hashed lookups (a pass does several per cluster, and
+/// ordered-tree lookups made large fleets superlinear) with iteration in cluster-name
+/// order, so plans and reports come out deterministic.
+struct ClusterIndex<'a, V> {
+    map: HashMap<&'a str, V>,
+    order: Vec<&'a str>,
+}
+
+impl<'a, V> From<HashMap<&'a str, V>> for ClusterIndex<'a, V> {
+    fn from(map: HashMap<&'a str, V>) -> Self {
+        let mut order: Vec<&str> = map.keys().copied().collect();
+        order.sort_unstable();
+        Self { map, order }
+    }
+}
+
+impl<'a, V> ClusterIndex<'a, V> {
+    fn get(&self, cluster: &str) -> Option<&V> {
+        self.map.get(cluster)
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.order.iter().copied()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&'a str, &V)> + '_ {
+        self.order
+            .iter()
+            .filter_map(|c| self.map.get(c).map(|v| (*c, v)))
+    }
 }
