@@ -628,19 +628,19 @@ impl<'a> Pass<'a> {
 
     /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
     /// before revisions existed — the stored revision whose content its spec equals.
-    fn carried(&self, w: &WorkView) -> Option<String> {
+    fn carried<'s>(&'s self, w: &'s WorkView) -> Option<&'s str> {
         if let Some(h) = w.hash() {
-            return Some(h.to_string());
+            return Some(h);
         }
         let d = w.spec_digest?;
         self.digests
             .iter()
             .find(|(_, v)| **v == d)
-            .map(|(h, _)| h.clone())
+            .map(|(h, _)| h.as_str())
     }
 
     fn carries(&self, w: &WorkView, target: &str, digest: Option<Digest>) -> bool {
-        self.carried(w).as_deref() == Some(target)
+        self.carried(w) == Some(target)
             && match (w.spec_digest, digest) {
                 (Some(have), Some(want)) => have == want,
                 _ => true,
@@ -715,7 +715,7 @@ impl<'a> Pass<'a> {
         for (cluster, d) in self.desired.iter() {
             let strategy = &self.validated.strategies[d.placement];
             let work = self.works.get(cluster).map(|(w, _)| *w);
-            let revision = work.and_then(|w| self.carried(w));
+            let revision = work.and_then(|w| self.carried(w)).map(str::to_string);
             let (mut status, since) = match work {
                 Some(w) if self.carries(w, target, digest) => work::cluster_status(w),
                 _ => (RolloutStatus::ToApply, None),
@@ -947,12 +947,12 @@ impl<'a> Pass<'a> {
                     if !applied.contains(cluster) {
                         let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
                         if let Some(rev) = self.carried(w)
-                            && self.needs_relabel(w, placement, &rev)
+                            && self.needs_relabel(w, placement, rev)
                         {
                             relabels.push(WorkChange::Relabel {
                                 cluster: (*cluster).to_string(),
                                 name: w.name.clone(),
-                                labels: self.work_labels(placement, &rev),
+                                labels: self.work_labels(placement, rev),
                                 annotations: self.owner_annotations(),
                             });
                         }
@@ -1130,7 +1130,7 @@ impl<'a> Pass<'a> {
             .works
             .iter()
             .filter(|w| w.hash().is_none())
-            .filter_map(|w| self.carried(w))
+            .filter_map(|w| self.carried(w).map(str::to_string))
             .collect();
         live.extend(self.o.works.iter().filter_map(WorkView::hash));
         live.extend(unlabelled.iter().map(String::as_str));
