@@ -5,6 +5,7 @@
 //! pass: resolve the revision → read manual controls → classify every cluster → decide
 //! whether to abort (before any update write, SPEC §10.4) → choose writes → report.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
@@ -480,8 +481,8 @@ impl<'a> Pass<'a> {
             }
         }
         let target_digest = self.digests.get(&target).copied();
-        let reports = self.classify(&target, target_digest);
-        let results = self.evaluate(&target, target_digest);
+        let (reports, existing) = self.classify(&target, target_digest);
+        let results = self.evaluate(&existing);
 
         // 4. Abort decision, before any update write.
         if abort == AbortState::None {
@@ -647,35 +648,8 @@ impl<'a> Pass<'a> {
             }
     }
 
-    /// Existing statuses for the engine, per placementRef: only clusters whose
-    /// ManifestWork carries the target revision (SPEC §10.1).
-    fn existing(&self, target: &str, digest: Option<Digest>) -> Vec<Vec<ClusterRolloutStatus>> {
-        let mut per: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
-        for (cluster, d) in self.desired.iter() {
-            let Some((w, _)) = self.works.get(cluster) else {
-                continue;
-            };
-            if !self.carries(w, target, digest) {
-                continue;
-            }
-            let (status, since) = work::cluster_status(w);
-            if status == RolloutStatus::ToApply {
-                continue;
-            }
-            per[d.placement].push(ClusterRolloutStatus {
-                cluster: (*cluster).to_string(),
-                group: d.group.clone(),
-                status,
-                last_transition_time: since,
-                recheck_time: None,
-            });
-        }
-        per
-    }
-
     /// The engine's verdict per placementRef (None: placement not usable).
-    fn evaluate(&self, target: &str, digest: Option<Digest>) -> Vec<Option<RolloutResult>> {
-        let existing = self.existing(target, digest);
+    fn evaluate(&self, existing: &[Vec<ClusterRolloutStatus>]) -> Vec<Option<RolloutResult>> {
         self.views
             .iter()
             .enumerate()
@@ -694,24 +668,32 @@ impl<'a> Pass<'a> {
     }
 
     /// A placement's groups without the clusters an earlier placementRef owns.
-    fn owned_groups(&self, i: usize, groups: &DecisionGroups) -> DecisionGroups {
+    fn owned_groups<'g>(&self, i: usize, groups: &'g DecisionGroups) -> Cow<'g, DecisionGroups> {
         let all_owned = groups
             .iter()
             .all(|(_, c)| self.desired.get(c).is_some_and(|d| d.placement == i));
         if all_owned {
-            return groups.clone();
+            return Cow::Borrowed(groups);
         }
-        DecisionGroups::from_pairs(
+        Cow::Owned(DecisionGroups::from_pairs(
             groups
                 .iter()
                 .filter(|(_, c)| self.desired.get(c).is_some_and(|d| d.placement == i))
                 .map(|(g, c)| (g.clone(), c.to_string())),
-        )
+        ))
     }
 
-    /// Each desired cluster's status against the target, with deadlines and soak applied.
-    fn classify(&self, target: &str, digest: Option<Digest>) -> Vec<ClusterReport> {
-        let mut out = Vec::with_capacity(self.desired.len() + self.works.len());
+    /// Each desired cluster's status against the target, with deadlines and soak applied,
+    /// and — in the same walk over the ManifestWorks — the engine's input per placementRef:
+    /// only clusters whose ManifestWork carries the target revision (SPEC §10.1), with the
+    /// status as the agent reports it (the engine applies deadlines itself).
+    fn classify(
+        &self,
+        target: &str,
+        digest: Option<Digest>,
+    ) -> (Vec<ClusterReport>, Vec<Vec<ClusterRolloutStatus>>) {
+        let mut out = Vec::with_capacity(self.desired.len());
+        let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
         for (cluster, d) in self.desired.iter() {
             let strategy = &self.validated.strategies[d.placement];
             let work = self.works.get(cluster).map(|(w, _)| *w);
@@ -720,6 +702,15 @@ impl<'a> Pass<'a> {
                 Some(w) if self.carries(w, target, digest) => work::cluster_status(w),
                 _ => (RolloutStatus::ToApply, None),
             };
+            if status != RolloutStatus::ToApply {
+                existing[d.placement].push(ClusterRolloutStatus {
+                    cluster: cluster.to_string(),
+                    group: d.group.clone(),
+                    status,
+                    last_transition_time: since,
+                    recheck_time: None,
+                });
+            }
             let mut soak_until = None;
             match status {
                 RolloutStatus::Succeeded => {
@@ -745,7 +736,7 @@ impl<'a> Pass<'a> {
                 soak_until,
             });
         }
-        out
+        (out, existing)
     }
 
     /// The first breach among placementRefs: its kind and whether that placementRef
