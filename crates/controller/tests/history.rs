@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{WAIT, current, describe, progressing, start_controller, update};
+use common::{
+    WAIT, current, describe, progressing, start_agent_succeeding, start_controller, update,
+};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt;
@@ -17,7 +19,7 @@ use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::hash::revision_hash;
-use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+use mwrs_fleet::{Agent, AgentConfig};
 use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
 use serde_json::{Value, json};
 
@@ -115,12 +117,7 @@ async fn undo_reuses_the_stored_revision() {
     };
     let _controller = start_controller(&hub);
     // Slow enough that the in-progress state of each rollout can be seen.
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(1500),
-        }),
-    );
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
     hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
@@ -208,12 +205,7 @@ async fn history_is_pruned_to_the_limit() {
         return;
     };
     let _controller = start_controller(&hub);
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(300),
-        }),
-    );
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(300));
     hub.publish_all("p").await;
     let mut m = mwrs(
         "app",

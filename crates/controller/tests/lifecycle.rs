@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{WAIT, current, describe, start_controller, update};
+use common::{WAIT, current, describe, start_agent_succeeding, start_controller, update};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use mwrs_api::labels;
 use mwrs_api::work::ManifestWork;
-use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+use mwrs_fleet::{Agent, AgentConfig};
 use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, has_condition, mwrs, wait_for};
 use serde_json::json;
 
@@ -152,12 +152,7 @@ async fn restart_mid_rollout_resumes_without_duplicates() {
         "127.0.0.1:0",
     ];
     let env = [("RUST_LOG", "info")];
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_secs(1),
-        }),
-    );
+    let _agent = start_agent_succeeding(&hub, Duration::from_secs(1));
     hub.publish_all("p").await;
     let mut first = ChildProcess::spawn(binary, &args, &env).expect("start controller");
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});

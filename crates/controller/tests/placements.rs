@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{WAIT, current, describe, start_controller, update};
+use common::{WAIT, current, describe, start_agent_succeeding, start_controller, update};
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use mwrs_api::labels;
 use mwrs_api::work::ManifestWork;
 use mwrs_fleet::placement::DecisionGroup;
-use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+use mwrs_fleet::{Agent, AgentConfig};
 use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
 use serde_json::json;
 
@@ -51,12 +51,7 @@ async fn overlapping_placements_share_one_work_per_cluster() {
         return;
     };
     let _controller = start_controller(&hub);
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(300),
-        }),
-    );
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(300));
     let c = &hub.clusters;
     let shared = c[2].clone();
     hub.publish("p1", &[DecisionGroup::new("", c[0..3].to_vec())])
@@ -202,12 +197,7 @@ async fn mandatory_group_and_min_success_time_gate_the_next_group() {
     let _controller = start_controller(&hub);
     let canary: Vec<String> = hub.clusters[0..2].to_vec();
     let rest: Vec<String> = hub.clusters[2..4].to_vec();
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(800),
-        }),
-    );
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(800));
     hub.publish(
         "p",
         &[
@@ -223,38 +213,24 @@ async fn mandatory_group_and_min_success_time_gate_the_next_group() {
         .await;
 
     // Every poll: if a "rest" cluster has a ManifestWork, every canary must have
-    // succeeded. Also remember when each was first seen.
+    // succeeded. (When things were seen is not asserted: polling lag under load makes it
+    // noise; the server-side times below are exact.)
     let violations: Mutex<Vec<String>> = Mutex::default();
-    let canary_done_seen: Mutex<Option<std::time::Instant>> = Mutex::default();
-    let rest_seen: Mutex<Option<std::time::Instant>> = Mutex::default();
     let done = wait_for("the rollout to complete", WAIT, || {
         let (hub, canary, rest) = (&hub, &canary, &rest);
-        let (violations, canary_done_seen, rest_seen) =
-            (&violations, &canary_done_seen, &rest_seen);
+        let violations = &violations;
         async move {
             let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
             let works = works_by_cluster(hub, "app").await;
             let canary_done = canary
                 .iter()
                 .all(|c| works.get(c).and_then(succeeded_at).is_some());
-            if canary_done {
-                canary_done_seen
-                    .lock()
-                    .expect("lock")
-                    .get_or_insert_with(std::time::Instant::now);
-            }
             let started: Vec<&String> = rest.iter().filter(|c| works.contains_key(*c)).collect();
-            if !started.is_empty() {
-                rest_seen
-                    .lock()
-                    .expect("lock")
-                    .get_or_insert_with(std::time::Instant::now);
-                if !canary_done {
-                    violations.lock().expect("lock").push(format!(
-                        "{started:?} have work before the canaries succeeded: {}",
-                        describe(&m)
-                    ));
-                }
+            if !started.is_empty() && !canary_done {
+                violations.lock().expect("lock").push(format!(
+                    "{started:?} have work before the canaries succeeded: {}",
+                    describe(&m)
+                ));
             }
             let complete = current(&m).is_some()
                 && current(&m) == update(&m)
@@ -286,12 +262,4 @@ async fn mandatory_group_and_min_success_time_gate_the_next_group() {
             "{c}'s ManifestWork created at {created}, last canary succeeded at {last_canary}"
         );
     }
-    // And as this test saw it.
-    let canary_seen = canary_done_seen.into_inner().expect("lock").expect("seen");
-    let rest_seen = rest_seen.into_inner().expect("lock").expect("seen");
-    let gap = rest_seen.saturating_duration_since(canary_seen);
-    assert!(
-        gap >= Duration::from_millis(2500),
-        "next group started {gap:?} after the canaries were seen done"
-    );
 }

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{WAIT, current, describe, progressing, start_controller, update};
+use common::{
+    WAIT, current, describe, progressing, start_agent_succeeding, start_controller, update,
+};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -41,12 +43,7 @@ async fn progressive_rollout_completes() {
         return;
     };
     let _controller = start_controller(&hub);
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(700),
-        }),
-    );
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(700));
     hub.publish_all("p").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}});
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))

@@ -8,10 +8,20 @@ use std::time::Duration;
 use kube::ResourceExt;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_controller::{Config, Shared};
+use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour};
 use mwrs_testsupport::{TaskGuard, TestHub, conditions};
 
 /// Default deadline of a wait in these tests.
 pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs a work agent for every cluster of the test that finishes each revision `after`
+/// it sees it.
+pub fn start_agent_succeeding(hub: &TestHub, after: Duration) -> AgentHandle {
+    Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(move |_| Behaviour::Succeed { after }),
+    )
+}
 
 /// Runs the controller in this process for the test's namespace (tests run in parallel
 /// on one hub; each controller only handles its own test's MWRS).
