@@ -297,10 +297,9 @@ struct Pass<'a> {
     cfg: &'a PlanConfig,
     /// placementRef index → its view (None: no view was given for that name).
     views: Vec<Option<&'a PlacementView>>,
-    /// cluster → the first placementRef that selects it.
-    desired: ClusterIndex<'a, Desired<'a>>,
-    /// cluster → the ManifestWork that represents it (see `survivor`), and duplicates.
-    works: ClusterIndex<'a, (&'a WorkView, Vec<&'a WorkView>)>,
+    /// Every cluster the MWRS wants or has a ManifestWork in, with both facts side by
+    /// side so a pass walks them once.
+    clusters: Clusters<'a>,
     /// Digest by revision hash, for every stored revision and the update template.
     digests: BTreeMap<String, Digest>,
     /// The owner label and annotation, computed once (a hashed owner costs a SHA-256).
@@ -322,40 +321,7 @@ impl<'a> Pass<'a> {
             .iter()
             .map(|r| o.placements.iter().find(|v| v.name == r.name))
             .collect();
-        let mut desired: HashMap<&str, Desired<'_>> = HashMap::new();
-        for (i, view) in views.iter().enumerate() {
-            if let Some(groups) = view.and_then(|v| v.groups()) {
-                for (group, cluster) in groups.iter() {
-                    desired.entry(cluster).or_insert(Desired {
-                        placement: i,
-                        group,
-                    });
-                }
-            }
-        }
-        let owner_work_name = owner.work_name();
-        let mut by_cluster: HashMap<&str, Vec<&WorkView>> = HashMap::new();
-        for w in o.works.iter().filter(|w| !w.deleting) {
-            by_cluster.entry(w.cluster.as_str()).or_default().push(w);
-        }
-        let works = by_cluster
-            .into_iter()
-            .map(|(c, mut ws)| {
-                // Survivor: the deterministic name, else the oldest (upstream's
-                // generateName works), so restarts always pick the same one.
-                ws.sort_by(|a, b| {
-                    (a.name != owner_work_name, a.created, &a.name).cmp(&(
-                        b.name != owner_work_name,
-                        b.created,
-                        &b.name,
-                    ))
-                });
-                let survivor = ws.remove(0);
-                (c, (survivor, ws))
-            })
-            .collect::<HashMap<_, _>>()
-            .into();
-        let desired = desired.into();
+        let clusters = Clusters::new(&views, o.works, &owner.work_name());
         let digests = o
             .revisions
             .iter()
@@ -371,8 +337,7 @@ impl<'a> Pass<'a> {
             now,
             cfg,
             views,
-            desired,
-            works,
+            clusters,
             digests,
         }
     }
@@ -672,14 +637,14 @@ impl<'a> Pass<'a> {
     fn owned_groups<'g>(&self, i: usize, groups: &'g DecisionGroups) -> Cow<'g, DecisionGroups> {
         let all_owned = groups
             .iter()
-            .all(|(_, c)| self.desired.get(c).is_some_and(|d| d.placement == i));
+            .all(|(_, c)| self.clusters.desired(c).is_some_and(|d| d.placement == i));
         if all_owned {
             return Cow::Borrowed(groups);
         }
         Cow::Owned(DecisionGroups::from_pairs(
             groups
                 .iter()
-                .filter(|(_, c)| self.desired.get(c).is_some_and(|d| d.placement == i))
+                .filter(|(_, c)| self.clusters.desired(c).is_some_and(|d| d.placement == i))
                 .map(|(g, c)| (g.clone(), c.to_string())),
         ))
     }
@@ -693,11 +658,12 @@ impl<'a> Pass<'a> {
         target: &str,
         digest: Option<Digest>,
     ) -> (Vec<ClusterReport>, Vec<Vec<ClusterRolloutStatus>>) {
-        let mut out = Vec::with_capacity(self.desired.len());
+        let mut out = Vec::with_capacity(self.clusters.desired_len);
         let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
-        for (cluster, d) in self.desired.iter() {
+        for (cluster, slot) in self.clusters.slots.iter() {
+            let Some(d) = &slot.desired else { continue };
             let strategy = &self.validated.strategies[d.placement];
-            let work = self.works.get(cluster).map(|(w, _)| *w);
+            let work = slot.work;
             let revision = work.and_then(|w| self.carried(w)).map(str::to_string);
             let (mut status, since) = match work {
                 Some(w) if self.carries(w, target, digest) => work::cluster_status(w),
@@ -784,7 +750,7 @@ impl<'a> Pass<'a> {
 
     fn apply(&self, cluster: &str, d_placement: usize, revision: &str) -> Option<WorkApply> {
         let placement = &self.o.mwrs.spec.placement_refs.get(d_placement)?.name;
-        let existing = self.works.get(cluster).map(|(w, _)| *w);
+        let existing = self.clusters.work(cluster);
         // A ManifestWork on the way out keeps its name until the agent is done with it.
         if existing.is_none()
             && self
@@ -851,7 +817,7 @@ impl<'a> Pass<'a> {
                 .iter()
                 .filter(|c| c.status == RolloutStatus::ToApply)
             {
-                let Some(d) = self.desired.get(c.cluster.as_str()) else {
+                let Some(d) = self.clusters.desired(c.cluster.as_str()) else {
                     continue;
                 };
                 if let Some(a) = self.apply(&c.cluster, d.placement, update) {
@@ -865,10 +831,8 @@ impl<'a> Pass<'a> {
     /// stable revision, all at once, whatever the strategy.
     fn revert(&self, target: &str, p: &mut Plan) {
         let digest = self.digests.get(target).copied();
-        let mut clusters: BTreeSet<&str> = self.desired.keys().collect();
-        clusters.extend(self.works.keys());
-        for cluster in clusters {
-            let work = self.works.get(cluster).map(|(w, _)| *w);
+        for (cluster, slot) in self.clusters.slots.iter() {
+            let work = slot.work;
             if work.is_some_and(|w| self.carries(w, target, digest)) {
                 continue;
             }
@@ -882,7 +846,7 @@ impl<'a> Pass<'a> {
     /// The placementRef a cluster belongs to: the one selecting it, else the one its
     /// ManifestWork names.
     fn placement_index_of(&self, cluster: &str, work: Option<&WorkView>) -> Option<usize> {
-        if let Some(d) = self.desired.get(cluster) {
+        if let Some(d) = self.clusters.desired(cluster) {
             return Some(d.placement);
         }
         let name = work?.placement()?;
@@ -925,13 +889,16 @@ impl<'a> Pass<'a> {
         let mut relabels = Vec::new();
         let mut deletes = Vec::new();
         let digest = self.digests.get(target).copied();
-        for (cluster, (w, dups)) in self.works.iter() {
-            match self.desired.get(cluster) {
+        for (cluster, slot) in self.clusters.slots.iter() {
+            let (Some(w), dups) = (slot.work, &slot.dups) else {
+                continue;
+            };
+            match &slot.desired {
                 None => {
                     // Unselected: delete, unless its placement's decisions are unknown
                     // right now (SPEC §10.12).
                     if self.placement_known(w.placement()) {
-                        deletes.extend(std::iter::once(*w).chain(dups.iter().copied()));
+                        deletes.extend(std::iter::once(w).chain(dups.iter().copied()));
                     }
                     continue;
                 }
@@ -984,7 +951,7 @@ impl<'a> Pass<'a> {
                 per[i].updated += 1;
             }
         }
-        for (cluster, (w, _)) in self.works.iter() {
+        for (cluster, w) in self.clusters.works() {
             let Some(i) = self.placement_index_of(cluster, Some(w)) else {
                 continue;
             };
@@ -1096,7 +1063,7 @@ impl<'a> Pass<'a> {
                 Some(PlacementState::Found(_)) => {}
             }
         }
-        if self.desired.is_empty() {
+        if self.clusters.desired_len == 0 {
             return Cond::new(
                 mc::PLACEMENT_VERIFIED,
                 Status::False,
@@ -1108,7 +1075,7 @@ impl<'a> Pass<'a> {
             mc::PLACEMENT_VERIFIED,
             Status::True,
             mc::REASON_AS_EXPECTED,
-            format!("{} clusters selected", self.desired.len()),
+            format!("{} clusters selected", self.clusters.desired_len),
         )
     }
 
@@ -1218,7 +1185,7 @@ impl Outcome {
         };
         Self {
             desired: reports.len(),
-            with_work: pass.works.len(),
+            with_work: pass.clusters.works_len,
             failed,
             timed_out,
             in_flight,
@@ -1489,6 +1456,95 @@ fn transitions(
         .collect()
 }
 
+/// What one pass knows per cluster: the placementRef that wants it (if any) and the
+/// ManifestWork that represents it (if any).
+struct Slot<'a> {
+    desired: Option<Desired<'a>>,
+    /// The survivor: the deterministic name, else the oldest.
+    work: Option<&'a WorkView>,
+    /// Other owned ManifestWorks in the same namespace.
+    dups: Vec<&'a WorkView>,
+}
+
+struct Clusters<'a> {
+    slots: ClusterIndex<'a, Slot<'a>>,
+    desired_len: usize,
+    works_len: usize,
+}
+
+impl<'a> Clusters<'a> {
+    fn new(
+        views: &[Option<&'a PlacementView>],
+        works: &'a [WorkView],
+        owner_work_name: &str,
+    ) -> Self {
+        let mut slots: HashMap<&'a str, Slot<'a>> = HashMap::new();
+        let empty = || Slot {
+            desired: None,
+            work: None,
+            dups: Vec::new(),
+        };
+        let mut desired_len = 0;
+        for (i, view) in views.iter().enumerate() {
+            for (group, cluster) in view
+                .and_then(|v| v.groups())
+                .into_iter()
+                .flat_map(DecisionGroups::iter)
+            {
+                let slot = slots.entry(cluster).or_insert_with(empty);
+                if slot.desired.is_none() {
+                    slot.desired = Some(Desired {
+                        placement: i,
+                        group,
+                    });
+                    desired_len += 1;
+                }
+            }
+        }
+        for w in works.iter().filter(|w| !w.deleting) {
+            slots
+                .entry(w.cluster.as_str())
+                .or_insert_with(empty)
+                .dups
+                .push(w);
+        }
+        let mut works_len = 0;
+        for slot in slots.values_mut().filter(|s| !s.dups.is_empty()) {
+            // Survivor: the deterministic name, else the oldest (upstream's generateName
+            // works), so restarts always pick the same one.
+            slot.dups.sort_by(|a, b| {
+                (a.name != owner_work_name, a.created, &a.name).cmp(&(
+                    b.name != owner_work_name,
+                    b.created,
+                    &b.name,
+                ))
+            });
+            slot.work = Some(slot.dups.remove(0));
+            works_len += 1;
+        }
+        Self {
+            slots: slots.into(),
+            desired_len,
+            works_len,
+        }
+    }
+
+    fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {
+        self.slots.get(cluster).and_then(|s| s.desired.as_ref())
+    }
+
+    fn work(&self, cluster: &str) -> Option<&'a WorkView> {
+        self.slots.get(cluster).and_then(|s| s.work)
+    }
+
+    /// (cluster, survivor) in cluster order.
+    fn works(&self) -> impl Iterator<Item = (&'a str, &'a WorkView)> + '_ {
+        self.slots
+            .iter()
+            .filter_map(|(c, s)| s.work.map(|w| (c, w)))
+    }
+}
+
 /// Per-cluster state of one pass: entries sorted by cluster name (plans and reports come
 /// out deterministic, and walks are sequential in memory) with a hashed position index for
 /// the several lookups a pass makes per cluster (ordered-tree lookups made large fleets
@@ -1514,18 +1570,6 @@ impl<'a, V> From<HashMap<&'a str, V>> for ClusterIndex<'a, V> {
 impl<'a, V> ClusterIndex<'a, V> {
     fn get(&self, cluster: &str) -> Option<&V> {
         self.position.get(cluster).map(|i| &self.entries[*i].1)
-    }
-
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.entries.iter().map(|(k, _)| *k)
     }
 
     fn iter(&self) -> impl Iterator<Item = (&'a str, &V)> + '_ {
