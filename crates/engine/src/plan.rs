@@ -606,8 +606,17 @@ impl<'a> Pass<'a> {
             .map(|(h, _)| h.as_str())
     }
 
-    fn carries(&self, w: &WorkView, target: &str, digest: Option<Digest>) -> bool {
-        self.carried(w) == Some(target)
+    /// [`Self::carried`] for a slot's survivor, from the label read once per pass.
+    fn carried_in<'s>(&'s self, slot: &'s Slot<'a>) -> Option<&'s str> {
+        slot.label_hash
+            .or_else(|| slot.work.and_then(|w| self.carried(w)))
+    }
+
+    /// Does the slot's survivor carry revision `target` with content `digest`? A spec
+    /// that no longer matches (edited by hand) does not count.
+    fn carries_in(&self, slot: &Slot<'a>, target: &str, digest: Option<Digest>) -> bool {
+        let Some(w) = slot.work else { return false };
+        self.carried_in(slot) == Some(target)
             && match (w.spec_digest, digest) {
                 (Some(have), Some(want)) => have == want,
                 _ => true,
@@ -664,9 +673,9 @@ impl<'a> Pass<'a> {
             let Some(d) = &slot.desired else { continue };
             let strategy = &self.validated.strategies[d.placement];
             let work = slot.work;
-            let revision = work.and_then(|w| self.carried(w)).map(str::to_string);
+            let revision = self.carried_in(slot).map(str::to_string);
             let (mut status, since) = match work {
-                Some(w) if self.carries(w, target, digest) => work::cluster_status(w),
+                Some(w) if self.carries_in(slot, target, digest) => work::cluster_status(w),
                 _ => (RolloutStatus::ToApply, None),
             };
             if status != RolloutStatus::ToApply {
@@ -833,7 +842,7 @@ impl<'a> Pass<'a> {
         let digest = self.digests.get(target).copied();
         for (cluster, slot) in self.clusters.slots.iter() {
             let work = slot.work;
-            if work.is_some_and(|w| self.carries(w, target, digest)) {
+            if self.carries_in(slot, target, digest) {
                 continue;
             }
             let placement = self.placement_index_of(cluster, work);
@@ -905,7 +914,7 @@ impl<'a> Pass<'a> {
                 Some(d) => {
                     if !applied.contains(cluster) {
                         let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
-                        if let Some(rev) = self.carried(w)
+                        if let Some(rev) = self.carried_in(slot)
                             && self.needs_relabel(w, placement, rev)
                         {
                             relabels.push(WorkChange::Relabel {
@@ -919,7 +928,10 @@ impl<'a> Pass<'a> {
                 }
             }
             // Duplicates left by upstream's controller go once the survivor is settled.
-            if !dups.is_empty() && !applied.contains(cluster) && self.carries(w, target, digest) {
+            if !dups.is_empty()
+                && !applied.contains(cluster)
+                && self.carries_in(slot, target, digest)
+            {
                 deletes.extend(dups.iter().copied());
             }
         }
@@ -951,13 +963,14 @@ impl<'a> Pass<'a> {
                 per[i].updated += 1;
             }
         }
-        for (cluster, w) in self.clusters.works() {
+        for (cluster, slot) in self.clusters.slots.iter() {
+            let Some(w) = slot.work else { continue };
             let Some(i) = self.placement_index_of(cluster, Some(w)) else {
                 continue;
             };
             let s = &mut per[i];
             s.total += 1;
-            if self.carries(w, target, digest) {
+            if self.carries_in(slot, target, digest) {
                 applied_on_target[i] += 1;
                 s.applied += i64::from(w.is_true(mwrs_api::work::condition::APPLIED));
                 s.available += i64::from(w.is_true(mwrs_api::work::condition::AVAILABLE));
@@ -1462,6 +1475,8 @@ struct Slot<'a> {
     desired: Option<Desired<'a>>,
     /// The survivor: the deterministic name, else the oldest.
     work: Option<&'a WorkView>,
+    /// The survivor's `controller-hash` label, read once.
+    label_hash: Option<&'a str>,
     /// Other owned ManifestWorks in the same namespace.
     dups: Vec<&'a WorkView>,
 }
@@ -1482,6 +1497,7 @@ impl<'a> Clusters<'a> {
         let empty = || Slot {
             desired: None,
             work: None,
+            label_hash: None,
             dups: Vec::new(),
         };
         let mut desired_len = 0;
@@ -1519,7 +1535,9 @@ impl<'a> Clusters<'a> {
                     &b.name,
                 ))
             });
-            slot.work = Some(slot.dups.remove(0));
+            let survivor = slot.dups.remove(0);
+            slot.label_hash = survivor.hash();
+            slot.work = Some(survivor);
             works_len += 1;
         }
         Self {
@@ -1535,13 +1553,6 @@ impl<'a> Clusters<'a> {
 
     fn work(&self, cluster: &str) -> Option<&'a WorkView> {
         self.slots.get(cluster).and_then(|s| s.work)
-    }
-
-    /// (cluster, survivor) in cluster order.
-    fn works(&self) -> impl Iterator<Item = (&'a str, &'a WorkView)> + '_ {
-        self.slots
-            .iter()
-            .filter_map(|(c, s)| s.work.map(|w| (c, w)))
     }
 }
 
