@@ -211,11 +211,7 @@ fn deadline_exceeded_without_failure_strategy_stops() {
 #[test]
 fn abort_all_reverts_every_cluster_and_holds() {
     let mut h = completed_rollout(progressive(json!({"progressDeadline": "30s"})));
-    h.mwrs.spec.placement_refs[0]
-        .rollout_strategy
-        .as_mut()
-        .unwrap()
-        .failure_strategy = Some("AbortAll".into());
+    h.abort_all();
     let (v1, v2) = (h.hash_of("v1"), h.hash_of("v2"));
     h.behave("c3", "v2", Behaviour::Hang);
     h.set_template("v2");
@@ -285,11 +281,7 @@ fn abort_without_stable_revision_fails_and_stops() {
     let mut h = hub(progressive(
         json!({"progressDeadline": "30s", "maxFailures": 0}),
     ));
-    h.mwrs.spec.placement_refs[0]
-        .rollout_strategy
-        .as_mut()
-        .unwrap()
-        .failure_strategy = Some("AbortAll".into());
+    h.abort_all();
     h.behave("c1", "v1", Behaviour::Hang);
     h.reconcile();
     run_until(&mut h, 40, |h| {
@@ -318,11 +310,7 @@ fn abort_without_stable_revision_fails_and_stops() {
 #[test]
 fn degraded_clusters_breach_with_max_failures_exceeded() {
     let mut h = completed_rollout(progressive(json!({"maxFailures": 1})));
-    h.mwrs.spec.placement_refs[0]
-        .rollout_strategy
-        .as_mut()
-        .unwrap()
-        .failure_strategy = Some("AbortAll".into());
+    h.abort_all();
     h.behave("c1", "v2", Behaviour::Degrade { after: secs(5) });
     h.behave("c2", "v2", Behaviour::Degrade { after: secs(5) });
     h.set_template("v2");
@@ -344,11 +332,7 @@ fn degraded_clusters_breach_with_max_failures_exceeded() {
 #[test]
 fn strategy_all_breach_counts_its_own_max_failures() {
     let mut h = completed_rollout(json!({"type": "All", "all": {"progressDeadline": "20s"}}));
-    h.mwrs.spec.placement_refs[0]
-        .rollout_strategy
-        .as_mut()
-        .unwrap()
-        .failure_strategy = Some("AbortAll".into());
+    h.abort_all();
     h.behave("c4", "v2", Behaviour::Hang);
     h.set_template("v2");
     h.reconcile();

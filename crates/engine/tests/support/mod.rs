@@ -122,6 +122,13 @@ impl Hub {
         self.mwrs.metadata.generation = Some(self.generation);
     }
 
+    /// Sets `failureStrategy: AbortAll` on the first placementRef.
+    pub fn abort_all(&mut self) {
+        if let Some(s) = self.mwrs.spec.placement_refs[0].rollout_strategy.as_mut() {
+            s.failure_strategy = Some("AbortAll".into());
+        }
+    }
+
     pub fn annotate(&mut self, key: &str, value: &str) {
         self.mwrs
             .metadata
