@@ -13,7 +13,9 @@
 # Exit 0 only if every check passed. Needs kubectl (in the machine image) and Go.
 #
 #   bench/peer/verify.sh [KUBECONFIG]
-# Environment: PEER_VERIFY_CLUSTERS (default 3), PEER_VERIFY_TIMEOUT seconds per wait (60).
+# Environment: PEER_VERIFY_CLUSTERS (default 3), PEER_VERIFY_TIMEOUT seconds per wait (60),
+#   PEER_VERIFY_PEER_ARGS extra flags for run.sh (e.g. --feature-gates=ManifestWorkReplicaSet=false
+#   must make this script fail: that is how to see that it can).
 set -euo pipefail
 
 PEER_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -122,7 +124,7 @@ EOF
 mwrs v1
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-MWRS_PEER_BIN=$bin MWRS_PEER_LISTEN=127.0.0.1:$port "$PEER_SRC/run.sh" "$KUBECONFIG" >"$WORKDIR/peer.log" 2>&1 &
+MWRS_PEER_BIN=$bin MWRS_PEER_LISTEN=127.0.0.1:$port "$PEER_SRC/run.sh" "$KUBECONFIG" ${PEER_VERIFY_PEER_ARGS:-} >"$WORKDIR/peer.log" 2>&1 &
 PEER_PID=$!
 log "peer started (pid $PEER_PID, metrics/healthz on 127.0.0.1:$port)"
 
