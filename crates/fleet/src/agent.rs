@@ -9,6 +9,8 @@
 //! - after the behaviour's delay: done (`Progressing=False`, or `Available=True` without
 //!   condition rules) or degraded (`Degraded=True`); a hanging cluster never moves on.
 //!
+//! A flapping cluster keeps alternating between done and degraded.
+//!
 //! `lastTransitionTime` moves only when a condition's status flips. A new generation
 //! cancels the task of the previous one. With `finalizer` on, the agent also guards its
 //! ManifestWorks with the work agent's cleanup finalizer and removes it after
@@ -45,6 +47,9 @@ pub enum Behaviour {
     Degrade { after: Duration },
     /// Applies and stays Progressing forever.
     Hang,
+    /// Applies, then every `period` flips between done and Degraded, forever (a
+    /// workload that crash-loops): the controller sees it fail, recover and fail again.
+    Flap { period: Duration },
 }
 
 impl Behaviour {
@@ -304,6 +309,7 @@ async fn answer(s: &Shared, mw: ManifestWork) {
     }
     let delay = match behaviour {
         Behaviour::Succeed { after } | Behaviour::Degrade { after } => after,
+        Behaviour::Flap { period } => period,
         Behaviour::Hang => Duration::ZERO,
     };
     // An immediate outcome goes out in one write.
@@ -318,6 +324,23 @@ async fn answer(s: &Shared, mw: ManifestWork) {
     }
     conditions = merge(&conditions, &last, generation, Timestamp::now());
     write(s, &api, &name, &cluster, &conditions).await;
+    if let Behaviour::Flap { period } = behaviour {
+        // The task is aborted when a new generation arrives or the work goes.
+        let healthy = phases(Behaviour::succeed_now(), rules)
+            .1
+            .unwrap_or_default();
+        let failing = phases(Behaviour::Degrade { after: period }, rules)
+            .1
+            .unwrap_or_default();
+        let mut degraded = true;
+        loop {
+            tokio::time::sleep(period.max(Duration::from_millis(100))).await;
+            degraded = !degraded;
+            let phase = if degraded { &failing } else { &healthy };
+            conditions = merge(&conditions, phase, generation, Timestamp::now());
+            write(s, &api, &name, &cluster, &conditions).await;
+        }
+    }
 }
 
 fn finalizers_with(mw: &ManifestWork) -> Vec<String> {
@@ -386,7 +409,7 @@ fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
                 (PROGRESSING, "False"),
                 (DEGRADED, "False"),
             ]),
-            Behaviour::Degrade { .. } => Some(vec![
+            Behaviour::Degrade { .. } | Behaviour::Flap { .. } => Some(vec![
                 (APPLIED, "True"),
                 (AVAILABLE, "True"),
                 (PROGRESSING, "True"),
@@ -399,7 +422,7 @@ fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
         let first = vec![(APPLIED, "True"), (AVAILABLE, "False")];
         let last = match b {
             Behaviour::Succeed { .. } => Some(vec![(APPLIED, "True"), (AVAILABLE, "True")]),
-            Behaviour::Degrade { .. } => Some(vec![
+            Behaviour::Degrade { .. } | Behaviour::Flap { .. } => Some(vec![
                 (APPLIED, "True"),
                 (AVAILABLE, "False"),
                 (DEGRADED, "True"),

@@ -5,9 +5,15 @@
 //!   status conditions (Applied, Available, Progressing, Degraded) at the right
 //!   generation, after per-cluster delays or failures;
 //! - [`placement`]: cluster namespaces, Placements and their PlacementDecisions as OCM's
-//!   placement controller would publish them.
+//!   placement controller would publish them;
+//! - [`cluster`]: ManagedClusters and their namespaces, created and removed as one fleet;
+//! - [`rules`]: which cluster does what with which revision (latency, Degraded, hang, flap).
+//!
+//! The `mwrs-fleet` binary puts these together for thousands of clusters in one process.
 
 pub mod agent;
+pub mod cluster;
 pub mod placement;
+pub mod rules;
 
 pub use agent::{Agent, AgentConfig, AgentHandle, Behaviour, WorkInfo};

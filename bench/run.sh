@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Fleet-scale benchmarks (bench/README.md): builds the controller and the harness in release
+# mode, starts a private test hub, runs `mwrs-bench` for each size and stops the hub.
+#
+#   bench/run.sh                       # N = 1,000 and 5,000, with upstream's controller as peer
+#   bench/run.sh --sizes 1000 --no-peer
+#   BENCH_JSON=out.json bench/run.sh   # also write the results as JSON
+#
+# Extra arguments go to mwrs-bench (see `mwrs-bench --help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+peer=1
+args=()
+for a in "$@"; do
+  case $a in
+    --no-peer) peer=0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+
+cargo build --release -p mwrs-controller -p mwrs-bench >&2
+
+peer_args=()
+if [ "$peer" = 1 ]; then
+  if bench/peer/build.sh >/dev/null; then
+    peer_args=(--peer "$PWD/bench/peer/run.sh")
+  else
+    echo "bench/run.sh: the upstream peer did not build; measuring without it" >&2
+  fi
+fi
+
+export MWRS_HUB_DIR=${MWRS_HUB_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/mwrs-hub-bench.XXXXXX")}
+kubeconfig=$(scripts/hub.sh up)
+trap 'scripts/hub.sh down || true' EXIT
+
+json=()
+[ -n "${BENCH_JSON:-}" ] && json=(--json "$BENCH_JSON")
+target/release/mwrs-bench --kubeconfig "$kubeconfig" \
+  --controller "$PWD/target/release/mwrs-controller" \
+  --workdir "$MWRS_HUB_DIR/bench" "${peer_args[@]}" "${json[@]}" "${args[@]}"

@@ -1,0 +1,901 @@
+//! `mwrs-bench`: fan-out, abort, idle cost and memory of the controller at fleet scale,
+//! each against a reference measured on the same hub in the same run.
+//!
+//! For every size N it brings up N simulated clusters (one in-process work agent answers
+//! all of them, for every phase alike) and measures:
+//!
+//! - bare: a plain client creating, then updating, the same N ManifestWorks with the same
+//!   write concurrency the controller is given: the hub's own limit;
+//! - fan-out: a template change (strategy All) until every ManifestWork carries it;
+//! - abort: from the first Degraded status on the new revision (the breach) until every
+//!   ManifestWork is back on the stable revision;
+//! - idle: controller CPU seconds and hub API requests per minute with nothing changing
+//!   (requests counted by the hub, minus a window with no controller running);
+//! - memory: the controller's peak RSS with N ManifestWorks;
+//! - optionally the same fan-out and memory for a peer (upstream's controller), started
+//!   as `PEER KUBECONFIG`.
+//!
+//! Every ManifestWork is observed through one watch; "carries version v" means its first
+//! manifest's `data.version` is v, so the same check serves the controller and the peer.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt, stream};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Client, Config as KubeConfig, ResourceExt};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::ManifestWork;
+use mwrs_fleet::cluster;
+use mwrs_fleet::placement::{self, DecisionGroup};
+use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+#[derive(Parser, Debug)]
+#[command(about = "Fleet-scale benchmarks of the MWRS controller against a bare client")]
+struct Args {
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: PathBuf,
+    /// The controller binary (built with --release).
+    #[arg(long)]
+    controller: PathBuf,
+    /// A command started as `PEER KUBECONFIG` that runs upstream's controller.
+    #[arg(long)]
+    peer: Option<PathBuf>,
+    /// Fleet sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
+    sizes: Vec<usize>,
+    /// Write concurrency of the bare client and of the controller (`--concurrency`).
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Length of the idle measurement window, seconds.
+    #[arg(long, default_value_t = 60)]
+    idle_secs: u64,
+    /// Deadline of each wait, seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout_secs: u64,
+    /// Where logs of the started processes go.
+    #[arg(long, default_value = "/tmp/mwrs-bench")]
+    workdir: PathBuf,
+    /// Results as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// A realistic template: a ConfigMap carrying the version, a Deployment and a Service.
+fn template(version: &str) -> Value {
+    json!({"workload": {"manifests": [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "web-config", "namespace": "web"},
+         "data": {"version": version, "settings.yaml": "replicas: 3\nlogLevel: info\nfeatures:\n  - a\n  - b\n"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "web", "namespace": "web", "labels": {"app": "web"}},
+         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+           "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{
+             "name": "web", "image": format!("registry.example.com/web:{version}"),
+             "ports": [{"containerPort": 8080}],
+             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "web", "namespace": "web"},
+         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+    ]}})
+}
+
+fn version_of(mw: &ManifestWork) -> Option<String> {
+    mw.spec
+        .to_value()
+        .pointer("/workload/manifests/0/data/version")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+// ---------------------------------------------------------------------------------------
+// Observation: one watch over every ManifestWork.
+
+#[derive(Default)]
+struct Seen {
+    works: HashMap<(String, String), Option<String>>,
+    counts: HashMap<String, usize>,
+    /// First time a ManifestWork on this version reported Degraded at its generation.
+    first_degraded: HashMap<String, Instant>,
+}
+
+impl Seen {
+    fn set(&mut self, key: (String, String), version: Option<String>) {
+        if let Some(Some(old)) = self.works.get(&key)
+            && let Some(c) = self.counts.get_mut(old)
+        {
+            *c -= 1;
+        }
+        if let Some(v) = &version {
+            *self.counts.entry(v.clone()).or_default() += 1;
+        }
+        self.works.insert(key, version);
+    }
+
+    fn remove(&mut self, key: &(String, String)) {
+        if let Some(Some(old)) = self.works.remove(key)
+            && let Some(c) = self.counts.get_mut(&old)
+        {
+            *c -= 1;
+        }
+    }
+
+    fn count(&self, version: &str) -> usize {
+        self.counts.get(version).copied().unwrap_or(0)
+    }
+}
+
+#[derive(Clone)]
+struct Tracker {
+    seen: Arc<Mutex<Seen>>,
+    changed: tokio::sync::watch::Receiver<u64>,
+}
+
+fn degraded(mw: &ManifestWork) -> bool {
+    let generation = mw.metadata.generation;
+    mw.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "Degraded" && c.status == "True" && c.observed_generation == generation
+            })
+        })
+}
+
+impl Tracker {
+    async fn start(client: Client) -> anyhow::Result<Self> {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (tx, rx) = tokio::sync::watch::channel(0u64);
+        let api: Api<ManifestWork> = Api::all(client);
+        let s = seen.clone();
+        let (synced_tx, synced) = tokio::sync::oneshot::channel::<()>();
+        let mut ready_tx = Some(synced_tx);
+        tokio::spawn(async move {
+            let mut events = watch_fn(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .boxed();
+            let mut seq = 0u64;
+            while let Some(ev) = events.next().await {
+                let Ok(ev) = ev else { continue };
+                let now = Instant::now();
+                {
+                    let Ok(mut st) = s.lock() else { return };
+                    match ev {
+                        Event::Apply(mw) | Event::InitApply(mw) => {
+                            let key = (mw.namespace().unwrap_or_default(), mw.name_any());
+                            let v = version_of(&mw);
+                            if degraded(&mw)
+                                && let Some(v) = &v
+                            {
+                                st.first_degraded.entry(v.clone()).or_insert(now);
+                            }
+                            st.set(key, v);
+                        }
+                        Event::Delete(mw) => {
+                            st.remove(&(mw.namespace().unwrap_or_default(), mw.name_any()));
+                        }
+                        Event::InitDone => {
+                            if let Some(t) = ready_tx.take() {
+                                let _ = t.send(());
+                            }
+                        }
+                        Event::Init => {}
+                    }
+                }
+                seq += 1;
+                let _ = tx.send(seq);
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(120), synced)
+            .await
+            .context("ManifestWork watch did not sync")??;
+        Ok(Tracker { seen, changed: rx })
+    }
+
+    /// Waits until `pred` holds; returns when it was first seen to hold.
+    async fn until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Seen) -> bool,
+    ) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + timeout;
+        let mut rx = self.changed.clone();
+        loop {
+            {
+                let st = self.seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                if pred(&st) {
+                    return Ok(Instant::now());
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let st = self.seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                bail!(
+                    "timed out waiting for {what}; works {} by version {:?}",
+                    st.works.len(),
+                    st.counts
+                );
+            }
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), rx.changed()).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes.
+
+struct Proc {
+    child: Child,
+    name: String,
+}
+
+impl Proc {
+    fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Self> {
+        let out = std::fs::File::create(log).with_context(|| format!("{}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(program)
+            .args(args)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        Ok(Proc {
+            child,
+            name: name.to_string(),
+        })
+    }
+
+    fn pid(&self) -> anyhow::Result<u32> {
+        self.child
+            .id()
+            .ok_or_else(|| anyhow::anyhow!("{} has exited", self.name))
+    }
+
+    /// The process and its children (a wrapper script `exec`s, but be safe).
+    fn tree(&self) -> anyhow::Result<Vec<u32>> {
+        let root = self.pid()?;
+        let mut all = vec![root];
+        let mut i = 0;
+        while i < all.len() {
+            let p = all[i];
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
+                all.extend(s.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+            }
+            i += 1;
+        }
+        Ok(all)
+    }
+
+    /// CPU seconds (user + system) of the process tree.
+    fn cpu_secs(&self, tck: f64) -> anyhow::Result<f64> {
+        let mut total = 0.0;
+        for p in self.tree()? {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // Fields after the command name (which may hold spaces) start at ')'.
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            total += (ticks(11) + ticks(12)) / tck;
+        }
+        Ok(total)
+    }
+
+    /// Peak resident set size in bytes, summed over the tree.
+    fn peak_rss(&self) -> anyhow::Result<u64> {
+        let mut total = 0;
+        for p in self.tree()? {
+            let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
+                continue;
+            };
+            total += s
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024;
+        }
+        Ok(total)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The body of a 200 answer to a plain HTTP GET, else None.
+async fn http_get(addr: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf);
+    if !(text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200")) {
+        return None;
+    }
+    text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// Sum of the samples of `metric` (any labels) in Prometheus text.
+fn metric_sum(text: &str, metric: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(metric)
+                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// (reconciles, writes) the controller has counted so far.
+async fn controller_counts(addr: &str) -> (f64, f64) {
+    match http_get(addr, "/metrics").await {
+        Some(t) => (
+            metric_sum(&t, "mwrs_controller_reconciles_total"),
+            metric_sum(&t, "mwrs_controller_writes_total"),
+        ),
+        None => (f64::NAN, f64::NAN),
+    }
+}
+
+/// Requests the hub has completed so far (every verb, every client).
+async fn hub_requests(client: &Client) -> anyhow::Result<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    Ok(metric_sum(&text, "apiserver_request_total"))
+}
+
+// ---------------------------------------------------------------------------------------
+// The phases.
+
+struct Bench {
+    args: Args,
+    client: Client,
+    tracker: Tracker,
+    clusters: Vec<String>,
+    degrade_after_ms: Arc<AtomicU64>,
+    failing: Arc<Mutex<BTreeSet<String>>>,
+    tck: f64,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Row {
+    n: usize,
+    bare_create_s: f64,
+    bare_update_s: f64,
+    create_s: f64,
+    fanout_s: f64,
+    abort_s: f64,
+    fanout_ratio: f64,
+    abort_ratio: f64,
+    idle_cpu_s_per_min: f64,
+    idle_requests_per_min: f64,
+    baseline_requests_per_min: f64,
+    idle_reconciles_per_min: f64,
+    idle_writes_per_min: f64,
+    peak_rss_bytes: u64,
+    peer_fanout_s: Option<f64>,
+    peer_fanout_ratio: Option<f64>,
+    peer_peak_rss_bytes: Option<u64>,
+    peer_idle_cpu_s_per_min: Option<f64>,
+}
+
+impl Bench {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.args.timeout_secs)
+    }
+
+    fn mwrs_api(&self, ns: &str) -> Api<ManifestWorkReplicaSet> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    async fn each_cluster<F, Fut>(&self, n: usize, f: F) -> anyhow::Result<()>
+    where
+        F: Fn(Api<ManifestWork>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), kube::Error>>,
+    {
+        stream::iter(self.clusters[..n].iter())
+            .map(|c| f(Api::namespaced(self.client.clone(), c)))
+            .buffer_unordered(self.args.concurrency.max(1))
+            .try_collect::<()>()
+            .await?;
+        Ok(())
+    }
+
+    async fn wait_version(&self, v: &str, n: usize) -> anyhow::Result<Instant> {
+        self.tracker
+            .until(&format!("{n} works on {v}"), self.timeout(), |s| {
+                s.count(v) >= n
+            })
+            .await
+    }
+
+    async fn wait_no_works(&self) -> anyhow::Result<()> {
+        self.tracker
+            .until("no ManifestWork left", self.timeout(), |s| {
+                s.works.is_empty()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The hub's limit: the same writes from a plain client.
+    async fn bare(&self, n: usize) -> anyhow::Result<(f64, f64)> {
+        let pp = PostParams::default();
+        let t0 = Instant::now();
+        self.each_cluster(n, |api| {
+            let pp = pp.clone();
+            async move {
+                let mw: ManifestWork = serde_json::from_value(json!({
+                    "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                    "metadata": {"name": "bare-client", "labels": {"mwrs-bench": "bare"}},
+                    "spec": template("v1"),
+                }))
+                .map_err(kube::Error::SerdeError)?;
+                api.create(&pp, &mw).await.map(|_| ())
+            }
+        })
+        .await?;
+        let create = self.wait_version("v1", n).await? - t0;
+        let t0 = Instant::now();
+        self.each_cluster(n, |api| async move {
+            let body = json!({"spec": template("v2")});
+            api.patch("bare-client", &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .map(|_| ())
+        })
+        .await?;
+        let update = self.wait_version("v2", n).await? - t0;
+        self.each_cluster(n, |api| async move {
+            api.delete("bare-client", &DeleteParams::default())
+                .await
+                .map(|_| ())
+        })
+        .await?;
+        self.wait_no_works().await?;
+        Ok((create.as_secs_f64(), update.as_secs_f64()))
+    }
+
+    fn mwrs(
+        &self,
+        name: &str,
+        version: &str,
+        abort: bool,
+    ) -> anyhow::Result<ManifestWorkReplicaSet> {
+        let mut strategy = json!({"type": "All", "all": {"maxFailures": 0}});
+        if abort {
+            strategy["failureStrategy"] = json!("AbortAll");
+        }
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": name},
+            "spec": {
+                "manifestWorkTemplate": template(version),
+                "placementRefs": [{"name": "fleet", "rolloutStrategy": strategy}],
+            },
+        }))?)
+    }
+
+    async fn set_version(&self, ns: &str, name: &str, version: &str) -> anyhow::Result<()> {
+        let body = json!({"spec": {"manifestWorkTemplate": template(version)}});
+        self.mwrs_api(ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(())
+    }
+
+    async fn wait_mwrs(
+        &self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&ManifestWorkReplicaSet) -> bool,
+    ) -> anyhow::Result<()> {
+        let api = self.mwrs_api(ns);
+        let deadline = Instant::now() + self.timeout();
+        loop {
+            // A status read per half second is noise next to N ManifestWorks.
+            if let Some(m) = api.get_opt(name).await?
+                && pred(&m)
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("timed out waiting for {ns}/{name} to be {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn idle(&self, p: Option<&Proc>) -> anyhow::Result<(f64, f64)> {
+        let cpu0 = match p {
+            Some(p) => p.cpu_secs(self.tck)?,
+            None => 0.0,
+        };
+        let r0 = hub_requests(&self.client).await?;
+        let t0 = Instant::now();
+        tokio::time::sleep(Duration::from_secs(self.args.idle_secs)).await;
+        let r1 = hub_requests(&self.client).await?;
+        let mins = t0.elapsed().as_secs_f64() / 60.0;
+        let cpu1 = match p {
+            Some(p) => p.cpu_secs(self.tck)?,
+            None => 0.0,
+        };
+        // Our own /metrics read is one request.
+        Ok(((cpu1 - cpu0) / mins, (r1 - r0 - 1.0).max(0.0) / mins))
+    }
+
+    async fn controller(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
+        let port = free_port()?;
+        let addr = format!("127.0.0.1:{port}");
+        let args = vec![
+            "--kubeconfig".into(),
+            self.args.kubeconfig.display().to_string(),
+            "--namespace".into(),
+            ns.to_string(),
+            "--metrics-addr".into(),
+            addr.clone(),
+            "--concurrency".into(),
+            self.args.concurrency.to_string(),
+            "--log-format".into(),
+            "json".into(),
+        ];
+        let log = self.args.workdir.join(format!("controller-{n}.log"));
+        let p = Proc::spawn("controller", &self.args.controller, &args, &log)?;
+        let t = Instant::now();
+        while http_get(&addr, "/readyz").await.is_none() {
+            if t.elapsed() > Duration::from_secs(60) {
+                bail!("controller not ready after 60s; see {}", log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let complete = |m: &ManifestWorkReplicaSet| {
+            m.status.as_ref().is_some_and(|s| {
+                s.current_revision.is_some() && s.current_revision == s.update_revision
+            })
+        };
+        let api = self.mwrs_api(ns);
+        let t0 = Instant::now();
+        api.create(&PostParams::default(), &self.mwrs("app", "v1", true)?)
+            .await?;
+        row.create_s = (self.wait_version("v1", n).await? - t0).as_secs_f64();
+        self.wait_mwrs(ns, "app", "complete on v1", complete)
+            .await?;
+
+        let t0 = Instant::now();
+        self.set_version(ns, "app", "v2").await?;
+        row.fanout_s = (self.wait_version("v2", n).await? - t0).as_secs_f64();
+        let v2_done = |m: &ManifestWorkReplicaSet| {
+            complete(m)
+                && m.status
+                    .as_ref()
+                    .is_some_and(|s| s.summary.updated == n as i64)
+        };
+        self.wait_mwrs(ns, "app", "complete on v2", v2_done).await?;
+
+        // v3 reaches every cluster first; only then does one cluster report Degraded,
+        // so that the abort is timed on its own.
+        let lag = Duration::from_secs_f64(row.fanout_s * 2.0 + 3.0);
+        self.degrade_after_ms
+            .store(lag.as_millis() as u64, Ordering::Relaxed);
+        if let Ok(mut f) = self.failing.lock() {
+            f.clear();
+            f.insert(self.clusters[n - 1].clone());
+        }
+        self.set_version(ns, "app", "v3").await?;
+        self.wait_version("v3", n).await?;
+        let breach = self
+            .tracker
+            .until("a Degraded cluster on v3", self.timeout(), |s| {
+                s.first_degraded.contains_key("v3")
+            })
+            .await?;
+        let breach = self
+            .tracker
+            .seen
+            .lock()
+            .ok()
+            .and_then(|s| s.first_degraded.get("v3").copied())
+            .unwrap_or(breach);
+        row.abort_s = (self.wait_version("v2", n).await? - breach).as_secs_f64();
+        self.wait_mwrs(ns, "app", "aborted", |m| {
+            m.status.as_ref().is_some_and(|s| s.aborted_time.is_some())
+        })
+        .await?;
+        if let Ok(mut f) = self.failing.lock() {
+            f.clear();
+        }
+
+        // Settle: let the last status writes and rechecks pass before counting.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (r0, w0) = controller_counts(&addr).await;
+        let (cpu, reqs) = self.idle(Some(&p)).await?;
+        let (r1, w1) = controller_counts(&addr).await;
+        row.idle_cpu_s_per_min = cpu;
+        row.idle_requests_per_min = reqs;
+        let mins = self.args.idle_secs as f64 / 60.0;
+        row.idle_reconciles_per_min = (r1 - r0) / mins;
+        row.idle_writes_per_min = (w1 - w0) / mins;
+        row.peak_rss_bytes = p.peak_rss()?;
+
+        api.delete("app", &DeleteParams::default()).await?;
+        self.wait_no_works().await?;
+        self.wait_gone(ns, "app").await?;
+        p.stop().await;
+        let (_, base) = self.idle(None).await?;
+        row.baseline_requests_per_min = base;
+        Ok(())
+    }
+
+    async fn wait_gone(&self, ns: &str, name: &str) -> anyhow::Result<()> {
+        let api = self.mwrs_api(ns);
+        let deadline = Instant::now() + self.timeout();
+        while api.get_opt(name).await?.is_some() {
+            if Instant::now() > deadline {
+                bail!("{ns}/{name} was not deleted");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+
+    async fn peer(&self, peer: &Path, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
+        let log = self.args.workdir.join(format!("peer-{n}.log"));
+        let p = Proc::spawn(
+            "peer",
+            peer,
+            &[self.args.kubeconfig.display().to_string()],
+            &log,
+        )?;
+        let api = self.mwrs_api(ns);
+        // The first rollout includes the peer's start-up: not timed.
+        api.create(&PostParams::default(), &self.mwrs("peer", "v1", false)?)
+            .await?;
+        self.wait_version("v1", n)
+            .await
+            .with_context(|| format!("peer log: {}", log.display()))?;
+        let t0 = Instant::now();
+        self.set_version(ns, "peer", "v2").await?;
+        let fanout = (self.wait_version("v2", n).await? - t0).as_secs_f64();
+        row.peer_fanout_s = Some(fanout);
+        row.peer_fanout_ratio = Some(fanout / row.bare_update_s);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (cpu, _) = self.idle(Some(&p)).await?;
+        row.peer_idle_cpu_s_per_min = Some(cpu);
+        row.peer_peak_rss_bytes = Some(p.peak_rss()?);
+        api.delete("peer", &DeleteParams::default()).await?;
+        // Upstream removes its ManifestWorks through its own finalizer; if it does not
+        // within the deadline, clean up so the next size starts empty.
+        if self.wait_no_works().await.is_err() {
+            let lp = ListParams::default()
+                .labels("work.open-cluster-management.io/manifestworkreplicaset");
+            let all: Api<ManifestWork> = Api::all(self.client.clone());
+            for mw in all.list_metadata(&lp).await?.items {
+                let a: Api<ManifestWork> =
+                    Api::namespaced(self.client.clone(), &mw.namespace().unwrap_or_default());
+                let _ = a.delete(&mw.name_any(), &DeleteParams::default()).await;
+            }
+            self.wait_no_works().await?;
+        }
+        p.stop().await;
+        Ok(())
+    }
+
+    async fn size(&self, n: usize) -> anyhow::Result<Row> {
+        let ns = format!("bench-{n}");
+        placement::ensure_namespace(&self.client, &ns).await?;
+        placement::publish(
+            &self.client,
+            &ns,
+            "fleet",
+            &[DecisionGroup::new("", self.clusters[..n].to_vec())],
+        )
+        .await?;
+        let mut row = Row {
+            n,
+            ..Default::default()
+        };
+        eprintln!("== N={n}: bare client");
+        (row.bare_create_s, row.bare_update_s) = self.bare(n).await?;
+        eprintln!(
+            "   create {:.2}s, update {:.2}s",
+            row.bare_create_s, row.bare_update_s
+        );
+        eprintln!("== N={n}: controller");
+        self.controller(n, &ns, &mut row).await?;
+        row.fanout_ratio = row.fanout_s / row.bare_update_s;
+        row.abort_ratio = row.abort_s / row.bare_update_s;
+        eprintln!(
+            "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
+            row.create_s,
+            row.fanout_s,
+            row.fanout_ratio,
+            row.abort_s,
+            row.abort_ratio,
+            row.idle_cpu_s_per_min,
+            row.idle_requests_per_min,
+            row.baseline_requests_per_min,
+            row.idle_reconciles_per_min,
+            row.idle_writes_per_min,
+            row.peak_rss_bytes as f64 / 1048576.0
+        );
+        if let Some(peer) = &self.args.peer {
+            eprintln!("== N={n}: peer");
+            match self.peer(peer, n, &ns, &mut row).await {
+                Ok(()) => eprintln!(
+                    "   fan-out {:.2}s ({:.2}x), peak rss {:.1} MiB",
+                    row.peer_fanout_s.unwrap_or_default(),
+                    row.peer_fanout_ratio.unwrap_or_default(),
+                    row.peer_peak_rss_bytes.unwrap_or_default() as f64 / 1048576.0
+                ),
+                Err(e) => eprintln!("   peer failed: {e:#}"),
+            }
+        }
+        Ok(row)
+    }
+}
+
+fn json_row(r: &Row) -> Value {
+    json!({
+        "clusters": r.n,
+        "bare_create_s": r.bare_create_s, "bare_update_s": r.bare_update_s,
+        "controller_create_s": r.create_s, "fanout_s": r.fanout_s, "abort_s": r.abort_s,
+        "fanout_ratio": r.fanout_ratio, "abort_ratio": r.abort_ratio,
+        "idle_cpu_s_per_min": r.idle_cpu_s_per_min,
+        "idle_requests_per_min": r.idle_requests_per_min,
+        "baseline_requests_per_min": r.baseline_requests_per_min,
+        "idle_reconciles_per_min": r.idle_reconciles_per_min,
+        "idle_writes_per_min": r.idle_writes_per_min,
+        "peak_rss_bytes": r.peak_rss_bytes,
+        "peer_fanout_s": r.peer_fanout_s, "peer_fanout_ratio": r.peer_fanout_ratio,
+        "peer_peak_rss_bytes": r.peer_peak_rss_bytes,
+        "peer_idle_cpu_s_per_min": r.peer_idle_cpu_s_per_min,
+    })
+}
+
+fn report(rows: &[Row]) {
+    let mib = |b: u64| b as f64 / 1048576.0;
+    println!();
+    println!(
+        "| N | bare update | fan-out | ratio | abort | ratio | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | peak RSS | peer fan-out | peer ratio | peer RSS |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let opt =
+            |v: Option<f64>, unit: &str| v.map_or("–".to_string(), |x| format!("{x:.2}{unit}"));
+        println!(
+            "| {} | {:.2} s | {:.2} s | {:.2} | {:.2} s | {:.2} | {:.3} | {:.1} ({:.1}) | {:.1} | {:.1} MiB | {} | {} | {} |",
+            r.n,
+            r.bare_update_s,
+            r.fanout_s,
+            r.fanout_ratio,
+            r.abort_s,
+            r.abort_ratio,
+            r.idle_cpu_s_per_min,
+            r.idle_requests_per_min,
+            r.baseline_requests_per_min,
+            r.idle_reconciles_per_min,
+            mib(r.peak_rss_bytes),
+            opt(r.peer_fanout_s, " s"),
+            opt(r.peer_fanout_ratio, ""),
+            r.peer_peak_rss_bytes
+                .map_or("–".to_string(), |b| format!("{:.1} MiB", mib(b))),
+        );
+    }
+    if let [a, .., b] = rows
+        && b.n > a.n
+    {
+        let per = (b.peak_rss_bytes as f64 - a.peak_rss_bytes as f64) / (b.n - a.n) as f64;
+        println!(
+            "\ncontroller RSS growth: {:.0} bytes per cluster (N={} → N={})",
+            per, a.n, b.n
+        );
+        if let (Some(pa), Some(pb)) = (a.peer_peak_rss_bytes, b.peer_peak_rss_bytes) {
+            let pper = (pb as f64 - pa as f64) / (b.n - a.n) as f64;
+            println!("peer RSS growth: {:.0} bytes per cluster", pper);
+        }
+    }
+}
+
+async fn client_from(path: &Path) -> anyhow::Result<Client> {
+    let kc = Kubeconfig::read_from(path)?;
+    let config = KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    std::fs::create_dir_all(&args.workdir)?;
+    let client = client_from(&args.kubeconfig).await?;
+    let max = args.sizes.iter().copied().max().unwrap_or(0);
+    if max == 0 {
+        bail!("--sizes must name at least one positive size");
+    }
+    let clusters = cluster::cluster_names("bench", max);
+    let t = Instant::now();
+    cluster::ensure_clusters(&client, "bench", &clusters, args.concurrency).await?;
+    eprintln!("{max} clusters ready in {:.1}s", t.elapsed().as_secs_f64());
+
+    let degrade_after_ms = Arc::new(AtomicU64::new(0));
+    let failing: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let (d, f) = (degrade_after_ms.clone(), failing.clone());
+    let agent = Agent::start(
+        client.clone(),
+        AgentConfig::new(clusters.iter().cloned()).behaviour(move |w| {
+            let fails = f.lock().is_ok_and(|s| s.contains(w.cluster))
+                && w.spec.to_string().contains("\"version\":\"v3\"");
+            if fails {
+                Behaviour::Degrade {
+                    after: Duration::from_millis(d.load(Ordering::Relaxed)),
+                }
+            } else {
+                Behaviour::succeed_now()
+            }
+        }),
+    );
+    let tracker = Tracker::start(client.clone()).await?;
+    let bench = Bench {
+        args,
+        client,
+        tracker,
+        clusters,
+        degrade_after_ms,
+        failing,
+        tck: clock_ticks(),
+    };
+    let mut rows = Vec::new();
+    let sizes = bench.args.sizes.clone();
+    for n in sizes {
+        rows.push(bench.size(n).await?);
+    }
+    agent.stop();
+    report(&rows);
+    if let Some(path) = &bench.args.json {
+        let v: Vec<Value> = rows.iter().map(json_row).collect();
+        std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
+    }
+    Ok(())
+}
