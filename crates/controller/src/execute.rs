@@ -39,7 +39,7 @@ pub struct Executed {
     pub status_version: Option<String>,
 }
 
-fn pp() -> PatchParams {
+pub(crate) fn pp() -> PatchParams {
     PatchParams {
         field_manager: Some(crate::FIELD_MANAGER.to_string()),
         ..Default::default()
@@ -241,6 +241,17 @@ pub async fn publish(
     reason: &str,
     message: &str,
 ) {
+    publish_on(ctx, &mwrs.object_ref(&()), type_, reason, message).await;
+}
+
+/// Publishes one Event on the object `regarding`; failures are logged, never fatal.
+pub async fn publish_on(
+    ctx: &Context,
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
     let ev = Event {
         type_,
         reason: truncate(reason, 128).to_string(),
@@ -248,7 +259,7 @@ pub async fn publish(
         action: "Reconcile".to_string(),
         secondary: None,
     };
-    let r = ctx.recorder.publish(&ev, &mwrs.object_ref(&())).await;
+    let r = ctx.recorder.publish(&ev, regarding).await;
     ctx.metrics
         .write("event", "create", if r.is_ok() { "ok" } else { "error" });
     if let Err(e) = r {

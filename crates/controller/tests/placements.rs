@@ -5,11 +5,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{WAIT, current, describe, start_agent_succeeding, start_controller, update};
+use common::{
+    WAIT, current, describe, start_agent_succeeding, start_controller, update, works_by_cluster,
+};
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -32,15 +33,6 @@ fn succeeded_at(w: &ManifestWork) -> Option<Timestamp> {
         .find(|c| c.type_ == "Progressing" && c.status == "False" && c.observed_generation == g)
         .filter(|_| !degraded)
         .map(|c| c.last_transition_time.0)
-}
-
-/// Owned ManifestWorks by cluster namespace.
-async fn works_by_cluster(hub: &TestHub, name: &str) -> BTreeMap<String, ManifestWork> {
-    hub.works_of(name)
-        .await
-        .into_iter()
-        .map(|w| (w.namespace().unwrap_or_default(), w))
-        .collect()
 }
 
 /// 4. Two placementRefs (Progressive and All) overlapping on one cluster: that cluster
