@@ -42,11 +42,9 @@ async fn deadline_exceeded_without_failure_strategy_stops() {
         has_condition(m, "Progressing", "False", "ProgressDeadlineExceeded")
     })
     .await;
-    assert!(
-        timeline.in_order(&["NewRevisionCreated", "ProgressDeadlineExceeded"]),
-        "Progressing reasons: {:?}",
-        timeline.entries()
-    );
+    timeline
+        .wait_in_order(&["NewRevisionCreated", "ProgressDeadlineExceeded"])
+        .await;
     assert!(
         !timeline
             .reasons()
@@ -110,11 +108,9 @@ async fn abort_without_stable_revision_fails() {
         has_condition(m, "Progressing", "False", "AbortFailed")
     })
     .await;
-    assert!(
-        timeline.in_order(&["NewRevisionCreated", "AbortFailed"]),
-        "{:?}",
-        timeline.entries()
-    );
+    timeline
+        .wait_in_order(&["NewRevisionCreated", "AbortFailed"])
+        .await;
     assert_eq!(current(&m), None, "no stable revision");
     assert_eq!(
         aborted(&m),
@@ -187,11 +183,9 @@ async fn degraded_clusters_breach_max_failures() {
     })
     .await;
     let v2 = update(&m).unwrap();
-    assert!(
-        stop_timeline.in_order(&["NewRevisionCreated", "MaxFailuresExceeded"]),
-        "{:?}",
-        stop_timeline.entries()
-    );
+    stop_timeline
+        .wait_in_order(&["NewRevisionCreated", "MaxFailuresExceeded"])
+        .await;
     assert_eq!(aborted(&m), None);
     assert_eq!(current(&m).as_deref(), Some(v1.as_str()));
     assert!(has_condition(
@@ -229,15 +223,13 @@ async fn degraded_clusters_breach_max_failures() {
     })
     .await;
     let started = aborted(&m).expect("abortedTime set");
-    assert!(
-        abort_timeline.in_order(&[
+    abort_timeline
+        .wait_in_order(&[
             "NewRevisionCreated",
             "MaxFailuresExceeded",
-            "RolloutAborted"
-        ]),
-        "{:?}",
-        abort_timeline.entries()
-    );
+            "RolloutAborted",
+        ])
+        .await;
     let breach = abort_timeline.first("MaxFailuresExceeded").unwrap();
     assert_eq!(
         breach.aborted.as_ref(),

@@ -84,6 +84,9 @@ async fn undo_reuses_the_stored_revision() {
     let timeline = Timeline::watch(&hub, "app").await;
     replace_template(&hub, "app", &data).await;
     let done = wait_complete(&hub, "app", Some(&v2)).await;
+    timeline
+        .wait_in_order(&["FoundNewRevision", "NewManifestWorkAvailable"])
+        .await;
     let seen: Vec<(String, String)> = timeline
         .entries()
         .into_iter()

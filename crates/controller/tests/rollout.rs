@@ -38,11 +38,9 @@ async fn progressive_rollout_completes() {
 
     let done = wait_complete(&hub, "app", None).await;
     let hash = update(&done).expect("update revision");
-    assert!(
-        timeline.in_order(&["NewRevisionCreated", "NewManifestWorkAvailable"]),
-        "Progressing reasons in order: {:?}",
-        timeline.entries()
-    );
+    timeline
+        .wait_in_order(&["NewRevisionCreated", "NewManifestWorkAvailable"])
+        .await;
     let max_in_flight = in_flight.max_on(&hash);
     assert!(
         max_in_flight <= 2,
@@ -121,15 +119,13 @@ async fn abort_all_reverts_to_stable_revision() {
     .await;
     wait_works(&hub, "app", &all_v1).await;
 
-    assert!(
-        timeline.in_order(&[
+    timeline
+        .wait_in_order(&[
             "NewRevisionCreated",
             "ProgressDeadlineExceeded",
-            "RolloutAborted"
-        ]),
-        "{:?}",
-        timeline.entries()
-    );
+            "RolloutAborted",
+        ])
+        .await;
     let breach = timeline.first("ProgressDeadlineExceeded").expect("seen");
     let started = aborted(&m).expect("the hold stands");
     assert_eq!(

@@ -75,10 +75,8 @@ async fn strategies_pace_the_rollout() {
             peak >= *least,
             "{name}: only {peak} clusters in flight at once, expected {least}"
         );
-        assert!(
-            timeline.in_order(&["NewRevisionCreated", "NewManifestWorkAvailable"]),
-            "{name}: {:?}",
-            timeline.entries()
-        );
+        timeline
+            .wait_in_order(&["NewRevisionCreated", "NewManifestWorkAvailable"])
+            .await;
     }
 }

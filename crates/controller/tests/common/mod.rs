@@ -234,6 +234,23 @@ impl Timeline {
         reasons.iter().all(|want| it.any(|r| r == want))
     }
 
+    /// Waits until `reasons` have been seen in this order (the watch may deliver a
+    /// moment a little after a poll has seen it).
+    pub async fn wait_in_order(&self, reasons: &[&str]) {
+        wait_for(
+            &format!("Progressing reasons {reasons:?} in order"),
+            WAIT,
+            || async {
+                if self.in_order(reasons) {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", self.entries()))
+                }
+            },
+        )
+        .await
+    }
+
     /// The first moment with `reason`.
     pub fn first(&self, reason: &str) -> Option<Moment> {
         self.entries().into_iter().find(|m| m.reason == reason)
