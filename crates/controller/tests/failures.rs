@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use common::{
     QUICK, Timeline, aborted, all_aborting, assert_works_on, current, describe, message,
-    revisions_by_cluster, start_agent, start_agent_hanging, start_controller, update, version_of,
-    wait_complete, wait_mwrs, wait_works,
+    revisions_by_cluster, start_agent, start_agent_hanging, update, version_of, wait_complete,
+    wait_mwrs, wait_works,
 };
 use mwrs_fleet::Behaviour;
-use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs};
+use mwrs_testsupport::{configmap_template, has_condition, mwrs};
 use serde_json::json;
 
 /// A cluster hangs on v2 past the deadline with no failureStrategy: the rollout stops
@@ -25,12 +25,10 @@ use serde_json::json;
 /// ManifestWorks keep v2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadline_exceeded_without_failure_strategy_stops() {
-    let Some(hub) = TestHub::from_env("deadline", 3).await else {
+    let Some((hub, _controller)) = common::started("deadline", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
-    hub.publish_all("p").await;
     let strategy = json!({"type": "All", "all": {"progressDeadline": "4s"}});
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
@@ -94,12 +92,10 @@ async fn deadline_exceeded_without_failure_strategy_stops() {
 /// fails (AbortFailed), abortedTime stays unset and nothing is reverted or deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_without_stable_revision_fails() {
-    let Some(hub) = TestHub::from_env("abortfail", 2).await else {
+    let Some((hub, _controller)) = common::started("abortfail", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v1");
-    hub.publish_all("p").await;
     let strategy = all_aborting("3s");
     let timeline = Timeline::watch(&hub, "app").await;
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
@@ -143,10 +139,9 @@ async fn abort_without_stable_revision_fails() {
 /// (AbortAll) every cluster goes back to v1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn degraded_clusters_breach_max_failures() {
-    let Some(hub) = TestHub::from_env("degrade", 3).await else {
+    let Some((hub, _controller)) = common::started("degrade", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let bad = hub.clusters[0].clone();
     let _agent = start_agent(&hub, move |w| {
         if w.cluster == bad && version_of(w.spec) == Some("v2") {
@@ -157,7 +152,6 @@ async fn degraded_clusters_breach_max_failures() {
             QUICK
         }
     });
-    hub.publish_all("p").await;
     let progressive = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
     let mut aborting = progressive.clone();
     aborting["failureStrategy"] = json!("AbortAll");

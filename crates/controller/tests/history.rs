@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{
     Timeline, WAIT, assert_works_on, current, describe, hash_label, revisions_of,
-    start_agent_succeeding, start_controller, update, wait_complete,
+    start_agent_succeeding, update, wait_complete,
 };
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -46,13 +46,11 @@ async fn replace_template(hub: &TestHub, name: &str, template: &Value) {
 /// revision is reused (renumbered, not re-created) and rolled out again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_reuses_the_stored_revision() {
-    let Some(hub) = TestHub::from_env("undo", 3).await else {
+    let Some((hub, _controller)) = common::started("undo", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     // Slow enough that the in-progress state of each rollout can be seen.
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
-    hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),
@@ -142,12 +140,10 @@ async fn undo_reuses_the_stored_revision() {
 /// revision and the newest older one remain; a live revision is never missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_is_pruned_to_the_limit() {
-    let Some(hub) = TestHub::from_env("prune", 2).await else {
+    let Some((hub, _controller)) = common::started("prune", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(300));
-    hub.publish_all("p").await;
     let mut m = mwrs(
         "app",
         configmap_template("v1"),
@@ -237,12 +233,10 @@ async fn history_is_pruned_to_the_limit() {
 /// becomes 1 and v2 rolls out under the hash with the collision suffix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_collision_bumps_collision_count() {
-    let Some(hub) = TestHub::from_env("collision", 2).await else {
+    let Some((hub, _controller)) = common::started("collision", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     let t1 = configmap_template("v1");
     let t2 = configmap_template("v2");
     hub.create_mwrs(&mwrs("app", t1.clone(), &[("p", json!({"type": "All"}))]))

@@ -10,25 +10,23 @@
 mod common;
 
 use common::{
-    QUICK, assert_works_on, delete_and_wait_gone, hash_label, revisions_of, start_agent,
-    start_controller, update, wait_complete, works_by_cluster,
+    QUICK, assert_works_on, delete_and_wait_gone, hash_label, revisions_of, start_agent, update,
+    wait_complete, works_by_cluster,
 };
 use kube::ResourceExt;
 use mwrs_api::labels;
 use mwrs_engine::owner::OwnerKey;
-use mwrs_testsupport::{TestHub, configmap_template, mwrs};
+use mwrs_testsupport::{configmap_template, mwrs};
 use serde_json::json;
 
 const LONG: &str = "a-manifestworkreplicaset-with-a-name-long-enough-to-overflow-labels";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_owner_and_dotted_name_roll_out() {
-    let Some(hub) = TestHub::from_env("names", 2).await else {
+    let Some((hub, _controller)) = common::started("names", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent(&hub, |_| QUICK);
-    hub.publish_all("p").await;
     let long = OwnerKey::new(hub.namespace.clone(), LONG);
     assert!(long.dotted().len() > 63 && !long.fits_label());
     for name in [LONG, "my.app"] {

@@ -118,12 +118,10 @@ async fn overlapping_placements_share_one_work_per_cluster() {
 /// PlacementDecisionNotFound; the other placementRef still rolls out completely.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_placement_does_not_block_the_other() {
-    let Some(hub) = TestHub::from_env("ghost", 2).await else {
+    let Some((hub, _controller)) = common::started("ghost", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),

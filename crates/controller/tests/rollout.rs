@@ -10,26 +10,24 @@ use std::time::Duration;
 
 use common::{
     InFlight, Timeline, aborted, all_aborting, assert_works_on, current, describe, is_complete,
-    message, start_agent_hanging, start_agent_succeeding, start_controller, update, wait_complete,
-    wait_mwrs, wait_works,
+    message, start_agent_hanging, start_agent_succeeding, update, wait_complete, wait_mwrs,
+    wait_works,
 };
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use mwrs_api::labels;
 use mwrs_fleet::{Agent, AgentConfig};
-use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
+use mwrs_testsupport::{configmap_template, has_condition, mwrs, wait_for};
 use serde_json::json;
 
 /// (a) A new template rolls out progressively and completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progressive_rollout_completes() {
-    let Some(hub) = TestHub::from_env("progressive", 4).await else {
+    let Some((hub, _controller)) = common::started("progressive", 4).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(700));
-    hub.publish_all("p").await;
     let in_flight = InFlight::watch(&hub, "app").await;
     let timeline = Timeline::watch(&hub, "app").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}});
@@ -95,12 +93,10 @@ async fn progressive_rollout_completes() {
 /// RolloutAborted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_all_reverts_to_stable_revision() {
-    let Some(hub) = TestHub::from_env("abort", 3).await else {
+    let Some((hub, _controller)) = common::started("abort", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
-    hub.publish_all("p").await;
     let strategy = all_aborting("10s");
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
@@ -156,12 +152,10 @@ async fn abort_all_reverts_to_stable_revision() {
 /// completes; the invalid one touches no ManifestWork.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_spec_is_reported_and_isolated() {
-    let Some(hub) = TestHub::from_env("invalid", 2).await else {
+    let Some((hub, _controller)) = common::started("invalid", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     let cm = configmap_template("v1")["workload"]["manifests"][0].clone();
     let duplicated = json!({"workload": {"manifests": [cm.clone(), cm]}});
     let all = json!({"type": "All"});
@@ -190,12 +184,10 @@ async fn invalid_spec_is_reported_and_isolated() {
 /// A cluster dropped from the placement loses its ManifestWork; the others keep theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_removed_from_placement_loses_its_work() {
-    let Some(hub) = TestHub::from_env("unselect", 3).await else {
+    let Some((hub, _controller)) = common::started("unselect", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),

@@ -12,11 +12,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{
-    InFlight, Timeline, assert_works_on, start_agent_succeeding, start_controller, update,
-    wait_complete,
-};
-use mwrs_testsupport::{TestHub, configmap_template, mwrs};
+use common::{InFlight, Timeline, assert_works_on, start_agent_succeeding, update, wait_complete};
+use mwrs_testsupport::{configmap_template, mwrs};
 use serde_json::{Value, json};
 
 const CLUSTERS: usize = 5;
@@ -24,13 +21,11 @@ const CLUSTERS: usize = 5;
 /// One MWRS per strategy on the same five clusters, all rolling out together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strategies_pace_the_rollout() {
-    let Some(hub) = TestHub::from_env("pacing", CLUSTERS).await else {
+    let Some((hub, _controller)) = common::started("pacing", CLUSTERS).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     // Long enough that a wave is still in flight when the controller could start more.
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
-    hub.publish_all("p").await;
 
     // (name, strategy, most clusters allowed in flight, least expected at the peak)
     let cases: [(&str, Value, usize, usize); 3] = [

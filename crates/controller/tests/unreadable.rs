@@ -10,11 +10,11 @@
 
 mod common;
 
-use common::{QUICK, is_complete, patch_mwrs, revisions_of, start_agent, start_controller};
+use common::{QUICK, is_complete, patch_mwrs, revisions_of, start_agent};
 use common::{wait_complete, wait_mwrs, works_by_cluster};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
-use mwrs_testsupport::{TestHub, configmap_template, mwrs, wait_for};
+use mwrs_testsupport::{configmap_template, mwrs, wait_for};
 use serde_json::{Value, json};
 
 /// Progressing (status, reason, message) of a raw MWRS.
@@ -34,12 +34,10 @@ fn raw_progressing(o: &DynamicObject) -> Option<(String, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_mwrs_is_reported_and_isolated() {
-    let Some(hub) = TestHub::from_env("unreadable", 2).await else {
+    let Some((hub, _controller)) = common::started("unreadable", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent(&hub, |_| QUICK);
-    hub.publish_all("p").await;
 
     let ar = ApiResource::erase::<ManifestWorkReplicaSet>(&());
     let raw: Api<DynamicObject> = Api::namespaced_with(hub.client.clone(), &hub.namespace, &ar);

@@ -88,6 +88,15 @@ pub fn start_controller(hub: &TestHub) -> TaskGuard {
     })
 }
 
+/// The common start of a test: its slice of the hub, the in-process controller, and
+/// Placement `p` selecting every cluster of the test. None: no hub (test skipped).
+pub async fn started(test: &str, clusters: usize) -> Option<(TestHub, TaskGuard)> {
+    let hub = TestHub::from_env(test, clusters).await?;
+    let controller = start_controller(&hub);
+    hub.publish_all("p").await;
+    Some((hub, controller))
+}
+
 /// Runs the controller binary for the test's namespace, with `extra` flags.
 pub fn spawn_controller_binary(hub: &TestHub, extra: &[&str]) -> ChildProcess {
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_mwrs-controller"));
