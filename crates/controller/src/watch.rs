@@ -130,7 +130,10 @@ impl Readiness {
         let _ = rx.wait_for(|m| *m == ALL_READY).await;
     }
 
-    /// Marks `bit` on the first (and every) InitDone of a watch stream.
+    /// Marks `bit` on the first (and every) InitDone of a watch stream. Placed after the
+    /// reflector (and the owner index), so "ready" means the store already holds the
+    /// initial list: a reconcile woken by readiness can never see an empty cache and
+    /// create a second ManifestWork beside one that exists.
     fn track<K>(
         &self,
         bit: u8,
@@ -176,8 +179,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let mwrs = watch_fn(api::<GuardedMwrs>(client, namespace), cfg())
         .default_backoff()
         .modify(|o| o.managed_fields_mut().clear())
-        .inspect(ready.track(0))
         .reflect(mwrs_w)
+        .inspect(ready.track(0))
         .applied_objects()
         .boxed();
 
@@ -187,10 +190,10 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         let stream = watch_fn(Api::<ManifestWork>::all(client.clone()), cfg().labels(key))
             .default_backoff()
             .modify(strip_work)
-            .inspect(ready.track(bit))
             // Before the store: the index never lacks an object the store holds.
             .inspect(index_events(&index))
             .reflect(w)
+            .inspect(ready.track(bit))
             // Deletions too: Foreground deletion waits for works to disappear.
             .touched_objects()
             .boxed();
@@ -209,9 +212,9 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         )
         .default_backoff()
         .modify(|o| o.managed_fields_mut().clear())
-        .inspect(ready.track(bit))
         .inspect(index_events(&index))
         .reflect(w)
+        .inspect(ready.track(bit))
         .touched_objects()
         .boxed();
         (r, index, stream)
@@ -228,8 +231,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
             p.spec.fields.clear();
             p.managed_fields_mut().clear();
         })
-        .inspect(ready.track(5))
         .reflect(pl_w)
+        .inspect(ready.track(5))
         .touched_objects()
         .boxed();
 
@@ -240,8 +243,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
-    .inspect(ready.track(6))
     .reflect(pd_w)
+    .inspect(ready.track(6))
     .touched_objects()
     .boxed();
 
