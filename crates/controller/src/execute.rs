@@ -39,7 +39,7 @@ pub struct Executed {
     pub status_version: Option<String>,
 }
 
-fn pp() -> PatchParams {
+pub(crate) fn pp() -> PatchParams {
     PatchParams {
         field_manager: Some(crate::FIELD_MANAGER.to_string()),
         ..Default::default()
@@ -241,6 +241,17 @@ pub async fn publish(
     reason: &str,
     message: &str,
 ) {
+    publish_on(ctx, &mwrs.object_ref(&()), type_, reason, message).await;
+}
+
+/// Publishes one Event on the object `regarding`; failures are logged, never fatal.
+pub async fn publish_on(
+    ctx: &Context,
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
     let ev = Event {
         type_,
         reason: truncate(reason, 128).to_string(),
@@ -248,7 +259,7 @@ pub async fn publish(
         action: "Reconcile".to_string(),
         secondary: None,
     };
-    let r = ctx.recorder.publish(&ev, &mwrs.object_ref(&())).await;
+    let r = ctx.recorder.publish(&ev, regarding).await;
     ctx.metrics
         .write("event", "create", if r.is_ok() { "ok" } else { "error" });
     if let Err(e) = r {
@@ -374,7 +385,7 @@ async fn work(
                 let stored = snap
                     .work_objects
                     .get(&(a.cluster.clone(), a.name.clone()))
-                    .map(|o| o.metadata.clone());
+                    .map(|o| server_meta(o));
                 let meta = match stored {
                     Some(m) => m,
                     None => get_work(ctx, &a.cluster, &a.name).await?.metadata,
@@ -389,7 +400,7 @@ async fn work(
             annotations,
         } => {
             let meta = match snap.work_objects.get(&(cluster.clone(), name.clone())) {
-                Some(o) => o.metadata.clone(),
+                Some(o) => server_meta(o),
                 None => get_work(ctx, cluster, name).await?.metadata,
             };
             let p =
@@ -418,6 +429,21 @@ async fn work(
             r
         }
     }
+}
+
+/// A stored ManifestWork's metadata as the server has it: without the in-memory digest
+/// annotation. A JSON Patch built against the cached map would otherwise add keys under
+/// `/metadata/annotations` on an object that has no annotations at all (a ManifestWork
+/// written by upstream's controller), which the server refuses (422).
+fn server_meta(o: &ManifestWork) -> ObjectMeta {
+    let mut meta = o.metadata.clone();
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(crate::watch::SPEC_DIGEST_ANNOTATION);
+        if a.is_empty() {
+            meta.annotations = None;
+        }
+    }
+    meta
 }
 
 async fn get_work(ctx: &Context, cluster: &str, name: &str) -> Result<ManifestWork> {
@@ -512,5 +538,54 @@ async fn create_work(
                 e,
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// An upstream-written ManifestWork has no annotations; the cached copy carries the
+    /// in-memory digest. The relabel patch must be built against the server's form.
+    #[test]
+    fn relabel_of_a_work_without_annotations_applies_on_the_server_form() {
+        let spec = json!({"workload": {"manifests": []}});
+        let mut mw = ManifestWork::new(
+            "app-x7k2p",
+            ManifestWorkTemplate::from_value(spec).expect("object"),
+        );
+        mw.metadata.labels = Some(BTreeMap::from([(
+            "owner".to_string(),
+            "ns.app".to_string(),
+        )]));
+        let on_server = serde_json::to_value(&mw).expect("json");
+        crate::watch::strip_work(&mut mw);
+        assert!(
+            mw.annotations()
+                .contains_key(crate::watch::SPEC_DIGEST_ANNOTATION)
+        );
+
+        let meta = server_meta(&mw);
+        assert_eq!(meta.annotations, None);
+        let ann = BTreeMap::from([("o/a".to_string(), "ns/app".to_string())]);
+        let labels = BTreeMap::from([("h".to_string(), "x".to_string())]);
+        let p = patch::relabel(&meta, &labels, &ann)
+            .expect("patch")
+            .expect("changes");
+        let mut doc = on_server.clone();
+        json_patch::patch(&mut doc, &p).expect("applies to the server's object");
+        assert_eq!(doc["metadata"]["annotations"], json!({"o/a": "ns/app"}));
+        assert_eq!(
+            doc["metadata"]["labels"],
+            json!({"owner": "ns.app", "h": "x"})
+        );
+
+        // Built against the cached form, the same patch fails as the server did (422).
+        let cached = patch::relabel(&mw.metadata, &labels, &ann)
+            .expect("patch")
+            .expect("changes");
+        let mut doc = on_server;
+        assert!(json_patch::patch(&mut doc, &cached).is_err());
     }
 }

@@ -5,7 +5,9 @@
 //! - [`watch`]: reflectors and trigger streams (MWRS, ManifestWorks, ControllerRevisions,
 //!   Placements, PlacementDecisions) and the mappers from each to its MWRS;
 //! - [`snapshot`]: the planner's input for one MWRS, read from the stores only;
+//! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
 //! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status, events);
+//! - [`guard`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
 //! - [`metrics`], [`http`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server;
 //! - [`crd`]: the start-up check that the installed CRD carries this project's fields;
@@ -15,7 +17,9 @@ pub mod context;
 pub mod crd;
 pub mod error;
 pub mod execute;
+pub mod guard;
 pub mod http;
+pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod patch;

@@ -1,6 +1,7 @@
 //! The reconciler: snapshot from the stores → `mwrs_engine::plan` → execute → requeue at
-//! the plan's recheck. Also the error policy (per-object exponential backoff) and [`run`],
-//! which wires watches, stores and the kube-runtime Controller together.
+//! the plan's recheck; an MWRS our types cannot read goes to [`crate::guard`] instead.
+//! Also the error policy (per-object exponential backoff) and [`run`], which wires
+//! watches, stores and the kube-runtime Controller together.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,9 +19,9 @@ use mwrs_engine::rollout::RolloutStatus;
 
 use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
-use crate::execute;
 use crate::snapshot::Snapshot;
-use crate::watch;
+use crate::watch::{self, GuardedMwrs};
+use crate::{execute, guard};
 
 /// Shortest requeue: a plan asking to look again "now" still lets the watch deliver
 /// the writes it just made.
@@ -39,12 +40,28 @@ const STATUSES: [(RolloutStatus, &str); 6] = [
     (RolloutStatus::Skip, "Skip"),
 ];
 
+/// The key of the MWRS a (possibly unreadable) watched object stands for.
+fn key_of(obj: &GuardedMwrs) -> ObjectRef<ManifestWorkReplicaSet> {
+    let name = obj.name_any();
+    match obj.namespace() {
+        Some(ns) => ObjectRef::new(&name).within(&ns),
+        None => ObjectRef::new(&name),
+    }
+}
+
 /// One pass over one MWRS.
-pub async fn reconcile(mwrs: Arc<ManifestWorkReplicaSet>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile(obj: Arc<GuardedMwrs>, ctx: Arc<Context>) -> Result<Action> {
+    match &obj.0 {
+        Ok(mwrs) => reconcile_readable(mwrs, &ctx).await,
+        Err(invalid) => guard::report(&ctx, invalid).await,
+    }
+}
+
+async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Result<Action> {
     // A snapshot before every store has synced would look like "nothing exists".
     ctx.stores.wait_ready().await;
-    let key = ObjectRef::from_obj(mwrs.as_ref());
-    if is_stale(&ctx, &key, &mwrs) {
+    let key = ObjectRef::from_obj(mwrs);
+    if is_stale(ctx, &key, mwrs) {
         // Our own last status write has not reached the cache yet: acting now would
         // undo it (and the write would fail its resourceVersion guard anyway).
         return Ok(Action::requeue(MIN_REQUEUE));
@@ -52,9 +69,9 @@ pub async fn reconcile(mwrs: Arc<ManifestWorkReplicaSet>, ctx: Arc<Context>) -> 
     ctx.metrics.reconciles.inc();
     let started = Instant::now();
 
-    let snap = Snapshot::gather(&ctx.stores, &mwrs);
+    let snap = Snapshot::gather(&ctx.stores, mwrs);
     let plan_started = Instant::now();
-    let plan = mwrs_engine::plan(&snap.observed(&mwrs), Timestamp::now(), &ctx.config.plan);
+    let plan = mwrs_engine::plan(&snap.observed(mwrs), Timestamp::now(), &ctx.config.plan);
     ctx.metrics
         .plan_duration
         .observe(plan_started.elapsed().as_secs_f64());
@@ -62,7 +79,7 @@ pub async fn reconcile(mwrs: Arc<ManifestWorkReplicaSet>, ctx: Arc<Context>) -> 
         ctx.metrics.invalid_specs.inc();
         tracing::info!(mwrs = %key, %invalid, "invalid spec");
     }
-    record_rollout(&ctx, &mwrs, &plan);
+    record_rollout(ctx, mwrs, &plan);
     tracing::debug!(
         mwrs = %key,
         works = plan.works.len(),
@@ -72,7 +89,7 @@ pub async fn reconcile(mwrs: Arc<ManifestWorkReplicaSet>, ctx: Arc<Context>) -> 
         "planned"
     );
 
-    let result = execute::execute(&ctx, &mwrs, &snap, &plan).await;
+    let result = execute::execute(ctx, mwrs, &snap, &plan).await;
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
@@ -86,7 +103,7 @@ pub async fn reconcile(mwrs: Arc<ManifestWorkReplicaSet>, ctx: Arc<Context>) -> 
         f.remove(&key);
     }
     if mwrs.metadata.deletion_timestamp.is_some() {
-        forget(&ctx, &mwrs);
+        forget(ctx, mwrs);
     }
     Ok(Action::requeue(requeue_after(
         &plan,
@@ -156,9 +173,9 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
 }
 
 /// Lost races retry at once; anything else backs off per object, 1 s doubling to 5 min.
-pub fn error_policy(mwrs: Arc<ManifestWorkReplicaSet>, err: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(obj: Arc<GuardedMwrs>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error(err.metric_label());
-    let key = ObjectRef::from_obj(mwrs.as_ref());
+    let key = key_of(&obj);
     if err.is_conflict() {
         tracing::debug!(mwrs = %key, error = %err, "conflict; retrying");
         return Action::requeue(CONFLICT_REQUEUE);

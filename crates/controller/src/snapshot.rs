@@ -1,5 +1,7 @@
 //! The planner's input for one MWRS, gathered from the reflector stores only (never from
-//! the API), plus the stored objects the executor needs to shape its patches.
+//! the API), plus the stored objects the executor needs to shape its patches. Owned
+//! ManifestWorks and revisions come through the owner index: the cost of a snapshot
+//! grows with what the MWRS owns, not with the size of the hub.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,16 +37,13 @@ impl Snapshot {
             owner.owns(l.unwrap_or(&empty), a.unwrap_or(&empty))
         };
 
-        // A work carrying both owner labels sits in both stores: key by (ns, name).
         let mut work_objects = BTreeMap::new();
-        for store in &stores.works {
-            for mw in store.state() {
-                if owns(
-                    mw.metadata.labels.as_ref(),
-                    mw.metadata.annotations.as_ref(),
-                ) {
-                    work_objects.insert((mw.namespace().unwrap_or_default(), mw.name_any()), mw);
-                }
+        for mw in stores.owned_works(&owner) {
+            if owns(
+                mw.metadata.labels.as_ref(),
+                mw.metadata.annotations.as_ref(),
+            ) {
+                work_objects.insert((mw.namespace().unwrap_or_default(), mw.name_any()), mw);
             }
         }
         let works = work_objects
@@ -60,7 +59,7 @@ impl Snapshot {
         // selects them, by the engine.
         let placements = stores.placements.state();
         let decisions = stores.decisions.state();
-        let revisions: Vec<_> = stores.revisions.iter().flat_map(|s| s.state()).collect();
+        let revisions = stores.owned_revisions(&owner);
         let inner = EngineSnapshot::with_work_views(
             mwrs,
             placements.iter().map(AsRef::as_ref),

@@ -4,15 +4,22 @@
 //!
 //! ManifestWorks are selected by owner-label existence. A label selector cannot OR two
 //! keys, and owned works carry either the dotted owner label or (for long owners) the
-//! hashed one, so there are two watchers and two stores per kind that uses owner labels.
-//! Stored ManifestWorks are stripped of their spec (the manifests dominate their size)
-//! after the spec digest is recorded in an in-memory annotation.
+//! hashed one, so there are two watchers and two stores per kind that uses owner labels,
+//! each with an owner index ([`crate::index`]) fed by the same events, so a reconcile
+//! reads only its own objects. Stored ManifestWorks are stripped of their spec (the
+//! manifests dominate their size) after the spec digest is recorded in an in-memory
+//! annotation.
+//!
+//! MWRS are watched through [`DeserializeGuard`]: an object our types cannot read is
+//! stored as its metadata and the error, reported by the reconciler, and never stops
+//! the watch (and so the other MWRS).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
@@ -24,6 +31,8 @@ use mwrs_api::work::ManifestWork;
 use mwrs_engine::hash::{self, Digest};
 use mwrs_engine::owner::OwnerKey;
 
+use crate::index::SharedIndex;
+
 /// In-memory annotation carrying the hex SHA-256 digest of a stored ManifestWork's
 /// stripped spec. Never written to the hub.
 pub const SPEC_DIGEST_ANNOTATION: &str = "mwrs.internal/spec-digest";
@@ -31,22 +40,55 @@ pub const SPEC_DIGEST_ANNOTATION: &str = "mwrs.internal/spec-digest";
 /// The owner label keys an owned object may carry.
 const OWNER_KEYS: [&str; 2] = [labels::MWRS_OWNER, labels::OWNER_KEY_HASH];
 
+/// An MWRS as watched: the object, or the metadata and error of one our types reject.
+pub type GuardedMwrs = DeserializeGuard<ManifestWorkReplicaSet>;
+
 /// Readers of every reflector.
 #[derive(Clone)]
 pub struct Stores {
     pub ready: Readiness,
-    pub mwrs: Store<ManifestWorkReplicaSet>,
-    /// One store per owner label key.
+    pub mwrs: Store<GuardedMwrs>,
+    /// One store per owner label key, with its index (same key order as `OWNER_KEYS`).
     pub works: [Store<ManifestWork>; 2],
+    pub work_index: [SharedIndex; 2],
     pub revisions: [Store<ControllerRevision>; 2],
+    pub revision_index: [SharedIndex; 2],
     pub placements: Store<Placement>,
     pub decisions: Store<PlacementDecision>,
+}
+
+/// The objects of `owner` in one of the store/index pairs: the index names them, the
+/// store holds them. Only the pair of the owner's selector label can hold them.
+fn owned<K>(stores: &[Store<K>; 2], index: &[SharedIndex; 2], owner: &OwnerKey) -> Vec<Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (key, value) = owner.selector();
+    let Some(i) = OWNER_KEYS.iter().position(|k| *k == key) else {
+        return Vec::new();
+    };
+    index[i]
+        .owned(&value)
+        .into_iter()
+        .filter_map(|(ns, name)| stores[i].get(&ObjectRef::new(&name).within(&ns)))
+        .collect()
 }
 
 impl Stores {
     /// Waits until every store has its initial list.
     pub async fn wait_ready(&self) {
         self.ready.wait().await;
+    }
+
+    /// ManifestWorks carrying `owner`'s selector label, looked up in the owner index.
+    pub fn owned_works(&self, owner: &OwnerKey) -> Vec<Arc<ManifestWork>> {
+        owned(&self.works, &self.work_index, owner)
+    }
+
+    /// ControllerRevisions carrying `owner`'s selector label.
+    pub fn owned_revisions(&self, owner: &OwnerKey) -> Vec<Arc<ControllerRevision>> {
+        owned(&self.revisions, &self.revision_index, owner)
     }
 }
 
@@ -88,7 +130,10 @@ impl Readiness {
         let _ = rx.wait_for(|m| *m == ALL_READY).await;
     }
 
-    /// Marks `bit` on the first (and every) InitDone of a watch stream.
+    /// Marks `bit` on the first (and every) InitDone of a watch stream. Placed after the
+    /// reflector (and the owner index), so "ready" means the store already holds the
+    /// initial list: a reconcile woken by readiness can never see an empty cache and
+    /// create a second ManifestWork beside one that exists.
     fn track<K>(
         &self,
         bit: u8,
@@ -106,7 +151,7 @@ type Trigger<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>
 
 /// The trigger streams; they must be polled (by the Controller) for the stores to fill.
 pub struct Triggers {
-    pub mwrs: Trigger<ManifestWorkReplicaSet>,
+    pub mwrs: Trigger<GuardedMwrs>,
     pub works: Trigger<ManifestWork>,
     pub revisions: Trigger<ControllerRevision>,
     pub placements: Trigger<Placement>,
@@ -131,46 +176,51 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
 
     let ready = Readiness::new();
     let (mwrs_r, mwrs_w) = reflector::store();
-    let mwrs = watch_fn(api::<ManifestWorkReplicaSet>(client, namespace), cfg())
+    let mwrs = watch_fn(api::<GuardedMwrs>(client, namespace), cfg())
         .default_backoff()
         .modify(|o| o.managed_fields_mut().clear())
-        .inspect(ready.track(0))
         .reflect(mwrs_w)
+        .inspect(ready.track(0))
         .applied_objects()
         .boxed();
 
     let work_watch = |key: &'static str, bit: u8| {
         let (r, w) = reflector::store();
+        let index = SharedIndex::new(key);
         let stream = watch_fn(Api::<ManifestWork>::all(client.clone()), cfg().labels(key))
             .default_backoff()
             .modify(strip_work)
-            .inspect(ready.track(bit))
+            // Before the store: the index never lacks an object the store holds.
+            .inspect(index_events(&index))
             .reflect(w)
+            .inspect(ready.track(bit))
             // Deletions too: Foreground deletion waits for works to disappear.
             .touched_objects()
             .boxed();
-        (r, stream)
+        (r, index, stream)
     };
-    let (w0, ws0) = work_watch(OWNER_KEYS[0], 1);
-    let (w1, ws1) = work_watch(OWNER_KEYS[1], 2);
+    let (w0, wi0, ws0) = work_watch(OWNER_KEYS[0], 1);
+    let (w1, wi1, ws1) = work_watch(OWNER_KEYS[1], 2);
     let works = futures::stream::select(ws0, ws1).boxed();
 
     let revision_watch = |key: &'static str, bit: u8| {
         let (r, w) = reflector::store();
+        let index = SharedIndex::new(key);
         let stream = watch_fn(
             api::<ControllerRevision>(client, namespace),
             cfg().labels(key),
         )
         .default_backoff()
         .modify(|o| o.managed_fields_mut().clear())
-        .inspect(ready.track(bit))
+        .inspect(index_events(&index))
         .reflect(w)
+        .inspect(ready.track(bit))
         .touched_objects()
         .boxed();
-        (r, stream)
+        (r, index, stream)
     };
-    let (r0, rs0) = revision_watch(OWNER_KEYS[0], 3);
-    let (r1, rs1) = revision_watch(OWNER_KEYS[1], 4);
+    let (r0, ri0, rs0) = revision_watch(OWNER_KEYS[0], 3);
+    let (r1, ri1, rs1) = revision_watch(OWNER_KEYS[1], 4);
     let revisions = futures::stream::select(rs0, rs1).boxed();
 
     let (pl_r, pl_w) = reflector::store();
@@ -181,8 +231,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
             p.spec.fields.clear();
             p.managed_fields_mut().clear();
         })
-        .inspect(ready.track(5))
         .reflect(pl_w)
+        .inspect(ready.track(5))
         .touched_objects()
         .boxed();
 
@@ -193,8 +243,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
-    .inspect(ready.track(6))
     .reflect(pd_w)
+    .inspect(ready.track(6))
     .touched_objects()
     .boxed();
 
@@ -202,7 +252,9 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         ready,
         mwrs: mwrs_r,
         works: [w0, w1],
+        work_index: [wi0, wi1],
         revisions: [r0, r1],
+        revision_index: [ri0, ri1],
         placements: pl_r,
         decisions: pd_r,
     };
@@ -214,6 +266,18 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         decisions,
     };
     (stores, triggers)
+}
+
+/// Feeds a watch stream's events into `index`.
+fn index_events<K: Resource>(
+    index: &SharedIndex,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
+    let index = index.clone();
+    move |ev| {
+        if let Ok(ev) = ev {
+            index.apply(ev);
+        }
+    }
 }
 
 /// Records the spec digest, then drops everything the planner never reads.
@@ -248,7 +312,7 @@ pub fn stored_digest(mw: &ManifestWork) -> Option<Digest> {
 }
 
 /// The MWRS an owned object (ManifestWork, ControllerRevision) belongs to.
-pub fn owner_ref<K: Resource>(obj: &K) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
+pub fn owner_ref<K: Resource>(obj: &K) -> Option<ObjectRef<GuardedMwrs>> {
     let meta = obj.meta();
     let empty = Default::default();
     let key = OwnerKey::of_object(
@@ -258,24 +322,27 @@ pub fn owner_ref<K: Resource>(obj: &K) -> Option<ObjectRef<ManifestWorkReplicaSe
     Some(ObjectRef::new(&key.name).within(&key.namespace))
 }
 
-/// MWRS in `namespace` whose placementRefs name `placement`.
+/// MWRS in `namespace` whose placementRefs name `placement` (unreadable ones name none).
 pub fn referencing(
-    mwrs: &Store<ManifestWorkReplicaSet>,
+    mwrs: &Store<GuardedMwrs>,
     namespace: &str,
     placement: &str,
-) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
+) -> Vec<ObjectRef<GuardedMwrs>> {
     mwrs.state()
         .iter()
         .filter(|m| m.namespace().as_deref() == Some(namespace))
-        .filter(|m| m.spec.placement_refs.iter().any(|r| r.name == placement))
+        .filter(|m| {
+            m.0.as_ref()
+                .is_ok_and(|m| m.spec.placement_refs.iter().any(|r| r.name == placement))
+        })
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
 }
 
 /// Mapper for Placements.
 pub fn placement_mapper(
-    mwrs: Store<ManifestWorkReplicaSet>,
-) -> impl Fn(Placement) -> Vec<ObjectRef<ManifestWorkReplicaSet>> + Send + Sync + 'static {
+    mwrs: Store<GuardedMwrs>,
+) -> impl Fn(Placement) -> Vec<ObjectRef<GuardedMwrs>> + Send + Sync + 'static {
     move |p| match p.namespace() {
         Some(ns) => referencing(&mwrs, &ns, &p.name_any()),
         None => Vec::new(),
@@ -284,8 +351,8 @@ pub fn placement_mapper(
 
 /// Mapper for PlacementDecisions (by their placement label).
 pub fn decision_mapper(
-    mwrs: Store<ManifestWorkReplicaSet>,
-) -> impl Fn(PlacementDecision) -> Vec<ObjectRef<ManifestWorkReplicaSet>> + Send + Sync + 'static {
+    mwrs: Store<GuardedMwrs>,
+) -> impl Fn(PlacementDecision) -> Vec<ObjectRef<GuardedMwrs>> + Send + Sync + 'static {
     move |pd| {
         let placement = pd.labels().get(labels::PLACEMENT_LABEL).cloned();
         match (pd.namespace(), placement) {
@@ -296,7 +363,7 @@ pub fn decision_mapper(
 }
 
 /// Mapper for ControllerRevisions: the owner labels, else the controller ownerReference.
-pub fn revision_mapper(cr: ControllerRevision) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
+pub fn revision_mapper(cr: ControllerRevision) -> Option<ObjectRef<GuardedMwrs>> {
     owner_ref(&cr).or_else(|| {
         let ns = cr.namespace()?;
         cr.owner_references()

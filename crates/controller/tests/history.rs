@@ -10,14 +10,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{
-    WAIT, current, describe, progressing, start_agent_succeeding, start_controller, update,
+    Timeline, WAIT, assert_works_on, current, describe, hash_label, revisions_of,
+    start_agent_succeeding, update, wait_complete,
 };
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use mwrs_api::labels;
-use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::hash::revision_hash;
 use mwrs_fleet::{Agent, AgentConfig};
 use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
@@ -25,72 +25,6 @@ use serde_json::{Value, json};
 
 fn crs_api(hub: &TestHub) -> Api<ControllerRevision> {
     Api::namespaced(hub.client.clone(), &hub.namespace)
-}
-
-async fn revisions_of(hub: &TestHub, name: &str) -> Vec<ControllerRevision> {
-    let lp =
-        ListParams::default().labels(&format!("{}={}.{name}", labels::MWRS_OWNER, hub.namespace));
-    match crs_api(hub).list(&lp).await {
-        Ok(l) => l.items,
-        Err(e) => panic!("cannot list ControllerRevisions: {e}"),
-    }
-}
-
-fn hash_label(cr: &ControllerRevision) -> Option<String> {
-    cr.labels().get(labels::CONTROLLER_HASH).cloned()
-}
-
-/// Records the Progressing (status, reason) of `m` when it changed.
-fn record(seen: &Mutex<Vec<(String, String)>>, m: &ManifestWorkReplicaSet) {
-    if let Some(p) = progressing(m)
-        && let Ok(mut seen) = seen.lock()
-        && seen.last() != Some(&p)
-    {
-        seen.push(p);
-    }
-}
-
-/// Waits until MWRS `name` is complete on a revision other than `not` (None: any);
-/// returns the MWRS.
-async fn wait_complete(
-    hub: &TestHub,
-    name: &str,
-    not: Option<&str>,
-    seen: Option<&Mutex<Vec<(String, String)>>>,
-) -> ManifestWorkReplicaSet {
-    wait_for(&format!("{name} to complete"), WAIT, || async move {
-        let m = hub.get_mwrs(name).await.ok_or("no MWRS")?;
-        if let Some(seen) = seen {
-            record(seen, &m);
-        }
-        let cur = current(&m);
-        let complete = cur.is_some()
-            && cur == update(&m)
-            && cur.as_deref() != not
-            && has_condition(&m, "Progressing", "False", "NewManifestWorkAvailable")
-            && has_condition(&m, "PlacementRolledOut", "True", "Complete");
-        if complete { Ok(m) } else { Err(describe(&m)) }
-    })
-    .await
-}
-
-/// Every owned ManifestWork of `name` carries `hash`, one per cluster.
-async fn assert_works_on(hub: &TestHub, name: &str, hash: &str) {
-    let works = hub.works_of(name).await;
-    assert_eq!(
-        works.len(),
-        hub.clusters.len(),
-        "one ManifestWork per cluster"
-    );
-    for w in &works {
-        assert_eq!(
-            w.labels().get(labels::CONTROLLER_HASH).map(String::as_str),
-            Some(hash),
-            "{}/{} carries {hash}",
-            w.namespace().unwrap_or_default(),
-            w.name_any()
-        );
-    }
 }
 
 /// Replaces spec.manifestWorkTemplate exactly (JSON patch, so no merge with the old one).
@@ -112,45 +46,50 @@ async fn replace_template(hub: &TestHub, name: &str, template: &Value) {
 /// revision is reused (renumbered, not re-created) and rolled out again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_reuses_the_stored_revision() {
-    let Some(hub) = TestHub::from_env("undo", 3).await else {
+    let Some((hub, _controller)) = common::started("undo", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     // Slow enough that the in-progress state of each rollout can be seen.
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
-    hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),
         &[("p", json!({"type": "All"}))],
     ))
     .await;
-    let v1 = current(&wait_complete(&hub, "app", None, None).await).expect("v1");
+    let v1 = current(&wait_complete(&hub, "app", None).await).expect("v1");
     hub.set_template("app", configmap_template("v2")).await;
-    let v2 = current(&wait_complete(&hub, "app", Some(&v1), None).await).expect("v2");
+    let v2 = current(&wait_complete(&hub, "app", Some(&v1)).await).expect("v2");
     assert_ne!(v1, v2);
-    assert_works_on(&hub, "app", &v2).await;
+    assert_works_on(&hub, "app", &hub.clusters, &v2).await;
 
     let before = revisions_of(&hub, "app").await;
     assert_eq!(before.len(), 2, "one revision per template");
     let v1_cr = before
         .iter()
-        .find(|cr| hash_label(cr).as_deref() == Some(v1.as_str()))
+        .find(|cr| hash_label(*cr).as_deref() == Some(v1.as_str()))
         .expect("v1's ControllerRevision (by controller-hash label)")
         .clone();
     assert_eq!(v1_cr.revision, 1);
     let v2_cr = before
         .iter()
-        .find(|cr| hash_label(cr).as_deref() == Some(v2.as_str()))
+        .find(|cr| hash_label(*cr).as_deref() == Some(v2.as_str()))
         .expect("v2's ControllerRevision");
     assert_eq!(v2_cr.revision, 2);
     let data = v1_cr.data.clone().expect("v1 data").0;
 
     // Undo: the template becomes v1's stored data.
+    let timeline = Timeline::watch(&hub, "app").await;
     replace_template(&hub, "app", &data).await;
-    let seen: Mutex<Vec<(String, String)>> = Mutex::default();
-    let done = wait_complete(&hub, "app", Some(&v2), Some(&seen)).await;
-    let seen = seen.into_inner().expect("lock");
+    let done = wait_complete(&hub, "app", Some(&v2)).await;
+    timeline
+        .wait_in_order(&["FoundNewRevision", "NewManifestWorkAvailable"])
+        .await;
+    let seen: Vec<(String, String)> = timeline
+        .entries()
+        .into_iter()
+        .map(|m| (m.status, m.reason))
+        .collect();
     assert_eq!(current(&done).as_deref(), Some(v1.as_str()), "back on v1");
     assert_eq!(update(&done).as_deref(), Some(v1.as_str()));
     let found = seen
@@ -175,13 +114,13 @@ async fn undo_reuses_the_stored_revision() {
         events.iter().any(|(r, _)| r == "FoundNewRevision"),
         "a FoundNewRevision event: {events:?}"
     );
-    assert_works_on(&hub, "app", &v1).await;
+    assert_works_on(&hub, "app", &hub.clusters, &v1).await;
 
     let after = revisions_of(&hub, "app").await;
     assert_eq!(after.len(), 2, "no new ControllerRevision: {after:?}");
     let v1_after = after
         .iter()
-        .find(|cr| hash_label(cr).as_deref() == Some(v1.as_str()))
+        .find(|cr| hash_label(*cr).as_deref() == Some(v1.as_str()))
         .expect("v1's ControllerRevision");
     assert_eq!(
         v1_after.uid(),
@@ -201,12 +140,10 @@ async fn undo_reuses_the_stored_revision() {
 /// revision and the newest older one remain; a live revision is never missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_is_pruned_to_the_limit() {
-    let Some(hub) = TestHub::from_env("prune", 2).await else {
+    let Some((hub, _controller)) = common::started("prune", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(300));
-    hub.publish_all("p").await;
     let mut m = mwrs(
         "app",
         configmap_template("v1"),
@@ -255,7 +192,7 @@ async fn history_is_pruned_to_the_limit() {
         })
         .await;
         hashes.push(h.clone());
-        assert_works_on(&hub, "app", &h).await;
+        assert_works_on(&hub, "app", &hub.clusters, &h).await;
         let expected: BTreeSet<String> = hashes.iter().rev().take(2).cloned().collect();
         let kept = wait_for(
             &format!("history after v{i} to be {expected:?}"),
@@ -276,7 +213,7 @@ async fn history_is_pruned_to_the_limit() {
         .await;
         let live = kept
             .iter()
-            .find(|cr| hash_label(cr).as_deref() == Some(h.as_str()))
+            .find(|cr| hash_label(*cr).as_deref() == Some(h.as_str()))
             .expect("live CR");
         assert_eq!(live.revision, i64::from(i), "revision numbers increase");
     }
@@ -296,17 +233,15 @@ async fn history_is_pruned_to_the_limit() {
 /// becomes 1 and v2 rolls out under the hash with the collision suffix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_collision_bumps_collision_count() {
-    let Some(hub) = TestHub::from_env("collision", 2).await else {
+    let Some((hub, _controller)) = common::started("collision", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     let t1 = configmap_template("v1");
     let t2 = configmap_template("v2");
     hub.create_mwrs(&mwrs("app", t1.clone(), &[("p", json!({"type": "All"}))]))
         .await;
-    let v1 = current(&wait_complete(&hub, "app", None, None).await).expect("v1");
+    let v1 = current(&wait_complete(&hub, "app", None).await).expect("v1");
     assert_eq!(
         v1,
         revision_hash(&t1, 0),
@@ -339,14 +274,14 @@ async fn hash_collision_bumps_collision_count() {
         .expect("create the colliding ControllerRevision");
 
     hub.set_template("app", t2.clone()).await;
-    let done = wait_complete(&hub, "app", Some(&v1), None).await;
+    let done = wait_complete(&hub, "app", Some(&v1)).await;
     let suffixed = revision_hash(&t2, 1);
     assert_ne!(suffixed, plain);
     let s = done.status.clone().unwrap_or_default();
     assert_eq!(s.collision_count, Some(1), "{}", describe(&done));
     assert_eq!(s.update_revision.as_deref(), Some(suffixed.as_str()));
     assert_eq!(s.current_revision.as_deref(), Some(suffixed.as_str()));
-    assert_works_on(&hub, "app", &suffixed).await;
+    assert_works_on(&hub, "app", &hub.clusters, &suffixed).await;
 
     let cr = crs_api(&hub)
         .get(&format!("app-{suffixed}"))

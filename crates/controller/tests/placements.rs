@@ -5,11 +5,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{WAIT, current, describe, start_agent_succeeding, start_controller, update};
+use common::{
+    WAIT, current, describe, start_agent_succeeding, start_controller, update, works_by_cluster,
+};
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -32,15 +33,6 @@ fn succeeded_at(w: &ManifestWork) -> Option<Timestamp> {
         .find(|c| c.type_ == "Progressing" && c.status == "False" && c.observed_generation == g)
         .filter(|_| !degraded)
         .map(|c| c.last_transition_time.0)
-}
-
-/// Owned ManifestWorks by cluster namespace.
-async fn works_by_cluster(hub: &TestHub, name: &str) -> BTreeMap<String, ManifestWork> {
-    hub.works_of(name)
-        .await
-        .into_iter()
-        .map(|w| (w.namespace().unwrap_or_default(), w))
-        .collect()
 }
 
 /// 4. Two placementRefs (Progressive and All) overlapping on one cluster: that cluster
@@ -126,12 +118,10 @@ async fn overlapping_placements_share_one_work_per_cluster() {
 /// PlacementDecisionNotFound; the other placementRef still rolls out completely.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_placement_does_not_block_the_other() {
-    let Some(hub) = TestHub::from_env("ghost", 2).await else {
+    let Some((hub, _controller)) = common::started("ghost", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),

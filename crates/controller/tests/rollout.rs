@@ -6,95 +6,40 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{
-    WAIT, current, describe, progressing, start_agent_succeeding, start_controller, update,
+    InFlight, Timeline, aborted, all_aborting, assert_works_on, current, describe, is_complete,
+    message, start_agent_hanging, start_agent_succeeding, update, wait_complete, wait_mwrs,
+    wait_works,
 };
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use mwrs_api::labels;
-use mwrs_fleet::{Agent, AgentConfig, Behaviour};
-use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
-use serde_json::{Value, json};
-
-/// Appends the Progressing reason of `m` to `seen` when it changed.
-fn record(seen: &Mutex<Vec<String>>, m: &mwrs_api::mwrs::ManifestWorkReplicaSet) {
-    if let Some((_, reason)) = progressing(m)
-        && let Ok(mut seen) = seen.lock()
-        && seen.last() != Some(&reason)
-    {
-        seen.push(reason);
-    }
-}
-
-fn version_of(spec: &Value) -> Option<&str> {
-    spec.pointer("/workload/manifests/0/data/version")
-        .and_then(Value::as_str)
-}
+use mwrs_fleet::{Agent, AgentConfig};
+use mwrs_testsupport::{configmap_template, has_condition, mwrs, wait_for};
+use serde_json::json;
 
 /// (a) A new template rolls out progressively and completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progressive_rollout_completes() {
-    let Some(hub) = TestHub::from_env("progressive", 4).await else {
+    let Some((hub, _controller)) = common::started("progressive", 4).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(700));
-    hub.publish_all("p").await;
+    let in_flight = InFlight::watch(&hub, "app").await;
+    let timeline = Timeline::watch(&hub, "app").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}});
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
 
-    // Record the Progressing reasons as they go by, and the most clusters seen
-    // working on the new revision at once.
-    let seen: Mutex<Vec<String>> = Mutex::default();
-    let max_in_flight = Mutex::new(0usize);
-    let done = wait_for("rollout to complete", WAIT, || {
-        let (hub, seen, max_in_flight) = (&hub, &seen, &max_in_flight);
-        async move {
-            let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
-            record(seen, &m);
-            let works = hub.works_of("app").await;
-            let in_flight = works
-                .iter()
-                .filter(|w| {
-                    let g = w.metadata.generation;
-                    !w.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| {
-                            cs.iter().any(|c| {
-                                c.type_ == "Progressing"
-                                    && c.status == "False"
-                                    && c.observed_generation == g
-                            })
-                        })
-                })
-                .count();
-            let mut max = max_in_flight.lock().expect("lock");
-            *max = (*max).max(in_flight);
-            let complete = has_condition(&m, "Progressing", "False", "NewManifestWorkAvailable")
-                && has_condition(&m, "PlacementRolledOut", "True", "Complete")
-                && current(&m).is_some()
-                && current(&m) == update(&m);
-            if complete { Ok(m) } else { Err(describe(&m)) }
-        }
-    })
-    .await;
-
+    let done = wait_complete(&hub, "app", None).await;
     let hash = update(&done).expect("update revision");
-    let seen = seen.into_inner().expect("lock");
-    let max_in_flight = max_in_flight.into_inner().expect("lock");
-    let first = seen.iter().position(|r| r == "NewRevisionCreated");
-    let last = seen.iter().position(|r| r == "NewManifestWorkAvailable");
-    assert!(
-        matches!((first, last), (Some(a), Some(b)) if a < b),
-        "Progressing reasons in order: {seen:?}"
-    );
+    timeline
+        .wait_in_order(&["NewRevisionCreated", "NewManifestWorkAvailable"])
+        .await;
+    let max_in_flight = in_flight.max_on(&hash);
     assert!(
         max_in_flight <= 2,
         "maxConcurrency 2 exceeded: {max_in_flight}"
@@ -144,85 +89,58 @@ async fn progressive_rollout_completes() {
 }
 
 /// (b) With AbortAll, a cluster hanging past the deadline aborts back to the stable
-/// revision on every cluster.
+/// revision on every cluster: ProgressDeadlineExceeded with abortedTime set, then
+/// RolloutAborted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_all_reverts_to_stable_revision() {
-    let Some(hub) = TestHub::from_env("abort", 3).await else {
+    let Some((hub, _controller)) = common::started("abort", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
-    let hang = hub.clusters[0].clone();
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
-            if w.cluster == hang && version_of(w.spec) == Some("v2") {
-                Behaviour::Hang
-            } else {
-                Behaviour::Succeed {
-                    after: Duration::from_millis(200),
-                }
-            }
-        }),
-    );
-    hub.publish_all("p").await;
-    let strategy = json!({"type": "All", "all": {"progressDeadline": "10s"},
-        "failureStrategy": "AbortAll"});
+    let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
+    let strategy = all_aborting("10s");
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
-    let v1 = wait_for("v1 to complete", WAIT, || async {
-        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
-        match current(&m) {
-            Some(c) if has_condition(&m, "Progressing", "False", "NewManifestWorkAvailable") => {
-                Ok(c)
-            }
-            _ => Err(describe(&m)),
-        }
-    })
-    .await;
+    let v1 = current(&wait_complete(&hub, "app", None).await).expect("v1");
 
+    let timeline = Timeline::watch(&hub, "app").await;
     hub.set_template("app", configmap_template("v2")).await;
-    let seen: Mutex<Vec<String>> = Mutex::default();
-    let aborted_seen = AtomicBool::new(false);
-    let m = wait_for("the abort to finish reverting", WAIT, || {
-        let (hub, seen, aborted_seen, v1) = (&hub, &seen, &aborted_seen, &v1);
-        async move {
-            let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
-            record(seen, &m);
-            if m.status.as_ref().is_some_and(|s| s.aborted_time.is_some()) {
-                aborted_seen.store(true, Ordering::Relaxed);
-            }
-            let works = hub.works_of("app").await;
-            let all_v1 = works.len() == 3
-                && works
-                    .iter()
-                    .all(|w| w.labels().get(labels::CONTROLLER_HASH) == Some(v1));
-            if all_v1 && has_condition(&m, "Progressing", "False", "RolloutAborted") {
-                Ok(m)
-            } else {
-                Err(format!("all_v1={all_v1} {}", describe(&m)))
-            }
-        }
+    let all_v1 = hub
+        .clusters
+        .iter()
+        .map(|c| (c.clone(), v1.clone()))
+        .collect();
+    let m = wait_mwrs(&hub, "app", "RolloutAborted", |m| {
+        has_condition(m, "Progressing", "False", "RolloutAborted")
     })
     .await;
+    wait_works(&hub, "app", &all_v1).await;
 
-    let seen = seen.into_inner().expect("lock");
-    assert!(
-        aborted_seen.load(Ordering::Relaxed),
-        "abortedTime was set; reasons seen: {seen:?}"
-    );
-    let s = m.status.clone().unwrap_or_default();
-    assert!(s.aborted_time.is_some(), "the hold stands");
+    timeline
+        .wait_in_order(&[
+            "NewRevisionCreated",
+            "ProgressDeadlineExceeded",
+            "RolloutAborted",
+        ])
+        .await;
+    let breach = timeline.first("ProgressDeadlineExceeded").expect("seen");
+    let started = aborted(&m).expect("the hold stands");
     assert_eq!(
-        s.current_revision.as_deref(),
+        breach.aborted.as_ref(),
+        Some(&started),
+        "abortedTime set with the breach"
+    );
+    assert_eq!(
+        current(&m).as_deref(),
         Some(v1.as_str()),
         "stable revision kept"
     );
-    assert_ne!(s.update_revision.as_deref(), Some(v1.as_str()));
+    assert_ne!(update(&m).as_deref(), Some(v1.as_str()));
     assert!(
         has_condition(&m, "PlacementRolledOut", "False", "RolloutDegraded"),
         "{}",
         describe(&m)
     );
+    assert_works_on(&hub, "app", &hub.clusters, &v1).await;
     let events = hub.events_of("app").await;
     assert!(
         events.iter().any(|(r, _)| r == "AbortStarted"),
@@ -234,12 +152,10 @@ async fn abort_all_reverts_to_stable_revision() {
 /// completes; the invalid one touches no ManifestWork.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_spec_is_reported_and_isolated() {
-    let Some(hub) = TestHub::from_env("invalid", 2).await else {
+    let Some((hub, _controller)) = common::started("invalid", 2).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     let cm = configmap_template("v1")["workload"]["manifests"][0].clone();
     let duplicated = json!({"workload": {"manifests": [cm.clone(), cm]}});
     let all = json!({"type": "All"});
@@ -248,32 +164,16 @@ async fn invalid_spec_is_reported_and_isolated() {
     hub.create_mwrs(&mwrs("good", configmap_template("v1"), &[("p", all)]))
         .await;
 
-    let bad = wait_for("the invalid condition", WAIT, || async {
-        let m = hub.get_mwrs("bad").await.ok_or("no MWRS")?;
-        if has_condition(&m, "Progressing", "False", "InvalidSpec") {
-            Ok(m)
-        } else {
-            Err(describe(&m))
-        }
+    let bad = wait_mwrs(&hub, "bad", "the invalid condition", |m| {
+        has_condition(m, "Progressing", "False", "InvalidSpec")
     })
     .await;
-    let message = mwrs_testsupport::conditions(&bad)
-        .get("Progressing")
-        .map(|(_, _, msg)| msg.clone())
-        .unwrap_or_default();
+    let message = message(&bad, "Progressing");
     assert!(
         message.contains("spec.manifestWorkTemplate.workload.manifests[1]"),
         "message names the field: {message}"
     );
-    wait_for("the valid MWRS to complete", WAIT, || async {
-        let m = hub.get_mwrs("good").await.ok_or("no MWRS")?;
-        if current(&m).is_some() && has_condition(&m, "PlacementRolledOut", "True", "Complete") {
-            Ok(())
-        } else {
-            Err(describe(&m))
-        }
-    })
-    .await;
+    wait_mwrs(&hub, "good", "complete", is_complete).await;
     assert!(
         hub.works_of("bad").await.is_empty(),
         "invalid MWRS wrote no ManifestWork"
@@ -284,19 +184,17 @@ async fn invalid_spec_is_reported_and_isolated() {
 /// A cluster dropped from the placement loses its ManifestWork; the others keep theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_removed_from_placement_loses_its_work() {
-    let Some(hub) = TestHub::from_env("unselect", 3).await else {
+    let Some((hub, _controller)) = common::started("unselect", 3).await else {
         return;
     };
-    let _controller = start_controller(&hub);
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
-    hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),
         &[("p", json!({"type": "All"}))],
     ))
     .await;
-    wait_for("three ManifestWorks", WAIT, || async {
+    wait_for("three ManifestWorks", common::WAIT, || async {
         let n = hub.works_of("app").await.len();
         if n == 3 {
             Ok(())
@@ -313,7 +211,7 @@ async fn cluster_removed_from_placement_loses_its_work() {
     .await;
     wait_for(
         "the unselected cluster's ManifestWork to go",
-        WAIT,
+        common::WAIT,
         || async {
             let mut ns: Vec<String> = hub
                 .works_of("app")

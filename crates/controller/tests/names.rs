@@ -1,0 +1,79 @@
+//! Owner names that upstream's label scheme cannot carry, on the real test hub: an
+//! owner `namespace.name` longer than 63 characters (hashed owner label plus the owner
+//! annotation) and an MWRS name containing a dot. Both roll out, and the long one is
+//! deleted with everything it owns.
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{
+    QUICK, assert_works_on, delete_and_wait_gone, hash_label, revisions_of, start_agent, update,
+    wait_complete, works_by_cluster,
+};
+use kube::ResourceExt;
+use mwrs_api::labels;
+use mwrs_engine::owner::OwnerKey;
+use mwrs_testsupport::{configmap_template, mwrs};
+use serde_json::json;
+
+const LONG: &str = "a-manifestworkreplicaset-with-a-name-long-enough-to-overflow-labels";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_owner_and_dotted_name_roll_out() {
+    let Some((hub, _controller)) = common::started("names", 2).await else {
+        return;
+    };
+    let _agent = start_agent(&hub, |_| QUICK);
+    let long = OwnerKey::new(hub.namespace.clone(), LONG);
+    assert!(long.dotted().len() > 63 && !long.fits_label());
+    for name in [LONG, "my.app"] {
+        hub.create_mwrs(&mwrs(
+            name,
+            configmap_template("v1"),
+            &[("p", json!({"type": "All"}))],
+        ))
+        .await;
+    }
+
+    for name in [LONG, "my.app"] {
+        let m = wait_complete(&hub, name, None).await;
+        let hash = update(&m).unwrap();
+        assert_works_on(&hub, name, &hub.clusters, &hash).await;
+        let owner = OwnerKey::new(hub.namespace.clone(), name);
+        for (c, w) in works_by_cluster(&hub, name).await {
+            assert_eq!(w.name_any(), owner.work_name(), "{c}");
+            assert_eq!(
+                w.annotations().get(labels::MWRS_OWNER_ANNOTATION),
+                Some(&owner.slashed()),
+                "{c}"
+            );
+            let (k, v) = owner.selector();
+            assert_eq!(w.labels().get(k), Some(&v), "{c}");
+        }
+        let revs = revisions_of(&hub, name).await;
+        assert_eq!(revs.len(), 1, "{name}");
+        assert_eq!(hash_label(&revs[0]).as_deref(), Some(hash.as_str()));
+        assert_eq!(revs[0].name_any(), format!("{name}-{hash}"));
+    }
+    for (_, w) in works_by_cluster(&hub, LONG).await {
+        assert_eq!(w.labels().get(labels::OWNER_KEY_HASH), Some(&long.hashed()));
+        assert!(
+            !w.labels().contains_key(labels::MWRS_OWNER),
+            "no invalid label value"
+        );
+    }
+    for (_, w) in works_by_cluster(&hub, "my.app").await {
+        assert_eq!(
+            w.labels().get(labels::MWRS_OWNER),
+            Some(&format!("{}.my.app", hub.namespace))
+        );
+    }
+
+    // Deleting the long-named MWRS finds its ManifestWorks and revisions by the hashed
+    // label and removes them; the dotted one keeps its own.
+    delete_and_wait_gone(&hub, LONG, |_, _| {}).await;
+    assert_eq!(works_by_cluster(&hub, "my.app").await.len(), 2);
+}
