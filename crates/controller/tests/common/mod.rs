@@ -78,6 +78,8 @@ pub fn version_of(spec: &Value) -> Option<&str> {
 /// on one hub; each controller only handles its own test's MWRS). Dropping the guard
 /// stops it at once, as a crash would.
 pub fn start_controller(hub: &TestHub) -> TaskGuard {
+    // Controller logs show up in a failing test's output (the test writer captures them).
+    mwrs_testsupport::init_tracing();
     let config = Config {
         namespace: Some(hub.namespace.clone()),
         ..Config::default()
