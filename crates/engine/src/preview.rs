@@ -89,20 +89,11 @@ pub struct Preview {
 }
 
 /// Knobs of a preview.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PreviewConfig {
     pub plan: PlanConfig,
     /// Most planner passes to run; None: enough for any strategy on the snapshot's fleet.
     pub max_passes: Option<usize>,
-}
-
-impl Default for PreviewConfig {
-    fn default() -> Self {
-        Self {
-            plan: PlanConfig::default(),
-            max_passes: None,
-        }
-    }
 }
 
 /// Simulates the rollout of `snapshot`'s MWRS from `now`, with `failing` clusters
