@@ -147,7 +147,8 @@ Progressing, Succeeded, Failed, TimeOut) and since when. Clusters that are not d
 listed first; --clusters limits the list (the placement lines always count every cluster).
 
 With -w the command watches the hub (no polling) and ends when the rollout is Complete
-(exit 0), Aborted (4), Degraded or Invalid (3), or at --timeout (5). On a terminal the
+(exit 0), Aborted with every cluster back on the stable revision (4), Degraded or Invalid
+(3), or at --timeout (5). On a terminal the
 view is redrawn in place; otherwise one line is printed per change.
 
 Examples:

@@ -190,6 +190,13 @@ async fn abort_then_retry() {
         "the abort request is still there, handled"
     );
     all_on(&hub, &v2, "every cluster on v2").await;
+    let events = hub.events_of("app").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "RetryRequested" && n.contains("rolls out again")),
+        "{events:?}"
+    );
 }
 
 /// Retry after an automatic abort (AbortAll, deadline passed): the failed revision is

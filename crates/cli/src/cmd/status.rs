@@ -365,8 +365,11 @@ async fn watch(
             }
         }
         let st = view.state;
+        // An abort is followed until the revert is done: every cluster back on the
+        // stable revision.
+        let reverted = view.placements.iter().all(|p| p.done == p.desired);
         prev = Some(view);
-        if st.is_final() {
+        if st.is_final() && (st != State::Aborted || reverted) {
             return Ok(exit_of(st));
         }
         // Wait for the next event; on a terminal also tick once a second so ages move.
