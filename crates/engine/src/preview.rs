@@ -440,7 +440,7 @@ impl<'f> Sim<'f> {
         }
     }
 
-    /// Does every desired cluster's ManifestWork carry `revision`?
+    /// Does every desired cluster's ManifestWork carry `revision`, answered by the agent?
     fn all_on(&self, revision: Option<&str>) -> bool {
         let Some(revision) = revision else {
             return false;
@@ -449,9 +449,10 @@ impl<'f> Sim<'f> {
             .iter()
             .flat_map(|p| p.groups().into_iter().flat_map(|g| g.clusters()))
             .all(|c| {
-                self.by_cluster
-                    .get(c)
-                    .is_some_and(|i| self.works[*i].hash() == Some(revision))
+                self.by_cluster.get(c).is_some_and(|i| {
+                    self.works[*i].hash() == Some(revision)
+                        && self.answered[*i] == Some(self.works[*i].generation)
+                })
             })
     }
 
@@ -681,6 +682,7 @@ mod tests {
             ]
         );
         assert_eq!(p.waves[2].revision, v1.unwrap());
+        assert!(p.message.contains("on all 4 clusters"), "{}", p.message);
         assert_eq!(p.failed, vec!["c3".to_string()]);
     }
 
