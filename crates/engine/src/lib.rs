@@ -8,7 +8,8 @@
 //! - [`hash`], [`revision`]: revision identity and history;
 //! - [`owner`]: owner labels and ManifestWork names;
 //! - [`validate`]: what makes a spec unusable, by field;
-//! - [`plan`]: all of the above turned into writes and a status.
+//! - [`plan`]: all of the above turned into writes and a status;
+//! - [`preview`]: the planner run pass after pass on a simulated fleet (`rollout plan`).
 
 pub mod conditions;
 pub mod hash;
@@ -16,6 +17,7 @@ pub mod invalid;
 pub mod owner;
 pub mod placement;
 pub mod plan;
+pub mod preview;
 pub mod revision;
 pub mod rollout;
 pub mod snapshot;

@@ -34,6 +34,10 @@ use crate::work::{self, WorkView};
 /// How many clusters a status message names before "and N more".
 const NAMED_IN_MESSAGES: usize = 5;
 
+/// Event reasons of handled manual requests (SPEC §7).
+pub const EVENT_ABORT_REQUESTED: &str = "AbortRequested";
+pub const EVENT_RETRY_REQUESTED: &str = "RetryRequested";
+
 /// Knobs of the planner that are not part of the MWRS.
 #[derive(Clone, Debug)]
 pub struct PlanConfig {
@@ -406,8 +410,32 @@ impl<'a> Pass<'a> {
         // 2. Manual controls, each acted on once (SPEC §7, §10.5).
         let mut handled = self.old.handled_controls.clone().unwrap_or_default();
         let abort_requested = self.take_request(labels::CONTROL_ABORT, &mut handled.abort);
-        if self.take_request(labels::CONTROL_RETRY, &mut handled.retry) {
+        let retry_requested = self.take_request(labels::CONTROL_RETRY, &mut handled.retry);
+        if retry_requested {
+            // Each handled request gets its Event, also when there is nothing to act on,
+            // so a user sees that the request was read (and only once).
+            p.events.push(Transition {
+                reason: EVENT_RETRY_REQUESTED.into(),
+                message: if status.aborted_time.is_some() {
+                    format!("retry requested: revision {update} rolls out again")
+                } else {
+                    format!("retry requested: no abort holds revision {update}; nothing to do")
+                },
+                warning: false,
+            });
             status.aborted_time = None;
+        }
+        if abort_requested {
+            p.events.push(Transition {
+                reason: EVENT_ABORT_REQUESTED.into(),
+                message: match &self.old.current_revision {
+                    Some(c) if *c == update => format!(
+                        "abort requested: revision {update} is the stable revision; nothing to abort"
+                    ),
+                    _ => format!("abort requested for revision {update}"),
+                },
+                warning: true,
+            });
         }
         if handled != HandledControls::default() {
             status.handled_controls = Some(handled);
@@ -501,7 +529,8 @@ impl<'a> Pass<'a> {
             conditions::set(&mut list, c, generation, self.now);
         }
         status.conditions = Some(list);
-        p.events = transitions(&self.old, &status);
+        // After the events of handled requests, pushed above.
+        p.events.extend(transitions(&self.old, &status));
         // A new revision is worth an event even when the rollout completes in the same
         // pass (an undo to what every cluster already runs) and Progressing never says so.
         let started = self.in_progress_reason(revision_changed, created);
@@ -1308,12 +1337,17 @@ impl Outcome {
             );
         }
         if self.degraded(abort) {
-            return Cond::new(
-                t,
-                Status::False,
-                mc::REASON_ROLLOUT_DEGRADED,
-                self.failure_message(),
-            );
+            // An abort with no failed cluster (requested, or every cluster back on the
+            // stable revision) has no failures to list.
+            let message = if self.failures() == 0 {
+                format!(
+                    "rollout aborted: {} of {} clusters done on revision {}",
+                    self.done, self.desired, self.target
+                )
+            } else {
+                self.failure_message()
+            };
+            return Cond::new(t, Status::False, mc::REASON_ROLLOUT_DEGRADED, message);
         }
         Cond::new(
             t,

@@ -356,10 +356,20 @@ fn manual_abort_retry_and_pause() {
 
     // Abort by request: same as an automatic abort, acted on once.
     h.annotate(labels::CONTROL_ABORT, "req-1");
-    h.reconcile();
+    let reasons = |p: &mwrs_engine::Plan| -> Vec<String> {
+        p.events.iter().map(|e| e.reason.clone()).collect()
+    };
+    let events = reasons(h.reconcile());
+    assert!(events.contains(&"AbortRequested".to_string()), "{events:?}");
     assert!(h.status().aborted_time.is_some());
     assert_eq!(h.condition("Progressing").1, "RolloutAborted");
-    h.reconcile();
+    let events = reasons(h.reconcile());
+    assert!(
+        !events.contains(&"AbortRequested".to_string()),
+        "one request, one event: {events:?}"
+    );
+    let message = h.message("PlacementRolledOut");
+    assert!(!message.ends_with(": "), "no empty failure list: {message}");
     assert!(h.versions().values().all(|v| v == "v1"));
     assert_eq!(
         h.status().handled_controls.unwrap().abort.as_deref(),
@@ -369,7 +379,8 @@ fn manual_abort_retry_and_pause() {
     // Retry: the hold ends and v2 rolls again through the strategy.
     h.behave("c1", "v2", Behaviour::Succeed { after: secs(5) });
     h.annotate(labels::CONTROL_RETRY, "req-2");
-    h.reconcile();
+    let events = reasons(h.reconcile());
+    assert!(events.contains(&"RetryRequested".to_string()), "{events:?}");
     assert_eq!(h.status().aborted_time, None);
     assert_eq!(h.condition("Progressing").0, "True");
     assert_eq!(

@@ -1,0 +1,307 @@
+//! The command line: kubectl's global flags (`--kubeconfig`, `--context`, `-n`, `-A`, `-o`),
+//! the commands, and the help texts with examples and exit codes.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit codes, shown in `--help` and in the README.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (rollout status: the rollout is Complete, or still going without -w)
+  1  any other error (API error, unreadable file, ...)
+  2  wrong usage (unknown flag, missing argument)
+  3  the rollout is Degraded or its spec is Invalid (rollout status)
+  4  the rollout is Aborted (rollout status)
+  5  --timeout passed before the rollout ended (rollout status -w)
+  6  not found: the MWRS, or the revision (unknown, or not owned by this MWRS)
+  7  conflict: the MWRS changed while undo was writing; nothing was written
+  8  the hub cannot be reached (or refuses the credentials)";
+
+const TOP_EXAMPLES: &str = "\
+Examples:
+  kubectl mwrs get -A
+  kubectl mwrs rollout status app -w --timeout 10m
+  kubectl mwrs rollout history app
+  kubectl mwrs rollout diff app
+  kubectl mwrs rollout undo app --to-revision 2
+  kubectl mwrs rollout abort app
+  kubectl mwrs rollout plan app -f app.yaml --fail cluster-3
+
+Installed as `kubectl-mwrs` on PATH it runs as `kubectl mwrs`.
+
+";
+
+/// `mwrs` / `kubectl mwrs`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "mwrs",
+    version,
+    about = "Status, history, diff, undo, abort, retry, pause and plan of ManifestWorkReplicaSet rollouts",
+    after_help = format!("{TOP_EXAMPLES}{EXIT_CODES}"),
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace of the MWRS (default: the context's namespace).
+    #[arg(short = 'n', long, global = true, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Every namespace (get).
+    #[arg(short = 'A', long = "all-namespaces", global = true)]
+    pub all_namespaces: bool,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// Colour: auto (only on a terminal), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
+    /// How long to wait for one API request (not for -w).
+    #[arg(
+        long = "request-timeout",
+        global = true,
+        default_value = "30s",
+        value_name = "D"
+    )]
+    pub request_timeout: String,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Wide,
+    Yaml,
+    Json,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorMode {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List ManifestWorkReplicaSets with their rollout state.
+    #[command(after_help = "\
+Columns: NAME, PLACEMENTS, DESIRED (clusters selected), UPDATED (Succeeded on the update
+revision), AVAILABLE, CURRENT (stable revision), UPDATE (revision of the spec), STATUS
+(Complete, Progressing, Paused, Aborted, Degraded, Invalid), AGE. -o wide adds the reason
+and message of the Progressing condition.
+
+Examples:
+  kubectl mwrs get
+  kubectl mwrs get app -o yaml
+  kubectl mwrs get -A -o wide")]
+    Get(GetArgs),
+    /// Manage the rollout of a ManifestWorkReplicaSet.
+    Rollout {
+        #[command(subcommand)]
+        command: Rollout,
+    },
+    /// Print a shell completion script.
+    #[command(after_help = "\
+Examples:
+  source <(mwrs completion bash)
+  mwrs completion zsh > \"${fpath[1]}/_mwrs\"
+  mwrs completion fish > ~/.config/fish/completions/mwrs.fish")]
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// One MWRS; all in the namespace when absent.
+    pub name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct NameArg {
+    /// The ManifestWorkReplicaSet.
+    pub name: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Rollout {
+    /// Progress per placement and per cluster; -w follows it to the end.
+    #[command(after_help = "\
+Per placement a progress bar (clusters done on the update revision), per cluster the
+revision it carries, its state against the revision being rolled out (ToApply,
+Progressing, Succeeded, Failed, TimeOut) and since when. Clusters that are not done are
+listed first; --clusters limits the list (the placement lines always count every cluster).
+
+With -w the command watches the hub (no polling) and ends when the rollout is Complete
+(exit 0), Aborted with every cluster back on the stable revision (4), Degraded or Invalid
+(3), or at --timeout (5). On a terminal the
+view is redrawn in place; otherwise one line is printed per change.
+
+Examples:
+  kubectl mwrs rollout status app
+  kubectl mwrs rollout status app -w --timeout 15m
+  kubectl mwrs rollout status app --clusters all -o json")]
+    Status(StatusArgs),
+    /// Stored revisions of the template.
+    #[command(after_help = "\
+Columns: REVISION, HASH, CREATED, CLUSTERS (ManifestWorks carrying it now), ROLE (current:
+the stable revision; update: the spec's revision being rolled out; held: the update
+revision after an abort), CHANGE-CAUSE (the kubernetes.io/change-cause annotation of the
+MWRS when the revision was created).
+
+Examples:
+  kubectl mwrs rollout history app
+  kubectl mwrs rollout history app --revision 3
+  kubectl mwrs rollout history app --revision 3 -o json")]
+    History(HistoryArgs),
+    /// Unified diff of two revisions' templates (as YAML).
+    #[command(after_help = "\
+A and B are revision numbers or hashes. Default: A = the current (stable) revision,
+B = the update revision; with only A: A against the update revision.
+
+Examples:
+  kubectl mwrs rollout diff app
+  kubectl mwrs rollout diff app 1 3")]
+    Diff(DiffArgs),
+    /// Rewrite the spec's template from a stored revision.
+    #[command(after_help = "\
+Default revision: the newest one other than the spec's (as kubectl rollout undo). The write
+is guarded by the resourceVersion read (or the one given with --resource-version): if the
+MWRS changed meanwhile nothing is written (exit 7). After an abort, undo to the held revision
+changes nothing: use `rollout retry`.
+
+Examples:
+  kubectl mwrs rollout undo app
+  kubectl mwrs rollout undo app --to-revision 2 --dry-run")]
+    Undo(UndoArgs),
+    /// Abort the rollout of the update revision now: every cluster goes back to the stable revision.
+    #[command(after_help = "\
+Sets the annotation mwrs.rollout.open-cluster-management.io/abort to a new request token;
+the controller acts on each token once (the status records it in handledControls).
+
+Examples:
+  kubectl mwrs rollout abort app")]
+    Abort(NameArg),
+    /// After an abort, roll the held update revision out again (fresh deadlines).
+    #[command(after_help = "\
+Sets the annotation mwrs.rollout.open-cluster-management.io/retry to a new request token.
+
+Examples:
+  kubectl mwrs rollout retry app")]
+    Retry(NameArg),
+    /// Stop starting clusters on a new revision (clusters in flight finish).
+    #[command(after_help = "\
+Sets mwrs.rollout.open-cluster-management.io/paused=true. An abort can still happen.
+
+Examples:
+  kubectl mwrs rollout pause app")]
+    Pause(NameArg),
+    /// Undo a pause.
+    #[command(after_help = "\
+Removes the annotation mwrs.rollout.open-cluster-management.io/paused.
+
+Examples:
+  kubectl mwrs rollout resume app")]
+    Resume(NameArg),
+    /// Preview the waves the strategy takes on today's decisions.
+    #[command(after_help = "\
+The engine's planner runs pass after pass against a simulated fleet built from the hub's
+placement decisions and ManifestWorks: every cluster succeeds at once, except the ones named
+with --fail, which report Degraded on the update revision. Times are the strategy's own
+waits (minSuccessTime, progressDeadline). With -f the MWRS is read from a file (YAML or
+JSON) and need not exist on the hub yet.
+
+Examples:
+  kubectl mwrs rollout plan app
+  kubectl mwrs rollout plan -f app.yaml
+  kubectl mwrs rollout plan -f app.yaml --fail cluster-2 --fail cluster-7")]
+    Plan(PlanArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The ManifestWorkReplicaSet.
+    pub name: String,
+    /// Watch until the rollout ends.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Give up after this long (Go duration: 90s, 10m, 1h); 0: never.
+    #[arg(long, default_value = "0", value_name = "D")]
+    pub timeout: String,
+    /// Most per-cluster lines: a number or `all`.
+    #[arg(long, default_value = "20", value_name = "N|all")]
+    pub clusters: String,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// The ManifestWorkReplicaSet.
+    pub name: String,
+    /// Print this revision's template (number or hash).
+    #[arg(long, value_name = "N")]
+    pub revision: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The ManifestWorkReplicaSet.
+    pub name: String,
+    /// Old revision (number or hash).
+    pub a: Option<String>,
+    /// New revision (number or hash).
+    pub b: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct UndoArgs {
+    /// The ManifestWorkReplicaSet.
+    pub name: String,
+    /// Revision to go back to (number or hash).
+    #[arg(long = "to-revision", value_name = "N")]
+    pub to_revision: Option<String>,
+    /// Print the change and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write only if the MWRS is still at this resourceVersion.
+    #[arg(long = "resource-version", value_name = "RV")]
+    pub resource_version: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The ManifestWorkReplicaSet (optional with -f).
+    pub name: Option<String>,
+    /// Read the MWRS from this file (YAML or JSON) instead of the hub.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// A cluster that fails on the update revision (repeatable).
+    #[arg(long = "fail", value_name = "CLUSTER", num_args = 1..)]
+    pub fail: Vec<String>,
+}
+
+/// The process arguments; as a kubectl plugin the program calls itself `kubectl mwrs`.
+pub fn argv() -> Vec<OsString> {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let plugin = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|f| f.to_string_lossy().starts_with("kubectl-"));
+    if plugin && let Some(first) = args.first_mut() {
+        *first = OsString::from("kubectl mwrs");
+    }
+    args
+}

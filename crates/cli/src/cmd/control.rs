@@ -1,0 +1,97 @@
+//! `rollout abort|retry|pause|resume NAME`: the manual controls of SPEC §7, as annotations
+//! on the MWRS (the spec is untouched). Abort and retry carry a fresh request token each
+//! time, so the controller acts on every request exactly once (it records the last token
+//! it handled in `status.handledControls`).
+
+use jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use mwrs_api::labels;
+use serde_json::{Value, json};
+
+use crate::error::{CliError, Exit, Result};
+use crate::hub::Hub;
+use crate::output::{Out, Paint};
+
+const FIELD_MANAGER: &str = "kubectl-mwrs";
+
+async fn annotate(hub: &Hub, name: &str, key: &str, value: Value) -> Result<()> {
+    let body = json!({"metadata": {"annotations": {key: value}}});
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    hub.mwrs_api()
+        .patch(name, &pp, &Patch::Merge(&body))
+        .await
+        .map(|_| ())
+        .map_err(|e| CliError::kube(&format!("annotating manifestworkreplicaset {name}"), e))
+}
+
+/// A request token: the time of the request, unique enough for one user at a time.
+fn token() -> String {
+    Timestamp::now().to_string()
+}
+
+fn note(out: &Out, s: &str) {
+    eprintln!("{}", out.paint(Paint::Yellow, &format!("note: {s}")));
+}
+
+pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
+    let m = hub.get(name).await?;
+    let s = m.status.clone().unwrap_or_default();
+    match (&s.current_revision, &s.update_revision) {
+        (None, _) => note(
+            out,
+            "no stable revision yet (the first rollout never completed): the controller \
+             will report AbortFailed and stop the rollout instead",
+        ),
+        (Some(c), Some(u)) if c == u => note(
+            out,
+            &format!("revision {u} is already the stable revision: there is nothing to abort"),
+        ),
+        _ if s.aborted_time.is_some() => note(out, "an abort already holds this rollout"),
+        _ => {}
+    }
+    let t = token();
+    annotate(hub, name, labels::CONTROL_ABORT, Value::String(t.clone())).await?;
+    println!("mwrs/{name} abort requested (request {t})");
+    Ok(Exit::Ok)
+}
+
+pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
+    let m = hub.get(name).await?;
+    let s = m.status.clone().unwrap_or_default();
+    if s.aborted_time.is_none() {
+        note(
+            out,
+            "no abort holds this rollout: the controller records the retry and changes nothing",
+        );
+    }
+    let t = token();
+    annotate(hub, name, labels::CONTROL_RETRY, Value::String(t.clone())).await?;
+    println!(
+        "mwrs/{name} retry requested (request {t}): revision {} rolls out again",
+        s.update_revision.as_deref().unwrap_or("<none>")
+    );
+    Ok(Exit::Ok)
+}
+
+pub async fn pause(hub: &Hub, _out: &Out, name: &str, on: bool) -> Result<Exit> {
+    let m = hub.get(name).await?;
+    let paused = crate::state::is_paused(&m);
+    if paused == on {
+        println!(
+            "mwrs/{name} is already {}",
+            if on { "paused" } else { "not paused" }
+        );
+        return Ok(Exit::Ok);
+    }
+    let value = if on {
+        Value::String("true".into())
+    } else {
+        Value::Null
+    };
+    annotate(hub, name, labels::CONTROL_PAUSE, value).await?;
+    println!("mwrs/{name} {}", if on { "paused" } else { "resumed" });
+    Ok(Exit::Ok)
+}

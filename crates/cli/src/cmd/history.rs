@@ -1,0 +1,163 @@
+//! `rollout history NAME [--revision N]`: the stored revisions (ControllerRevisions owned by
+//! the MWRS), how many clusters carry each now and which role each plays; with
+//! `--revision` one revision's template.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::ManifestWork;
+use mwrs_engine::revision::RevisionView;
+use mwrs_engine::snapshot::owner_of;
+use serde::Serialize;
+
+use crate::args::HistoryArgs;
+use crate::error::{CliError, Exit, Result};
+use crate::hub::Hub;
+use crate::output::{Out, Table, age, to_yaml};
+
+/// One line of the history.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub revision: i64,
+    pub hash: String,
+    pub name: String,
+    pub created: Option<Timestamp>,
+    pub clusters: usize,
+    pub role: String,
+    pub change_cause: Option<String>,
+}
+
+/// `current`, `update` or `held` (the update revision while an abort holds it).
+pub fn role(m: &ManifestWorkReplicaSet, hash: &str) -> String {
+    let s = m.status.clone().unwrap_or_default();
+    let current = s.current_revision.as_deref() == Some(hash);
+    let update = s.update_revision.as_deref() == Some(hash);
+    match (current, update) {
+        (true, _) => "current".into(),
+        (false, true) if s.aborted_time.is_some() => "held".into(),
+        (false, true) => "update".into(),
+        _ => String::new(),
+    }
+}
+
+/// A revision named by number or hash, among `history`.
+pub fn find<'a>(history: &'a [RevisionView], key: &str) -> Option<&'a RevisionView> {
+    match key.parse::<i64>() {
+        Ok(n) => history.iter().find(|r| r.revision == n),
+        Err(_) => history.iter().find(|r| r.hash == key || r.name == key),
+    }
+}
+
+/// "revision 3 not found: mwrs/app has revisions 1, 2, 4".
+pub fn unknown(m: &ManifestWorkReplicaSet, history: &[RevisionView], key: &str) -> CliError {
+    let have: Vec<String> = history.iter().map(|r| r.revision.to_string()).collect();
+    CliError::not_found(format!(
+        "revision {key} not found: mwrs/{} has {}",
+        m.metadata.name.as_deref().unwrap_or_default(),
+        if have.is_empty() {
+            "no revisions yet".to_string()
+        } else {
+            format!("revisions {}", have.join(", "))
+        }
+    ))
+}
+
+/// How many owned ManifestWorks carry each revision hash (metadata only: cheap at scale).
+pub async fn clusters_per_revision(
+    hub: &Hub,
+    m: &ManifestWorkReplicaSet,
+) -> Result<BTreeMap<String, usize>> {
+    let api: Api<ManifestWork> = Api::all(hub.client.clone());
+    let (k, v) = owner_of(m).selector();
+    let list = api
+        .list_metadata(&ListParams::default().labels(&format!("{k}={v}")))
+        .await
+        .map_err(|e| CliError::kube("listing manifestworks", e))?;
+    let mut out = BTreeMap::new();
+    for w in list.items {
+        if let Some(h) = w
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::CONTROLLER_HASH))
+        {
+            *out.entry(h.clone()).or_insert(0) += 1;
+        }
+    }
+    Ok(out)
+}
+
+pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
+    let m = hub.get(&a.name).await?;
+    let history: Vec<RevisionView> = hub
+        .revisions(&m)
+        .await?
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    if let Some(key) = &a.revision {
+        let r = find(&history, key).ok_or_else(|| unknown(&m, &history, key))?;
+        if out.structured() {
+            out.print_structured(&r.template)?;
+        } else {
+            println!(
+                "mwrs/{} revision {} ({}){}",
+                a.name,
+                r.revision,
+                r.hash,
+                r.change_cause
+                    .as_deref()
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default()
+            );
+            print!("{}", to_yaml(&r.template)?);
+        }
+        return Ok(Exit::Ok);
+    }
+    let counts = clusters_per_revision(hub, &m).await?;
+    let entries: Vec<Entry> = history
+        .iter()
+        .map(|r| Entry {
+            revision: r.revision,
+            hash: r.hash.clone(),
+            name: r.name.clone(),
+            created: r.created,
+            clusters: counts.get(&r.hash).copied().unwrap_or(0),
+            role: role(&m, &r.hash),
+            change_cause: r.change_cause.clone(),
+        })
+        .collect();
+    if out.structured() {
+        out.print_structured(&entries)?;
+        return Ok(Exit::Ok);
+    }
+    if entries.is_empty() {
+        eprintln!("mwrs/{} has no revisions yet", a.name);
+        return Ok(Exit::Ok);
+    }
+    let now = Timestamp::now();
+    let mut t = Table::new(&[
+        "REVISION",
+        "HASH",
+        "CREATED",
+        "CLUSTERS",
+        "ROLE",
+        "CHANGE-CAUSE",
+    ]);
+    for e in &entries {
+        t.row(vec![
+            e.revision.to_string(),
+            e.hash.clone(),
+            age(e.created, now),
+            e.clusters.to_string(),
+            e.role.clone(),
+            e.change_cause.clone().unwrap_or_else(|| "<none>".into()),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,45 @@
+//! One module per command; [`run`] dispatches.
+
+pub mod control;
+pub mod diff;
+pub mod get;
+pub mod history;
+pub mod plan;
+pub mod status;
+pub mod undo;
+
+use clap::CommandFactory;
+
+use crate::args::{Cli, Command, Rollout};
+use crate::error::{Exit, Result};
+use crate::hub::Hub;
+use crate::output::Out;
+
+/// Runs the command; Ok carries the exit code of a command that ran to its end.
+pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
+    let g = &cli.global;
+    match &cli.command {
+        Command::Completion { shell } => {
+            let mut cmd = Cli::command();
+            let name = cmd.get_name().to_string();
+            clap_complete::generate(*shell, &mut cmd, name, &mut std::io::stdout());
+            Ok(Exit::Ok)
+        }
+        Command::Get(a) => get::run(&Hub::connect(g, false).await?, g, out, a).await,
+        Command::Rollout { command } => {
+            let watch = matches!(command, Rollout::Status(s) if s.watch);
+            let hub = Hub::connect(g, watch).await?;
+            match command {
+                Rollout::Status(a) => status::run(&hub, out, a).await,
+                Rollout::History(a) => history::run(&hub, out, a).await,
+                Rollout::Diff(a) => diff::run(&hub, out, a).await,
+                Rollout::Undo(a) => undo::run(&hub, out, a).await,
+                Rollout::Abort(a) => control::abort(&hub, out, &a.name).await,
+                Rollout::Retry(a) => control::retry(&hub, out, &a.name).await,
+                Rollout::Pause(a) => control::pause(&hub, out, &a.name, true).await,
+                Rollout::Resume(a) => control::pause(&hub, out, &a.name, false).await,
+                Rollout::Plan(a) => plan::run(&hub, out, a).await,
+            }
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! `rollout plan [NAME] [-f FILE] [--fail CLUSTER...]`: the waves the strategy takes on
+//! today's decisions, from the engine's preview (the real planner run pass after pass on a
+//! simulated fleet). With `-f`, the MWRS comes from a file and may not exist yet; its
+//! ManifestWorks, revisions and status are taken from the hub when it does.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::hash;
+use mwrs_engine::preview::{End, Preview, PreviewConfig, WaveKind, preview};
+use serde::Serialize;
+
+use crate::args::{Format, PlanArgs};
+use crate::error::{CliError, Exit, Result};
+use crate::hub::Hub;
+use crate::output::{Out, Paint, Table, duration, few};
+
+/// How many cluster names a wave line shows in the table (`-o wide`: all).
+const NAMES_PER_WAVE: usize = 6;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WaveOut {
+    wave: usize,
+    at_seconds: i64,
+    action: &'static str,
+    revision: String,
+    clusters: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanOut {
+    name: String,
+    namespace: String,
+    update_revision: Option<String>,
+    current_revision: Option<String>,
+    desired: usize,
+    failing: Vec<String>,
+    waves: Vec<WaveOut>,
+    end: String,
+    message: String,
+    failed: Vec<String>,
+    duration_seconds: i64,
+}
+
+fn end_word(e: &End) -> String {
+    match e {
+        End::Complete => "Complete".into(),
+        End::NothingToDo => "NothingToDo".into(),
+        End::Stopped { reason } => format!("Stopped ({reason})"),
+        End::Aborted { .. } => "Aborted".into(),
+        End::AbortFailed => "AbortFailed".into(),
+        End::Paused => "Paused".into(),
+        End::Invalid => "Invalid".into(),
+        End::Stuck => "Stuck".into(),
+        End::Unfinished => "Unfinished".into(),
+    }
+}
+
+/// The MWRS from `-f`: the file's spec and metadata over what the hub has of the same name
+/// (status, generation), so the preview starts from the real fleet state.
+fn from_file(
+    text: &str,
+    path: &std::path::Path,
+    on_hub: Option<ManifestWorkReplicaSet>,
+    namespace: &str,
+) -> Result<ManifestWorkReplicaSet> {
+    let mut m: ManifestWorkReplicaSet = serde_saphyr::from_str(text).map_err(|e| {
+        CliError::error(format!(
+            "{}: not a ManifestWorkReplicaSet: {e}",
+            path.display()
+        ))
+    })?;
+    m.metadata.namespace = Some(namespace.to_string());
+    match on_hub {
+        Some(hub) => {
+            let changed = hash::digest(&hub.spec.manifest_work_template.to_value())
+                != hash::digest(&m.spec.manifest_work_template.to_value())
+                || hub.spec != m.spec;
+            let generation = hub.metadata.generation.unwrap_or(1);
+            m.metadata.generation = Some(if changed { generation + 1 } else { generation });
+            m.metadata.uid = hub.metadata.uid.clone();
+            m.metadata.finalizers = hub.metadata.finalizers.clone();
+            m.metadata.creation_timestamp = hub.metadata.creation_timestamp.clone();
+            m.status = hub.status;
+        }
+        None => m.metadata.generation = Some(1),
+    }
+    Ok(m)
+}
+
+pub async fn run(hub: &Hub, out: &Out, a: &PlanArgs) -> Result<Exit> {
+    let m = match (&a.file, &a.name) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::error(format!("cannot read {}: {e}", path.display())))?;
+            let probe: ManifestWorkReplicaSet = serde_saphyr::from_str(&text).map_err(|e| {
+                CliError::error(format!(
+                    "{}: not a ManifestWorkReplicaSet: {e}",
+                    path.display()
+                ))
+            })?;
+            let name = a
+                .name
+                .clone()
+                .or(probe.metadata.name.clone())
+                .ok_or_else(|| {
+                    CliError::usage(format!("{}: metadata.name is missing", path.display()))
+                })?;
+            let ns = probe
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| hub.namespace.clone());
+            if ns != hub.namespace && a.name.is_none() {
+                // The file names its namespace: read the hub there.
+                let scoped = Hub {
+                    client: hub.client.clone(),
+                    namespace: ns.clone(),
+                    url: hub.url.clone(),
+                };
+                let on_hub = scoped.mwrs_api().get_opt(&name).await.map_err(|e| {
+                    CliError::kube(&format!("reading manifestworkreplicaset {name}"), e)
+                })?;
+                let mut m = from_file(&text, path, on_hub, &ns)?;
+                m.metadata.name = Some(name);
+                return show(&scoped, out, &m, a).await;
+            }
+            let on_hub = hub.mwrs_api().get_opt(&name).await.map_err(|e| {
+                CliError::kube(&format!("reading manifestworkreplicaset {name}"), e)
+            })?;
+            let mut m = from_file(&text, path, on_hub, &hub.namespace)?;
+            m.metadata.name = Some(name);
+            m
+        }
+        (None, Some(name)) => hub.get(name).await?,
+        (None, None) => {
+            return Err(CliError::usage(
+                "name an MWRS or give a file with -f (see --help)",
+            ));
+        }
+    };
+    show(hub, out, &m, a).await
+}
+
+async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) -> Result<Exit> {
+    let snap = hub.snapshot(m).await?;
+    let failing: BTreeSet<String> = a.fail.iter().cloned().collect();
+    let desired: BTreeSet<&str> = snap
+        .placements
+        .iter()
+        .flat_map(|p| p.groups().into_iter().flat_map(|g| g.clusters()))
+        .collect();
+    let strangers: Vec<String> = failing
+        .iter()
+        .filter(|c| !desired.contains(c.as_str()))
+        .cloned()
+        .collect();
+    if !strangers.is_empty() {
+        return Err(CliError::usage(format!(
+            "--fail names clusters no placement of mwrs/{} selects: {}",
+            m.name_any(),
+            strangers.join(", ")
+        )));
+    }
+    let p = preview(&snap, &failing, Timestamp::now(), &PreviewConfig::default());
+    if out.structured() {
+        out.print_structured(&plan_out(m, &p, &failing))?;
+    } else {
+        print!("{}", render(out, m, &p, &failing));
+    }
+    Ok(Exit::Ok)
+}
+
+fn plan_out(m: &ManifestWorkReplicaSet, p: &Preview, failing: &BTreeSet<String>) -> PlanOut {
+    PlanOut {
+        name: m.name_any(),
+        namespace: m.namespace().unwrap_or_default(),
+        update_revision: p.update_revision.clone(),
+        current_revision: p.current_revision.clone(),
+        desired: p.desired,
+        failing: failing.iter().cloned().collect(),
+        waves: p
+            .waves
+            .iter()
+            .map(|w| WaveOut {
+                wave: w.number,
+                at_seconds: w.at.as_secs(),
+                action: match w.kind {
+                    WaveKind::Rollout => "rollout",
+                    WaveKind::Revert => "revert",
+                },
+                revision: w.revision.clone(),
+                clusters: w.clusters.iter().map(|(c, _)| c.clone()).collect(),
+            })
+            .collect(),
+        end: end_word(&p.end),
+        message: p.message.clone(),
+        failed: p.failed.clone(),
+        duration_seconds: p.duration.as_secs(),
+    }
+}
+
+fn render(
+    out: &Out,
+    m: &ManifestWorkReplicaSet,
+    p: &Preview,
+    failing: &BTreeSet<String>,
+) -> String {
+    let mut s = String::new();
+    let strategies: Vec<String> = m
+        .spec
+        .placement_refs
+        .iter()
+        .map(|r| {
+            let kind = r
+                .rollout_strategy
+                .as_ref()
+                .and_then(|s| s.type_.clone())
+                .unwrap_or_else(|| "All".into());
+            format!("{} ({kind})", r.name)
+        })
+        .collect();
+    s.push_str(&format!(
+        "{}: revision {} over {} clusters; placements {}\n",
+        out.paint(Paint::Bold, &format!("Plan for mwrs/{}", m.name_any())),
+        p.update_revision.as_deref().unwrap_or("<none>"),
+        p.desired,
+        strategies.join(", ")
+    ));
+    if !failing.is_empty() {
+        let names: Vec<String> = failing.iter().cloned().collect();
+        s.push_str(&format!(
+            "assuming these clusters fail: {}\n",
+            few(&names, 10)
+        ));
+    }
+    s.push('\n');
+    if p.waves.is_empty() {
+        s.push_str("no cluster gets a new revision\n");
+    } else {
+        let mut t = Table::new(&["WAVE", "AT", "ACTION", "REVISION", "COUNT", "CLUSTERS"]);
+        let n = if out.format == Format::Wide {
+            usize::MAX
+        } else {
+            NAMES_PER_WAVE
+        };
+        for w in &p.waves {
+            let names: Vec<String> = w.clusters.iter().map(|(c, _)| c.clone()).collect();
+            t.row(vec![
+                w.number.to_string(),
+                format!("+{}", duration(w.at)),
+                match w.kind {
+                    WaveKind::Rollout => "rollout".into(),
+                    WaveKind::Revert => out.paint(Paint::Red, "revert"),
+                },
+                w.revision.clone(),
+                names.len().to_string(),
+                few(&names, n),
+            ]);
+        }
+        s.push_str(&t.render());
+    }
+    s.push('\n');
+    let after = duration(p.duration);
+    let line = match &p.end {
+        End::Complete => out.paint(
+            Paint::Green,
+            &format!("Complete after +{after}: every cluster runs the update revision"),
+        ),
+        End::NothingToDo => "Nothing to roll out: the update revision is already complete".into(),
+        End::Stopped { reason } => out.paint(
+            Paint::Red,
+            &format!(
+                "Stops at +{after} ({reason}): {}; no new cluster starts",
+                p.message
+            ),
+        ),
+        End::Aborted { to } => out.paint(
+            Paint::Red,
+            &format!(
+                "Aborts at +{after}: every cluster reverted to revision {to}; {}",
+                p.message
+            ),
+        ),
+        End::AbortFailed => out.paint(
+            Paint::Red,
+            &format!("Abort fails at +{after}: {}", p.message),
+        ),
+        End::Paused => out.paint(Paint::Yellow, &format!("Paused: {}", p.message)),
+        End::Invalid => out.paint(Paint::Red, &format!("Invalid spec: {}", p.message)),
+        End::Stuck => format!("Waits at +{after}: {}", p.message),
+        End::Unfinished => format!(
+            "Still going after +{after} (preview step limit): {}",
+            p.message
+        ),
+    };
+    s.push_str(&line);
+    s.push('\n');
+    s
+}

@@ -1,0 +1,407 @@
+//! `rollout status NAME [-w] [--timeout D] [--clusters N|all]`: progress per placement and
+//! per cluster, computed by the engine's planner on what the hub shows (so it says exactly
+//! what the controller sees). With `-w` it keeps reflectors (watches) on the MWRS, its
+//! ManifestWorks, revisions, Placements and decisions, and redraws on every change until
+//! the rollout ends or the timeout passes.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::placement::{Placement, PlacementDecision};
+use mwrs_api::work::ManifestWork;
+use mwrs_engine::PlanConfig;
+use mwrs_engine::snapshot::{Snapshot, owner_of};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::args::StatusArgs;
+use crate::error::{CliError, Exit, Result};
+use crate::hub::{Hub, owned_by, parse_timeout, placement_selector};
+use crate::output::{Out, Paint, Table, age, bar, paint_state};
+use crate::state::{ClusterLine, PlacementProgress, State, ordered, placements, state};
+
+/// Most redraws per second on a terminal.
+const REDRAW_EVERY: Duration = Duration::from_millis(250);
+
+/// What `rollout status` shows.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct View {
+    pub name: String,
+    pub namespace: String,
+    pub state: State,
+    pub message: String,
+    pub current_revision: Option<String>,
+    pub update_revision: Option<String>,
+    pub placements: Vec<PlacementProgress>,
+    /// Every cluster, attention first (see [`ordered`]).
+    pub clusters: Vec<ClusterLine>,
+}
+
+impl View {
+    pub fn of(snap: &Snapshot, now: Timestamp) -> Self {
+        let m = &snap.mwrs;
+        let plan = mwrs_engine::plan(&snap.observed(), now, &PlanConfig::default());
+        let (st, message) = state(m);
+        let status = m.status.clone().unwrap_or_default();
+        Self {
+            name: m.name_any(),
+            namespace: m.namespace().unwrap_or_default(),
+            state: st,
+            message,
+            current_revision: status.current_revision,
+            update_revision: status.update_revision,
+            placements: placements(m, &plan.clusters),
+            clusters: ordered(&plan.clusters)
+                .into_iter()
+                .map(ClusterLine::from)
+                .collect(),
+        }
+    }
+}
+
+/// How many cluster lines to print.
+fn parse_limit(s: &str) -> Result<Option<usize>> {
+    if s == "all" {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|_| CliError::usage(format!("--clusters {s:?}: a number or `all`")))
+}
+
+/// The exit code a state ends the command with.
+pub fn exit_of(s: State) -> Exit {
+    match s {
+        State::Aborted => Exit::Aborted,
+        State::Degraded | State::Invalid => Exit::Degraded,
+        _ => Exit::Ok,
+    }
+}
+
+pub async fn run(hub: &Hub, out: &Out, a: &StatusArgs) -> Result<Exit> {
+    let limit = parse_limit(&a.clusters)?;
+    let timeout = parse_timeout(&a.timeout, "--timeout")?;
+    let m = hub.get(&a.name).await?;
+    if !a.watch {
+        let snap = hub.snapshot(&m).await?;
+        let view = View::of(&snap, Timestamp::now());
+        if out.structured() {
+            out.print_structured(&view)?;
+        } else {
+            print!("{}", render(out, &view, limit, Timestamp::now()));
+        }
+        return Ok(exit_of(view.state));
+    }
+    watch(hub, out, &m, limit, timeout).await
+}
+
+/// Renders the view as text.
+pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{}  {}  {}\n",
+        out.paint(Paint::Bold, &format!("mwrs/{}", v.name)),
+        paint_state(out, v.state.as_str()),
+        v.message
+    ));
+    s.push_str(&format!(
+        "revisions: current {}, update {}\n\n",
+        v.current_revision.as_deref().unwrap_or("<none>"),
+        v.update_revision.as_deref().unwrap_or("<none>")
+    ));
+    let mut t = Table::new(&[
+        "PLACEMENT",
+        "PROGRESS",
+        "DONE",
+        "PROGRESSING",
+        "TOAPPLY",
+        "FAILED",
+        "TIMEOUT",
+    ]);
+    for p in &v.placements {
+        t.row(vec![
+            p.name.clone(),
+            out.paint(
+                if p.failed + p.time_out > 0 {
+                    Paint::Red
+                } else if p.done == p.desired {
+                    Paint::Green
+                } else {
+                    Paint::Yellow
+                },
+                &bar(p.done, p.desired, 20),
+            ),
+            format!("{}/{}", p.done, p.desired),
+            p.progressing.to_string(),
+            p.to_apply.to_string(),
+            p.failed.to_string(),
+            p.time_out.to_string(),
+        ]);
+    }
+    s.push_str(&t.render());
+    let shown = limit.unwrap_or(usize::MAX).min(v.clusters.len());
+    if shown > 0 {
+        s.push('\n');
+        let mut t = Table::new(&["CLUSTER", "PLACEMENT", "REVISION", "STATE", "SINCE"]);
+        for c in &v.clusters[..shown] {
+            let state = match c.soak_until {
+                Some(until) => format!(
+                    "{} (soaking, {} left)",
+                    paint_state(out, &c.state),
+                    age(Some(now), until)
+                ),
+                None => paint_state(out, &c.state),
+            };
+            t.row(vec![
+                c.cluster.clone(),
+                c.placement.clone(),
+                c.revision.clone().unwrap_or_else(|| "<none>".into()),
+                state,
+                c.since.map_or_else(|| "-".into(), |t| age(Some(t), now)),
+            ]);
+        }
+        s.push_str(&t.render());
+    }
+    if shown < v.clusters.len() {
+        s.push_str(&format!(
+            "... {} more clusters (--clusters all lists them)\n",
+            v.clusters.len() - shown
+        ));
+    }
+    s
+}
+
+/// Plain lines for a non-terminal: what changed between two views.
+fn changes(prev: Option<&View>, v: &View) -> Vec<String> {
+    let mut lines = Vec::new();
+    let head = |v: &View| format!("mwrs/{}: {}: {}", v.name, v.state.as_str(), v.message);
+    if prev.is_none_or(|p| head(p) != head(v)) {
+        lines.push(head(v));
+    }
+    for p in &v.placements {
+        let line = format!(
+            "placement {}: {}/{} done, {} progressing, {} to apply, {} failed, {} timed out",
+            p.name, p.done, p.desired, p.progressing, p.to_apply, p.failed, p.time_out
+        );
+        let old = prev.and_then(|o| o.placements.iter().find(|x| x.name == p.name));
+        if old != Some(p) {
+            lines.push(line);
+        }
+    }
+    for c in &v.clusters {
+        let old = prev.and_then(|o| o.clusters.iter().find(|x| x.cluster == c.cluster));
+        let key = |c: &ClusterLine| (c.revision.clone(), c.state.clone());
+        if old.map(key) != Some(key(c)) {
+            lines.push(format!(
+                "cluster {}: {} on {}",
+                c.cluster,
+                c.state,
+                c.revision.as_deref().unwrap_or("<none>")
+            ));
+        }
+    }
+    lines
+}
+
+/// Drives a reflector for `api`/`cfg`; every applied event is signalled on `tx`.
+fn reflect<K>(api: Api<K>, cfg: watcher::Config, tx: mpsc::UnboundedSender<()>) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(writer, watcher(api, cfg)).default_backoff();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while stream.next().await.is_some() {
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    reader
+}
+
+struct Stores {
+    mwrs: Store<ManifestWorkReplicaSet>,
+    works: Store<ManifestWork>,
+    placements: Store<Placement>,
+    decisions: Store<PlacementDecision>,
+    revisions: Store<ControllerRevision>,
+}
+
+impl Stores {
+    async fn ready(&self) -> bool {
+        self.mwrs.wait_until_ready().await.is_ok()
+            && self.works.wait_until_ready().await.is_ok()
+            && self.placements.wait_until_ready().await.is_ok()
+            && self.decisions.wait_until_ready().await.is_ok()
+            && self.revisions.wait_until_ready().await.is_ok()
+    }
+
+    /// None once the MWRS is gone.
+    fn snapshot(&self) -> Option<Snapshot> {
+        let m = self.mwrs.state().into_iter().next()?;
+        let placements: Vec<Placement> = self
+            .placements
+            .state()
+            .iter()
+            .map(|p| (**p).clone())
+            .collect();
+        let decisions: Vec<PlacementDecision> = self
+            .decisions
+            .state()
+            .iter()
+            .map(|p| (**p).clone())
+            .collect();
+        let works: Vec<ManifestWork> = self.works.state().iter().map(|p| (**p).clone()).collect();
+        let revisions: Vec<ControllerRevision> = self
+            .revisions
+            .state()
+            .iter()
+            .filter(|cr| owned_by(cr, &m))
+            .map(|p| (**p).clone())
+            .collect();
+        Some(Snapshot::from_objects(
+            &m,
+            &placements,
+            &decisions,
+            &works,
+            &revisions,
+        ))
+    }
+}
+
+async fn watch(
+    hub: &Hub,
+    out: &Out,
+    m: &ManifestWorkReplicaSet,
+    limit: Option<usize>,
+    timeout: Option<Duration>,
+) -> Result<Exit> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let name = m.name_any();
+    let ns = hub.namespace.clone();
+    let client = hub.client.clone();
+    let (k, v) = owner_of(m).selector();
+    let owner = format!("{k}={v}");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stores = Stores {
+        mwrs: reflect(
+            Api::namespaced(client.clone(), &ns),
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+            tx.clone(),
+        ),
+        works: reflect(
+            Api::all(client.clone()),
+            watcher::Config::default().labels(&owner),
+            tx.clone(),
+        ),
+        placements: reflect(
+            Api::namespaced(client.clone(), &ns),
+            watcher::Config::default(),
+            tx.clone(),
+        ),
+        decisions: reflect(
+            Api::namespaced(client.clone(), &ns),
+            watcher::Config::default().labels(&placement_selector(m)),
+            tx.clone(),
+        ),
+        revisions: reflect(
+            Api::namespaced(client.clone(), &ns),
+            watcher::Config::default().labels(&owner),
+            tx,
+        ),
+    };
+    let remaining = |d: Option<Instant>| d.map(|d| d.saturating_duration_since(Instant::now()));
+    let ready = match remaining(deadline) {
+        Some(r) => tokio::time::timeout(r, stores.ready()).await.ok(),
+        None => Some(stores.ready().await),
+    };
+    if ready != Some(true) {
+        return Err(CliError::new(
+            Exit::Timeout,
+            format!("timed out reading mwrs/{name} from the hub"),
+        ));
+    }
+    let mut prev: Option<View> = None;
+    let mut drawn_lines = 0usize;
+    loop {
+        // Drain what arrived meanwhile: one redraw serves a burst of events.
+        while rx.try_recv().is_ok() {}
+        let Some(snap) = stores.snapshot() else {
+            return Err(CliError::not_found(format!(
+                "manifestworkreplicaset {name:?} was deleted"
+            )));
+        };
+        let now = Timestamp::now();
+        let view = View::of(&snap, now);
+        if out.structured() {
+            if prev.as_ref() != Some(&view) {
+                out.print_structured(&view)?;
+                if out.format == crate::args::Format::Yaml {
+                    println!("---");
+                }
+            }
+        } else if out.tty {
+            let text = render(out, &view, limit, now);
+            // Back to the top of the previous frame and clear it, then draw.
+            if drawn_lines > 0 {
+                print!("\x1b[{drawn_lines}A\x1b[J");
+            }
+            print!("{text}");
+            drawn_lines = text.lines().count();
+        } else {
+            for line in changes(prev.as_ref(), &view) {
+                println!("{line}");
+            }
+        }
+        let st = view.state;
+        // An abort is followed until the revert is done: every cluster back on the
+        // stable revision.
+        let reverted = view.placements.iter().all(|p| p.done == p.desired);
+        prev = Some(view);
+        if st.is_final() && (st != State::Aborted || reverted) {
+            return Ok(exit_of(st));
+        }
+        // Wait for the next event; on a terminal also tick once a second so ages move.
+        let tick = if out.tty {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(3600)
+        };
+        let wait = match remaining(deadline) {
+            Some(r) if r.is_zero() => return timed_out(&name),
+            Some(r) => r.min(tick),
+            None => tick,
+        };
+        match tokio::time::timeout(wait, rx.recv()).await {
+            Ok(Some(())) => {
+                tokio::time::sleep(REDRAW_EVERY.min(remaining(deadline).unwrap_or(REDRAW_EVERY)))
+                    .await
+            }
+            Ok(None) => {
+                return Err(CliError::error("lost the watches on the hub"));
+            }
+            Err(_) => {}
+        }
+        if remaining(deadline).is_some_and(|r| r.is_zero()) {
+            return timed_out(&name);
+        }
+    }
+}
+
+fn timed_out(name: &str) -> Result<Exit> {
+    Err(CliError::new(
+        Exit::Timeout,
+        format!("timed out waiting for the rollout of mwrs/{name} to end"),
+    ))
+}

@@ -1,0 +1,166 @@
+//! `rollout undo NAME [--to-revision N] [--dry-run]`: rewrites `spec.manifestWorkTemplate`
+//! from a stored revision, in one write guarded by the resourceVersion read, so a
+//! concurrent edit makes it fail whole (nothing is written) instead of overwriting.
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::hash;
+use mwrs_engine::revision::RevisionView;
+use serde_json::json;
+
+use crate::args::UndoArgs;
+use crate::cmd::diff::{diff_text, label};
+use crate::cmd::history::{find, unknown};
+use crate::error::{CliError, Exit, Result};
+use crate::hub::Hub;
+use crate::output::Out;
+
+/// The revision undo goes to without `--to-revision`: the newest one other than the
+/// revision of the spec (as `kubectl rollout undo`).
+pub fn default_target(
+    history: &[RevisionView],
+    spec_digest: hash::Digest,
+) -> Option<&RevisionView> {
+    history
+        .iter()
+        .filter(|r| r.digest != spec_digest)
+        .max_by_key(|r| r.revision)
+}
+
+/// Why `key` is not one of this MWRS's revisions: another MWRS's, or unknown.
+async fn not_ours(
+    hub: &Hub,
+    m: &ManifestWorkReplicaSet,
+    history: &[RevisionView],
+    key: &str,
+) -> CliError {
+    let api: Api<ControllerRevision> = Api::namespaced(hub.client.clone(), &hub.namespace);
+    let Ok(all) = api.list(&ListParams::default()).await else {
+        return unknown(m, history, key);
+    };
+    let other = all.items.into_iter().find(|cr| {
+        cr.metadata.name.as_deref() == Some(key)
+            || cr
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::CONTROLLER_HASH))
+                .is_some_and(|h| h == key)
+    });
+    match other {
+        Some(cr) => {
+            let owner = cr
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| format!("{} {}", o.kind, o.name))
+                .or_else(|| cr.labels().get(labels::MWRS_OWNER).cloned())
+                .unwrap_or_else(|| "another object".into());
+            CliError::not_found(format!(
+                "revision {key} (controllerrevision {}) is not owned by mwrs/{} but by {owner}; \
+                 refusing to copy it",
+                cr.name_any(),
+                m.name_any()
+            ))
+        }
+        None => unknown(m, history, key),
+    }
+}
+
+pub async fn run(hub: &Hub, out: &Out, a: &UndoArgs) -> Result<Exit> {
+    let m = hub.get(&a.name).await?;
+    let history: Vec<RevisionView> = hub
+        .revisions(&m)
+        .await?
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    let spec = m.spec.manifest_work_template.to_value();
+    let spec_digest = hash::digest(&spec);
+    let target = match &a.to_revision {
+        Some(key) => match find(&history, key) {
+            Some(r) => r,
+            None => return Err(not_ours(hub, &m, &history, key).await),
+        },
+        None => default_target(&history, spec_digest).ok_or_else(|| {
+            CliError::not_found(format!(
+                "mwrs/{} has no earlier revision to go back to",
+                a.name
+            ))
+        })?,
+    };
+    let status = m.status.clone().unwrap_or_default();
+    if target.digest == spec_digest {
+        if status.aborted_time.is_some() && status.update_revision.as_deref() == Some(&target.hash)
+        {
+            println!(
+                "revision {} is the update revision an abort holds: undo to it changes nothing. \
+                 To roll it out again run `kubectl mwrs rollout retry {}`",
+                target.revision, a.name
+            );
+        } else {
+            println!(
+                "mwrs/{} is already at {}: nothing to do",
+                a.name,
+                label(target)
+            );
+        }
+        return Ok(Exit::Ok);
+    }
+    if a.dry_run {
+        print!(
+            "{}",
+            diff_text(
+                out,
+                &spec,
+                "spec.manifestWorkTemplate (now)",
+                &target.template,
+                &label(target)
+            )?
+        );
+        println!(
+            "dry run: mwrs/{} would go to {}; nothing written",
+            a.name,
+            label(target)
+        );
+        return Ok(Exit::Ok);
+    }
+    let rv = a
+        .resource_version
+        .clone()
+        .or_else(|| m.resource_version())
+        .ok_or_else(|| CliError::error("the MWRS read has no resourceVersion"))?;
+    // Setting resourceVersion in the patch makes the API server refuse it (409) unless the
+    // object is still exactly the one read.
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+        {"op": "replace", "path": "/spec/manifestWorkTemplate", "value": target.template},
+    ]))
+    .map_err(|e| CliError::error(format!("cannot build the patch: {e}")))?;
+    let pp = PatchParams {
+        field_manager: Some("kubectl-mwrs".into()),
+        ..Default::default()
+    };
+    match hub
+        .mwrs_api()
+        .patch(&a.name, &pp, &Patch::Json::<()>(patch))
+        .await
+    {
+        Ok(_) => {
+            println!("mwrs/{} rolled back to {}", a.name, label(target));
+            Ok(Exit::Ok)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "mwrs/{} changed since it was read (resourceVersion {rv}); nothing was written. \
+                 Check the change and run the command again",
+                a.name
+            ),
+        )),
+        Err(e) => Err(CliError::kube(&format!("writing mwrs/{}", a.name), e)),
+    }
+}

@@ -1,0 +1,227 @@
+//! Connecting to the hub the way kubectl does (kubeconfig, context, namespace) and reading
+//! what belongs to one MWRS with list calls and label selectors — never one GET per
+//! cluster, so it stays cheap on hubs with thousands of clusters.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::placement::{Placement, PlacementDecision};
+use mwrs_api::work::ManifestWork;
+use mwrs_engine::revision::RevisionView;
+use mwrs_engine::rollout::parse_go_duration;
+use mwrs_engine::snapshot::{Snapshot, owner_of};
+
+use crate::args::Global;
+use crate::error::{CliError, Exit, Result};
+
+pub struct Hub {
+    pub client: Client,
+    /// `-n`, else the context's namespace.
+    pub namespace: String,
+    /// The API server, for messages.
+    pub url: String,
+}
+
+/// A request timeout flag as a duration ("0": none).
+pub fn parse_timeout(s: &str, flag: &str) -> Result<Option<Duration>> {
+    if s == "0" {
+        return Ok(None);
+    }
+    let d = parse_go_duration(s)
+        .map_err(|e| CliError::usage(format!("{flag} {s:?}: {e} (examples: 30s, 5m, 1h)")))?;
+    Ok(Some(Duration::try_from(d).map_err(|_| {
+        CliError::usage(format!("{flag} {s:?}: must not be negative"))
+    })?))
+}
+
+impl Hub {
+    /// A client for `--kubeconfig` (else $KUBECONFIG or ~/.kube/config, else in-cluster)
+    /// and `--context`. `watch` leaves the read timeout off (watches stay open).
+    pub async fn connect(g: &Global, watch: bool) -> Result<Self> {
+        let opts = KubeConfigOptions {
+            context: g.context.clone(),
+            ..Default::default()
+        };
+        let mut config = match &g.kubeconfig {
+            Some(path) => {
+                let kc = Kubeconfig::read_from(path).map_err(|e| {
+                    CliError::error(format!(
+                        "cannot read kubeconfig {}: {}",
+                        path.display(),
+                        crate::error::error_chain(&e)
+                    ))
+                })?;
+                Config::from_custom_kubeconfig(kc, &opts)
+                    .await
+                    .map_err(|e| {
+                        CliError::error(format!(
+                            "kubeconfig {}: {}",
+                            path.display(),
+                            crate::error::error_chain(&e)
+                        ))
+                    })?
+            }
+            None => match Config::from_kubeconfig(&opts).await {
+                Ok(c) => c,
+                Err(e) if g.context.is_none() => Config::incluster().map_err(|_| {
+                    CliError::error(format!(
+                        "no kubeconfig: {} (use --kubeconfig or $KUBECONFIG)",
+                        crate::error::error_chain(&e)
+                    ))
+                })?,
+                Err(e) => {
+                    return Err(CliError::error(format!(
+                        "kubeconfig: {}",
+                        crate::error::error_chain(&e)
+                    )));
+                }
+            },
+        };
+        config.connect_timeout = Some(Duration::from_secs(10));
+        if !watch {
+            config.read_timeout = parse_timeout(&g.request_timeout, "--request-timeout")?;
+        }
+        let url = config.cluster_url.to_string();
+        let namespace = g
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = Client::try_from(config).map_err(|e| {
+            CliError::new(
+                Exit::Unreachable,
+                format!("cannot build a client for {url}: {e}"),
+            )
+        })?;
+        Ok(Self {
+            client,
+            namespace,
+            url,
+        })
+    }
+
+    pub fn mwrs_api(&self) -> Api<ManifestWorkReplicaSet> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The MWRS `name` in the namespace; a clear "not found" otherwise.
+    pub async fn get(&self, name: &str) -> Result<ManifestWorkReplicaSet> {
+        match self.mwrs_api().get_opt(name).await {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err(CliError::not_found(format!(
+                "manifestworkreplicaset {name:?} not found in namespace {:?}",
+                self.namespace
+            ))),
+            Err(e) => Err(CliError::kube(
+                &format!("reading manifestworkreplicaset {name}"),
+                e,
+            )),
+        }
+    }
+
+    /// The ControllerRevisions owned by `m` (owner label, and no controller reference to
+    /// another object), as views ordered by revision number, with the raw objects.
+    pub async fn revisions(
+        &self,
+        m: &ManifestWorkReplicaSet,
+    ) -> Result<Vec<(RevisionView, ControllerRevision)>> {
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &self.namespace);
+        let (k, v) = owner_of(m).selector();
+        let list = api
+            .list(&ListParams::default().labels(&format!("{k}={v}")))
+            .await
+            .map_err(|e| CliError::kube("listing controllerrevisions", e))?;
+        let mut out: Vec<(RevisionView, ControllerRevision)> = list
+            .items
+            .into_iter()
+            .filter(|cr| owned_by(cr, m))
+            .filter_map(|cr| RevisionView::from_controller_revision(&cr).map(|v| (v, cr)))
+            .collect();
+        out.sort_by_key(|(v, _)| v.revision);
+        Ok(out)
+    }
+
+    /// Everything the planner reads about `m`: its Placements, their decisions (by the
+    /// placement label), its ManifestWorks in every cluster namespace (by the owner label)
+    /// and its revisions.
+    pub async fn snapshot(&self, m: &ManifestWorkReplicaSet) -> Result<Snapshot> {
+        let (placements, decisions, works, revisions) = futures::try_join!(
+            self.placements(m),
+            self.decisions(m),
+            self.works(m),
+            self.revisions(m),
+        )?;
+        let crs: Vec<ControllerRevision> = revisions.into_iter().map(|(_, cr)| cr).collect();
+        Ok(Snapshot::from_objects(
+            m,
+            &placements,
+            &decisions,
+            &works,
+            &crs,
+        ))
+    }
+
+    async fn placements(&self, m: &ManifestWorkReplicaSet) -> Result<Vec<Placement>> {
+        let api: Api<Placement> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut out = Vec::new();
+        for r in &m.spec.placement_refs {
+            match api.get_opt(&r.name).await {
+                Ok(Some(p)) => out.push(p),
+                Ok(None) => {}
+                Err(e) => return Err(CliError::kube(&format!("reading placement {}", r.name), e)),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn decisions(&self, m: &ManifestWorkReplicaSet) -> Result<Vec<PlacementDecision>> {
+        if m.spec.placement_refs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let api: Api<PlacementDecision> = Api::namespaced(self.client.clone(), &self.namespace);
+        let lp = ListParams::default().labels(&placement_selector(m));
+        api.list(&lp)
+            .await
+            .map(|l| l.items)
+            .map_err(|e| CliError::kube("listing placementdecisions", e))
+    }
+
+    async fn works(&self, m: &ManifestWorkReplicaSet) -> Result<Vec<ManifestWork>> {
+        let api: Api<ManifestWork> = Api::all(self.client.clone());
+        let (k, v) = owner_of(m).selector();
+        api.list(&ListParams::default().labels(&format!("{k}={v}")))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| CliError::kube("listing manifestworks", e))
+    }
+}
+
+/// `cluster.open-cluster-management.io/placement in (a,b)` for the MWRS's placementRefs.
+pub fn placement_selector(m: &ManifestWorkReplicaSet) -> String {
+    let names: Vec<&str> = m
+        .spec
+        .placement_refs
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    format!("{} in ({})", labels::PLACEMENT_LABEL, names.join(","))
+}
+
+/// A revision carrying `m`'s owner label is still not `m`'s when its controller
+/// reference names another object (e.g. an MWRS of the same name deleted and re-created).
+pub fn owned_by(cr: &ControllerRevision, m: &ManifestWorkReplicaSet) -> bool {
+    let controller = cr
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match (controller, m.metadata.uid.as_deref()) {
+        (Some(o), Some(uid)) => o.uid == uid,
+        _ => true,
+    }
+}

@@ -1,0 +1,487 @@
+//! Black-box tests of the `mwrs` binary on the real test hub, with the controller running
+//! in this process and the simulated agent answering for the clusters: the output of
+//! every command (parsed, ages and hashes read from the hub rather than hard-coded), exit
+//! codes, and the error cases (unknown MWRS, unknown or foreign revision, a concurrent
+//! edit during undo, no hub).
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`) except the tests marked offline.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{WAIT, carried, describe, mwrs, rows, run_with, section, start_controller, status};
+use kube::api::{Patch, PatchParams};
+use mwrs_api::labels;
+use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+use mwrs_testsupport::{TestHub, configmap_template, mwrs as mwrs_object, wait_for};
+use serde_json::json;
+
+/// Sets the change-cause annotation and the template in one patch (as `kubectl apply`
+/// of an edited file would).
+async fn set_template(hub: &TestHub, name: &str, version: &str, cause: &str) {
+    let body = json!({
+        "metadata": {"annotations": {labels::CHANGE_CAUSE: cause}},
+        "spec": {"manifestWorkTemplate": configmap_template(version)},
+    });
+    hub.mwrs_api()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .expect("patch the MWRS");
+}
+
+/// Offline: usage errors, help texts and an unreachable hub.
+#[tokio::test]
+async fn usage_help_and_unreachable_hub() {
+    let dir = std::env::temp_dir().join(format!("mwrs-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: ns\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+
+    let r = run_with(&kubeconfig, None, &["get"]).await;
+    assert_eq!(r.code, 8, "no hub: exit 8; {r:?}");
+    assert!(r.err.contains("cannot reach the hub"), "{r:?}");
+    let r = run_with(&kubeconfig, None, &["rollout", "status", "app", "-w"]).await;
+    assert_eq!(r.code, 8, "{r:?}");
+
+    let r = run_with(&kubeconfig, None, &["rollout", "frobnicate", "app"]).await;
+    assert_eq!(r.code, 2, "usage error: exit 2; {r:?}");
+    let r = run_with(&kubeconfig, None, &["rollout", "undo"]).await;
+    assert_eq!(r.code, 2, "missing NAME; {r:?}");
+
+    let r = run_with(&kubeconfig, None, &["--help"]).await;
+    assert_eq!(r.code, 0);
+    assert!(r.out.contains("Exit codes:"), "{}", r.out);
+    for cmd in [
+        vec!["get"],
+        vec!["rollout", "status"],
+        vec!["rollout", "history"],
+        vec!["rollout", "diff"],
+        vec!["rollout", "undo"],
+        vec!["rollout", "abort"],
+        vec!["rollout", "retry"],
+        vec!["rollout", "pause"],
+        vec!["rollout", "resume"],
+        vec!["rollout", "plan"],
+        vec!["completion"],
+    ] {
+        let mut args = cmd.clone();
+        args.push("--help");
+        let r = run_with(&kubeconfig, None, &args).await;
+        assert_eq!(r.code, 0, "{cmd:?} --help: {r:?}");
+        assert!(
+            r.out.contains("Examples:"),
+            "{cmd:?} --help has examples: {}",
+            r.out
+        );
+    }
+    let r = run_with(&kubeconfig, None, &["completion", "bash"]).await;
+    assert_eq!(r.code, 0);
+    assert!(
+        r.out.contains("complete") && r.out.contains("rollout"),
+        "bash completion"
+    );
+
+    // As a kubectl plugin the program calls itself `kubectl mwrs`.
+    let plugin = std::path::Path::new(env!("CARGO_BIN_EXE_kubectl-mwrs"));
+    let out = std::process::Command::new(plugin)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: kubectl mwrs"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The walkthrough: rollout, status -w, get, history, diff, undo (dry run, conflict,
+/// unknown revision, real), plan, and the errors along the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walkthrough_of_every_command() {
+    let Some(hub) = TestHub::from_env("cli-walk", 4).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
+            after: Duration::from_millis(300),
+        }),
+    );
+    hub.publish_all("p").await;
+
+    // Unknown MWRS: a clear message and exit 6, from every command that names one.
+    for args in [
+        vec!["get", "app"],
+        vec!["rollout", "status", "app"],
+        vec!["rollout", "history", "app"],
+        vec!["rollout", "undo", "app"],
+        vec!["rollout", "abort", "app"],
+        vec!["rollout", "plan", "app"],
+    ] {
+        let r = mwrs(&hub, &args).await;
+        assert_eq!(r.code, 6, "{args:?}: {r:?}");
+        assert!(
+            r.err
+                .contains("manifestworkreplicaset \"app\" not found in namespace"),
+            "{args:?}: {r:?}"
+        );
+    }
+    let r = mwrs(&hub, &["get"]).await;
+    assert_eq!(r.code, 0);
+    assert!(r.err.contains("No resources found"), "{r:?}");
+
+    let strategy = json!({"type": "Progressive",
+        "progressive": {"maxConcurrency": 2, "progressDeadline": "30s"},
+        "failureStrategy": "AbortAll"});
+    let mut app = mwrs_object("app", configmap_template("v1"), &[("p", strategy)]);
+    app.metadata.annotations = Some(
+        [(
+            labels::CHANGE_CAUSE.to_string(),
+            "first release".to_string(),
+        )]
+        .into(),
+    );
+    hub.create_mwrs(&app).await;
+
+    // status -w: follows to Complete, exit 0, one plain line per change (not a terminal).
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let last = r
+        .out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("mwrs/app:"))
+        .unwrap();
+    assert!(last.starts_with("mwrs/app: Complete:"), "{}", r.out);
+    for c in &hub.clusters {
+        assert!(
+            r.out.contains(&format!("cluster {c}: Succeeded on ")),
+            "{c} reported Succeeded: {}",
+            r.out
+        );
+    }
+    assert!(r.out.contains("placement p: 4/4 done"), "{}", r.out);
+
+    let m = hub.get_mwrs("app").await.unwrap();
+    let v1 = status(&m).current_revision.expect("v1 promoted");
+
+    // get: one row with the counters, revisions and state.
+    let r = mwrs(&hub, &["get"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let t = rows(&r.out);
+    assert_eq!(t.len(), 1, "{}", r.out);
+    let row = &t[0];
+    assert_eq!(row["NAME"], "app");
+    assert_eq!(row["PLACEMENTS"], "p");
+    assert_eq!(
+        (
+            row["DESIRED"].as_str(),
+            row["UPDATED"].as_str(),
+            row["AVAILABLE"].as_str()
+        ),
+        ("4", "4", "4")
+    );
+    assert_eq!(
+        (row["CURRENT"].as_str(), row["UPDATE"].as_str()),
+        (v1.as_str(), v1.as_str())
+    );
+    assert_eq!(row["STATUS"], "Complete");
+    assert!(
+        row["AGE"].ends_with('s') || row["AGE"].ends_with('m'),
+        "{}",
+        row["AGE"]
+    );
+    let r = mwrs(&hub, &["get", "-A", "-o", "wide"]).await;
+    let t = rows(&r.out);
+    let mine = t
+        .iter()
+        .find(|r| r["NAMESPACE"] == hub.namespace)
+        .expect("row");
+    assert_eq!(mine["REASON"], "NewManifestWorkAvailable");
+    let r = mwrs(&hub, &["get", "app", "-o", "json"]).await;
+    let j = r.json();
+    assert_eq!(j["kind"], "ManifestWorkReplicaSet");
+    assert_eq!(j["status"]["currentRevision"], v1.as_str());
+    let r = mwrs(&hub, &["get", "app", "-o", "yaml"]).await;
+    assert!(r.out.contains("kind: ManifestWorkReplicaSet"), "{}", r.out);
+
+    // A second revision.
+    set_template(&hub, "app", "v2", "bump to v2").await;
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    let v2 = status(&m).current_revision.expect("v2 promoted");
+    assert_ne!(v1, v2);
+
+    // status without -w: placement bar and cluster table.
+    let r = mwrs(&hub, &["rollout", "status", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.starts_with("mwrs/app  Complete  "), "{}", r.out);
+    let p = rows(section(&r.out, "PLACEMENT"));
+    assert_eq!(p[0]["PROGRESS"], format!("[{}]", "#".repeat(20)));
+    assert_eq!(p[0]["DONE"], "4/4");
+    let c = rows(section(&r.out, "CLUSTER"));
+    assert_eq!(c.len(), 4);
+    assert!(
+        c.iter()
+            .all(|c| c["STATE"] == "Succeeded" && c["REVISION"] == v2)
+    );
+    let r = mwrs(&hub, &["rollout", "status", "app", "--clusters", "1"]).await;
+    assert!(r.out.contains("... 3 more clusters"), "{}", r.out);
+    let r = mwrs(&hub, &["rollout", "status", "app", "-o", "json"]).await;
+    let j = r.json();
+    assert_eq!(j["state"], "Complete");
+    assert_eq!(j["clusters"].as_array().unwrap().len(), 4);
+    assert_eq!(j["placements"][0]["done"], 4);
+
+    // history: two revisions, who carries them, roles and change causes.
+    let r = mwrs(&hub, &["rollout", "history", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let h = rows(&r.out);
+    assert_eq!(h.len(), 2, "{}", r.out);
+    assert_eq!(
+        (
+            h[0]["REVISION"].as_str(),
+            h[0]["HASH"].as_str(),
+            h[0]["CLUSTERS"].as_str()
+        ),
+        ("1", v1.as_str(), "0")
+    );
+    assert_eq!(h[0]["ROLE"], "");
+    assert_eq!(h[0]["CHANGE-CAUSE"], "first release");
+    assert_eq!(
+        (
+            h[1]["REVISION"].as_str(),
+            h[1]["HASH"].as_str(),
+            h[1]["CLUSTERS"].as_str()
+        ),
+        ("2", v2.as_str(), "4")
+    );
+    assert_eq!(h[1]["ROLE"], "current");
+    assert_eq!(h[1]["CHANGE-CAUSE"], "bump to v2");
+    let r = mwrs(&hub, &["rollout", "history", "app", "--revision", "1"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.out.contains(&format!("revision 1 ({v1}): first release")),
+        "{}",
+        r.out
+    );
+    assert!(r.out.contains("version: v1"), "{}", r.out);
+    let r = mwrs(&hub, &["rollout", "history", "app", "--revision", "7"]).await;
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(
+        r.err
+            .contains("revision 7 not found: mwrs/app has revisions 1, 2"),
+        "{r:?}"
+    );
+
+    // diff: default is current against update (the same now); 1 against 2 differs.
+    let r = mwrs(&hub, &["rollout", "diff", "app"]).await;
+    assert_eq!(r.code, 0);
+    assert!(r.out.contains("have the same template"), "{}", r.out);
+    let r = mwrs(&hub, &["rollout", "diff", "app", "1", "2"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.out.contains(&format!("--- revision 1 ({v1})")),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains(&format!("+++ revision 2 ({v2})")),
+        "{}",
+        r.out
+    );
+    let minus: Vec<&str> = r
+        .out
+        .lines()
+        .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+        .collect();
+    let plus: Vec<&str> = r
+        .out
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .collect();
+    assert_eq!(minus.len(), 1, "{}", r.out);
+    assert!(
+        minus[0].ends_with("version: v1") && plus[0].ends_with("version: v2"),
+        "{}",
+        r.out
+    );
+    let r = mwrs(&hub, &["rollout", "diff", "app", "1", "9"]).await;
+    assert_eq!(r.code, 6, "{r:?}");
+
+    // undo --dry-run: the diff, nothing written.
+    let before = hub.get_mwrs("app").await.unwrap();
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--dry-run"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.out
+            .lines()
+            .any(|l| l.starts_with('-') && !l.starts_with("---") && l.ends_with("version: v2")),
+        "{}",
+        r.out
+    );
+    assert!(r.out.contains("nothing written"), "{}", r.out);
+    let after = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(before.metadata.generation, after.metadata.generation);
+
+    // undo to a revision that does not exist.
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "42"]).await;
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(r.err.contains("revision 42 not found"), "{r:?}");
+
+    // A concurrent edit between the read and the write: refused whole.
+    let stale = before.metadata.resource_version.clone().unwrap();
+    let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    hub.mwrs_api()
+        .patch("app", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    let r = mwrs(
+        &hub,
+        &["rollout", "undo", "app", "--resource-version", &stale],
+    )
+    .await;
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.err.contains("changed since it was read") && r.err.contains("nothing was written"),
+        "{r:?}"
+    );
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(
+        m.metadata.generation, before.metadata.generation,
+        "no partial write"
+    );
+    assert_eq!(
+        common::version_of(&m.spec.manifest_work_template.to_value()),
+        Some("v2")
+    );
+
+    // A revision of another MWRS is refused.
+    let other = mwrs_object(
+        "other",
+        configmap_template("other"),
+        &[("p", json!({"type": "All"}))],
+    );
+    hub.create_mwrs(&other).await;
+    let theirs = wait_for("the other MWRS's revision", WAIT, || async {
+        let m = hub.get_mwrs("other").await.ok_or("no MWRS")?;
+        status(&m).update_revision.ok_or_else(|| describe(&m))
+    })
+    .await;
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", &theirs]).await;
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(r.err.contains("is not owned by mwrs/app"), "{r:?}");
+    hub.mwrs_api()
+        .delete("other", &Default::default())
+        .await
+        .unwrap();
+
+    // The real undo: back to revision 1, which is renumbered 3 and rolls out again.
+    let r = mwrs(&hub, &["rollout", "undo", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.out.trim(),
+        format!("mwrs/app rolled back to revision 1 ({v1})")
+    );
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let on = carried(&hub, "app").await;
+    assert!(on.values().all(|h| *h == v1), "{on:?}");
+    let h = rows(&mwrs(&hub, &["rollout", "history", "app"]).await.out);
+    let numbers: Vec<(&str, &str, &str)> = h
+        .iter()
+        .map(|r| {
+            (
+                r["REVISION"].as_str(),
+                r["HASH"].as_str(),
+                r["ROLE"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        numbers,
+        vec![("2", v2.as_str(), ""), ("3", v1.as_str(), "current")]
+    );
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "3"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("is already at revision 3"), "{}", r.out);
+
+    // plan on a file not applied yet: a new template, two waves of two; with a failing
+    // cluster the AbortAll strategy reverts everything to the stable revision.
+    let mut next = hub.get_mwrs("app").await.unwrap();
+    next.spec.manifest_work_template =
+        mwrs_api::work::ManifestWorkTemplate::from_value(configmap_template("v3")).unwrap();
+    next.status = None;
+    next.metadata.managed_fields = None;
+    let file = std::env::temp_dir().join(format!("{}-app.json", hub.namespace));
+    std::fs::write(&file, serde_json::to_string(&next).unwrap()).unwrap();
+    let f = file.to_str().unwrap();
+    let r = mwrs(&hub, &["rollout", "plan", "-f", f, "-o", "json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let waves: Vec<Vec<String>> = j["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| serde_json::from_value(w["clusters"].clone()).unwrap())
+        .collect();
+    let cs = &hub.clusters;
+    assert_eq!(
+        waves,
+        vec![
+            vec![cs[0].clone(), cs[1].clone()],
+            vec![cs[2].clone(), cs[3].clone()]
+        ]
+    );
+    assert_eq!(j["end"], "Complete");
+    let r = mwrs(&hub, &["rollout", "plan", "-f", f, "--fail", &cs[2]]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let w = rows(section(&r.out, "WAVE"));
+    let actions: Vec<(&str, &str)> = w
+        .iter()
+        .map(|r| (r["ACTION"].as_str(), r["COUNT"].as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![("rollout", "2"), ("rollout", "2"), ("revert", "4")],
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains(&format!(
+            "Aborts at +0s: every cluster reverted to revision {v1}"
+        )),
+        "{}",
+        r.out
+    );
+    // The plan wrote nothing.
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(
+        common::version_of(&m.spec.manifest_work_template.to_value()),
+        Some("v1")
+    );
+    let r = mwrs(&hub, &["rollout", "plan", "app"]).await;
+    assert!(r.out.contains("Nothing to roll out"), "{}", r.out);
+    let r = mwrs(&hub, &["rollout", "plan", "-f", f, "--fail", "nowhere"]).await;
+    assert_eq!(r.code, 2, "{r:?}");
+    let _ = std::fs::remove_file(&file);
+}

@@ -1,0 +1,338 @@
+//! The manual controls of SPEC §7 end to end: the `mwrs` binary sets the annotation, the
+//! controller (in this process) acts on each request exactly once, with Events and
+//! conditions showing it. Abort then retry; retry after an automatic abort; pause during
+//! a Progressive rollout, then resume.
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{WAIT, carried, describe, mwrs, start_controller, status, version_of};
+use mwrs_api::labels;
+use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour};
+use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs as mwrs_object, wait_for};
+use serde_json::{Value, json};
+
+/// An agent for the test's clusters: `slow` (while set) hangs on v2 in the first cluster;
+/// everything else succeeds after `after`.
+fn agent(hub: &TestHub, slow: Arc<AtomicBool>, after: Duration) -> AgentHandle {
+    let first = hub.clusters[0].clone();
+    Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
+            if w.cluster == first && version_of(w.spec) == Some("v2") && slow.load(Ordering::SeqCst)
+            {
+                Behaviour::Hang
+            } else {
+                Behaviour::Succeed { after }
+            }
+        }),
+    )
+}
+
+/// Creates `app` on v1 with `strategy`, waits for it to complete, moves the template to v2.
+/// Returns (v1, v2) hashes.
+async fn v1_then_v2(hub: &TestHub, strategy: Value) -> (String, String) {
+    hub.publish_all("p").await;
+    hub.create_mwrs(&mwrs_object(
+        "app",
+        configmap_template("v1"),
+        &[("p", strategy)],
+    ))
+    .await;
+    let r = mwrs(hub, &["rollout", "status", "app", "-w", "--timeout", "60s"]).await;
+    assert_eq!(r.code, 0, "v1 completes: {r:?}");
+    let v1 = status(&hub.get_mwrs("app").await.unwrap())
+        .current_revision
+        .unwrap();
+    hub.set_template("app", configmap_template("v2")).await;
+    let v2 = wait_for("the v2 revision", WAIT, || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        match status(&m).update_revision {
+            Some(u) if u != v1 => Ok(u),
+            _ => Err(describe(&m)),
+        }
+    })
+    .await;
+    (v1, v2)
+}
+
+/// Waits until every ManifestWork carries `hash`.
+async fn all_on(hub: &TestHub, hash: &str, what: &str) {
+    wait_for(what, WAIT, || async {
+        let on = carried(hub, "app").await;
+        if on.len() == hub.clusters.len() && on.values().all(|h| h == hash) {
+            Ok(())
+        } else {
+            Err(format!("{on:?}"))
+        }
+    })
+    .await;
+}
+
+/// Manual abort during a rollout, then retry: each acted on once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_then_retry() {
+    let Some(hub) = TestHub::from_env("cli-abort", 3).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let slow = Arc::new(AtomicBool::new(true));
+    let _agent = agent(&hub, slow.clone(), Duration::from_millis(200));
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    let (v1, v2) = v1_then_v2(&hub, strategy).await;
+    // The first cluster hangs on v2: the rollout is stuck in flight, not failed.
+    wait_for("the first cluster on v2", WAIT, || async {
+        let on = carried(&hub, "app").await;
+        (on.get(&hub.clusters[0]) == Some(&v2))
+            .then_some(())
+            .ok_or(format!("{on:?}"))
+    })
+    .await;
+    let r = mwrs(&hub, &["rollout", "status", "app"]).await;
+    assert_eq!(r.code, 0, "in progress is not a failure: {r:?}");
+    assert!(r.out.starts_with("mwrs/app  Progressing"), "{}", r.out);
+
+    let r = mwrs(&hub, &["rollout", "abort", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let token = r
+        .out
+        .split("(request ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap()
+        .to_string();
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(
+        m.metadata.annotations.as_ref().unwrap()[labels::CONTROL_ABORT],
+        token,
+        "the request token is the annotation"
+    );
+    all_on(&hub, &v1, "every cluster back on v1").await;
+    let m = wait_for("the abort to be recorded", WAIT, || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        let handled = status(&m).handled_controls.and_then(|h| h.abort);
+        if handled.as_deref() == Some(token.as_str())
+            && has_condition(&m, "Progressing", "False", "RolloutAborted")
+            && status(&m).aborted_time.is_some()
+        {
+            Ok(m)
+        } else {
+            Err(describe(&m))
+        }
+    })
+    .await;
+    assert_eq!(status(&m).current_revision.as_deref(), Some(v1.as_str()));
+    let events = hub.events_of("app").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "AbortStarted" && n.contains(&v2)),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(r, _)| r == "RolloutAborted"),
+        "{events:?}"
+    );
+    let r = mwrs(&hub, &["rollout", "status", "app"]).await;
+    assert_eq!(r.code, 4, "Aborted: exit 4; {r:?}");
+    let r = mwrs(&hub, &["get"]).await;
+    assert_eq!(common::rows(&r.out)[0]["STATUS"], "Aborted");
+    // history marks the held revision.
+    let h = common::rows(&mwrs(&hub, &["rollout", "history", "app"]).await.out);
+    let roles: Vec<(&str, &str)> = h
+        .iter()
+        .map(|r| (r["HASH"].as_str(), r["ROLE"].as_str()))
+        .collect();
+    assert_eq!(roles, vec![(v1.as_str(), "current"), (v2.as_str(), "held")]);
+    // Undo to the held revision changes nothing and points to retry.
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "2"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("rollout retry app"), "{}", r.out);
+
+    // Retry with the cluster fixed: v2 rolls out again and completes, while the (handled)
+    // abort annotation stays: acting on it again would revert and never complete.
+    slow.store(false, Ordering::SeqCst);
+    let r = mwrs(&hub, &["rollout", "retry", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "retry completes: {r:?}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    let s = status(&m);
+    assert_eq!(
+        s.current_revision.as_deref(),
+        Some(v2.as_str()),
+        "{}",
+        describe(&m)
+    );
+    assert!(s.aborted_time.is_none());
+    assert_eq!(
+        s.handled_controls.as_ref().unwrap().abort.as_deref(),
+        Some(token.as_str())
+    );
+    assert!(s.handled_controls.as_ref().unwrap().retry.is_some());
+    assert!(
+        m.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(labels::CONTROL_ABORT),
+        "the abort request is still there, handled"
+    );
+    all_on(&hub, &v2, "every cluster on v2").await;
+    let events = hub.events_of("app").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "RetryRequested" && n.contains("rolls out again")),
+        "{events:?}"
+    );
+}
+
+/// Retry after an automatic abort (AbortAll, deadline passed): the failed revision is
+/// held until the retry, then rolls out again with fresh deadlines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_automatic_abort() {
+    let Some(hub) = TestHub::from_env("cli-retry", 3).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let slow = Arc::new(AtomicBool::new(true));
+    let _agent = agent(&hub, slow.clone(), Duration::from_millis(200));
+    let strategy = json!({"type": "All", "all": {"progressDeadline": "4s"},
+        "failureStrategy": "AbortAll"});
+    let (v1, v2) = v1_then_v2(&hub, strategy).await;
+    // status -w ends with the abort: exit 4.
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.out.contains("mwrs/app: Aborted"), "{}", r.out);
+    all_on(&hub, &v1, "every cluster back on v1").await;
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(status(&m).update_revision.as_deref(), Some(v2.as_str()));
+
+    slow.store(false, Ordering::SeqCst);
+    let r = mwrs(&hub, &["rollout", "retry", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.out.contains(&format!("revision {v2} rolls out again")),
+        "{}",
+        r.out
+    );
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(status(&m).current_revision.as_deref(), Some(v2.as_str()));
+    all_on(&hub, &v2, "every cluster on v2").await;
+    // A second retry with nothing held is recorded and changes nothing.
+    let r = mwrs(&hub, &["rollout", "retry", "app"]).await;
+    assert!(r.err.contains("no abort holds this rollout"), "{r:?}");
+}
+
+/// Pause during a Progressive rollout: the cluster in flight finishes, no other starts;
+/// resume completes the rollout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_during_progressive_rollout() {
+    let Some(hub) = TestHub::from_env("cli-pause", 4).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let first = hub.clusters[0].clone();
+    // The first cluster takes a while on v2, long enough to pause while it is in flight.
+    let _agent = Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
+            if w.cluster == first && version_of(w.spec) == Some("v2") {
+                Behaviour::Succeed {
+                    after: Duration::from_secs(4),
+                }
+            } else {
+                Behaviour::Succeed {
+                    after: Duration::from_millis(100),
+                }
+            }
+        }),
+    );
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    let (_v1, v2) = v1_then_v2(&hub, strategy).await;
+    wait_for("the first cluster on v2", WAIT, || async {
+        let on = carried(&hub, "app").await;
+        (on.get(&hub.clusters[0]) == Some(&v2))
+            .then_some(())
+            .ok_or(format!("{on:?}"))
+    })
+    .await;
+    let r = mwrs(&hub, &["rollout", "pause", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.out.trim(), "mwrs/app paused");
+    // The controller saw the in-flight cluster finish while paused (1 of 4 done) and
+    // started no other.
+    let m = wait_for(
+        "the paused rollout with the first cluster done",
+        WAIT,
+        || async {
+            let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+            let msg = mwrs_testsupport::conditions(&m)
+                .get("Progressing")
+                .map(|(_, _, msg)| msg.clone())
+                .unwrap_or_default();
+            if has_condition(&m, "Progressing", "Unknown", "RolloutPaused")
+                && msg.contains("on 1 of 4 clusters")
+            {
+                Ok(m)
+            } else {
+                Err(describe(&m))
+            }
+        },
+    )
+    .await;
+    let on = carried(&hub, "app").await;
+    let on_v2: Vec<&String> = on
+        .iter()
+        .filter(|(_, h)| **h == v2)
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(
+        on_v2,
+        vec![&hub.clusters[0]],
+        "only the in-flight cluster: {on:?}"
+    );
+    assert_ne!(status(&m).current_revision.as_deref(), Some(v2.as_str()));
+    let r = mwrs(&hub, &["get"]).await;
+    assert_eq!(common::rows(&r.out)[0]["STATUS"], "Paused");
+    let events = hub.events_of("app").await;
+    assert!(
+        events.iter().any(|(r, _)| r == "RolloutPaused"),
+        "{events:?}"
+    );
+    let r = mwrs(&hub, &["rollout", "pause", "app"]).await;
+    assert_eq!(r.out.trim(), "mwrs/app is already paused");
+
+    let r = mwrs(&hub, &["rollout", "resume", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.out.trim(), "mwrs/app resumed");
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    all_on(&hub, &v2, "every cluster on v2").await;
+}
