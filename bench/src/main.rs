@@ -891,8 +891,24 @@ async fn main() -> anyhow::Result<()> {
     for n in sizes {
         rows.push(bench.size(n).await?);
     }
+    let agent_writes = agent.stats.status_writes.load(Ordering::Relaxed);
     agent.stop();
     report(&rows);
+    // This process holds the simulated fleet's agent for every cluster and a watch cache
+    // of every ManifestWork: what `mwrs-fleet` costs at this size.
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    println!(
+        "fleet: {max} simulated clusters in this process, {agent_writes} status writes, peak RSS {:.1} MiB (agent + a watch cache of every ManifestWork)",
+        peak as f64 / 1024.0
+    );
     if let Some(path) = &bench.args.json {
         let v: Vec<Value> = rows.iter().map(json_row).collect();
         std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
