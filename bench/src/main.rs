@@ -610,12 +610,16 @@ impl Bench {
 
         // v3 reaches every cluster first; only then does one cluster report Degraded,
         // so that the abort is timed on its own.
-        let lag = Duration::from_secs_f64(row.fanout_s * 2.0 + 3.0);
+        let lag = Duration::from_secs_f64(row.fanout_s * 1.5 + 3.0);
         self.degrade_after_ms
             .store(lag.as_millis() as u64, Ordering::Relaxed);
         if let Ok(mut f) = self.failing.lock() {
             f.clear();
             f.insert(self.clusters[n - 1].clone());
+        }
+        // The tracker outlives a size: forget an earlier size's breach.
+        if let Ok(mut st) = self.tracker.seen.lock() {
+            st.first_degraded.clear();
         }
         self.set_version(ns, "app", "v3").await?;
         self.wait_version("v3", n).await?;

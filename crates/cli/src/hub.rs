@@ -145,6 +145,16 @@ impl Hub {
         Ok(out)
     }
 
+    /// The revision views of `m` alone, oldest first.
+    pub async fn history(&self, m: &ManifestWorkReplicaSet) -> Result<Vec<RevisionView>> {
+        Ok(self
+            .revisions(m)
+            .await?
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect())
+    }
+
     /// Everything the planner reads about `m`: its Placements, their decisions (by the
     /// placement label), its ManifestWorks in every cluster namespace (by the owner label)
     /// and its revisions.

@@ -23,7 +23,7 @@ use crate::placement::PlacementView;
 use crate::plan::{FinalizerAction, Observed, Plan, PlanConfig, RevisionChange, WorkChange};
 use crate::revision::RevisionView;
 use crate::snapshot::Snapshot;
-use crate::work::{CondView, WorkView};
+use crate::work::WorkView;
 
 /// Whether a wave rolls the update revision forward or reverts to the stable one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,14 +280,14 @@ impl<'f> Sim<'f> {
                 && self.update.is_some()
                 && w.hash() == self.update.as_deref();
             let g = w.generation;
-            set_cond(w, wc::APPLIED, "True", g, now);
-            set_cond(w, wc::AVAILABLE, "True", g, now);
+            w.set_condition(wc::APPLIED, "True", g, now);
+            w.set_condition(wc::AVAILABLE, "True", g, now);
             if fails {
-                set_cond(w, wc::PROGRESSING, "True", g, now);
-                set_cond(w, wc::DEGRADED, "True", g, now);
+                w.set_condition(wc::PROGRESSING, "True", g, now);
+                w.set_condition(wc::DEGRADED, "True", g, now);
             } else {
-                set_cond(w, wc::PROGRESSING, "False", g, now);
-                set_cond(w, wc::DEGRADED, "False", g, now);
+                w.set_condition(wc::PROGRESSING, "False", g, now);
+                w.set_condition(wc::DEGRADED, "False", g, now);
             }
             self.answered[i] = Some(g);
         }
@@ -484,24 +484,6 @@ fn settled_at(w: &WorkView) -> Option<i64> {
         || (w.condition(wc::PROGRESSING).is_none()
             && at_gen(wc::AVAILABLE).is_some_and(|c| c.status == "True"));
     done.then_some(w.generation)
-}
-
-fn set_cond(w: &mut WorkView, type_: &str, status: &str, generation: i64, now: Timestamp) {
-    match w.conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.status = status.into();
-                c.last_transition_time = now;
-            }
-            c.observed_generation = Some(generation);
-        }
-        None => w.conditions.push(CondView {
-            type_: type_.into(),
-            status: status.into(),
-            observed_generation: Some(generation),
-            last_transition_time: now,
-        }),
-    }
 }
 
 #[cfg(test)]

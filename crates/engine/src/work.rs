@@ -109,6 +109,26 @@ impl WorkView {
         self.current(type_).is_some_and(|c| c.status == "True")
     }
 
+    /// Records a condition as an agent reports it: the transition time moves only when the
+    /// status flips. For simulations (the CLI's `rollout plan`, tests).
+    pub fn set_condition(&mut self, type_: &str, status: &str, generation: i64, now: Timestamp) {
+        match self.conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status {
+                    c.status = status.into();
+                    c.last_transition_time = now;
+                }
+                c.observed_generation = Some(generation);
+            }
+            None => self.conditions.push(CondView {
+                type_: type_.into(),
+                status: status.into(),
+                observed_generation: Some(generation),
+                last_transition_time: now,
+            }),
+        }
+    }
+
     /// Does this ManifestWork carry the revision `hash` with content `digest`? A spec that
     /// no longer matches (edited by hand) does not count.
     pub fn carries(&self, hash: &str, digest: Option<Digest>) -> bool {

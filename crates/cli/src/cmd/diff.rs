@@ -65,12 +65,7 @@ pub fn label(r: &RevisionView) -> String {
 
 pub async fn run(hub: &Hub, out: &Out, a: &DiffArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
-    let history: Vec<RevisionView> = hub
-        .revisions(&m)
-        .await?
-        .into_iter()
-        .map(|(v, _)| v)
-        .collect();
+    let history = hub.history(&m).await?;
     let status = m.status.clone().unwrap_or_default();
     let pick = |key: &str| find(&history, key).ok_or_else(|| unknown(&m, &history, key));
     let (ra, rb) = match (&a.a, &a.b) {

@@ -93,12 +93,7 @@ pub async fn clusters_per_revision(
 
 pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
-    let history: Vec<RevisionView> = hub
-        .revisions(&m)
-        .await?
-        .into_iter()
-        .map(|(v, _)| v)
-        .collect();
+    let history = hub.history(&m).await?;
     if let Some(key) = &a.revision {
         let r = find(&history, key).ok_or_else(|| unknown(&m, &history, key))?;
         if out.structured() {

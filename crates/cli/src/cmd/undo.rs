@@ -72,12 +72,7 @@ async fn not_ours(
 
 pub async fn run(hub: &Hub, out: &Out, a: &UndoArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
-    let history: Vec<RevisionView> = hub
-        .revisions(&m)
-        .await?
-        .into_iter()
-        .map(|(v, _)| v)
-        .collect();
+    let history = hub.history(&m).await?;
     let spec = m.spec.manifest_work_template.to_value();
     let spec_digest = hash::digest(&spec);
     let target = match &a.to_revision {

@@ -19,7 +19,7 @@ use mwrs_engine::placement::PlacementView;
 use mwrs_engine::plan::{FinalizerAction, Plan, PlanConfig, RevisionChange, WorkChange};
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::rollout::{DecisionGroups, GroupKey};
-use mwrs_engine::work::{CondView, WorkView};
+use mwrs_engine::work::WorkView;
 use serde_json::{Value, json};
 
 pub const T0: &str = "2026-01-01T00:00:00Z";
@@ -281,10 +281,10 @@ impl Hub {
                 Behaviour::Degrade { after } if elapsed >= after => ("True", "True"),
                 _ => ("True", "False"),
             };
-            set_cond(w, "Applied", "True", gen_, now);
-            set_cond(w, "Available", "True", gen_, now);
-            set_cond(w, "Progressing", progressing, gen_, now);
-            set_cond(w, "Degraded", degraded, gen_, now);
+            w.set_condition("Applied", "True", gen_, now);
+            w.set_condition("Available", "True", gen_, now);
+            w.set_condition("Progressing", progressing, gen_, now);
+            w.set_condition("Degraded", degraded, gen_, now);
         }
     }
 
@@ -330,24 +330,6 @@ impl Hub {
 
     pub fn hash_of(&self, version: &str) -> String {
         hash::revision_hash(&template(version), 0)
-    }
-}
-
-fn set_cond(w: &mut WorkView, type_: &str, status: &str, gen_: i64, now: Timestamp) {
-    match w.conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.status = status.into();
-                c.last_transition_time = now;
-            }
-            c.observed_generation = Some(gen_);
-        }
-        None => w.conditions.push(CondView {
-            type_: type_.into(),
-            status: status.into(),
-            observed_generation: Some(gen_),
-            last_transition_time: now,
-        }),
     }
 }
 
