@@ -341,18 +341,8 @@ impl<'f> Sim<'f> {
                     let i = match self.by_cluster.get(&a.cluster) {
                         Some(i) => *i,
                         None => {
-                            self.works.push(WorkView {
-                                cluster: a.cluster.clone(),
-                                name: a.name.clone(),
-                                generation: 0,
-                                resource_version: None,
-                                labels: BTreeMap::new(),
-                                annotations: BTreeMap::new(),
-                                spec_digest: None,
-                                created: Some(self.now),
-                                deleting: false,
-                                conditions: Vec::new(),
-                            });
+                            self.works
+                                .push(WorkView::created(&a.cluster, &a.name, self.now));
                             self.answered.push(None);
                             self.by_cluster
                                 .insert(a.cluster.clone(), self.works.len() - 1);

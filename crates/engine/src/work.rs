@@ -109,6 +109,22 @@ impl WorkView {
         self.current(type_).is_some_and(|c| c.status == "True")
     }
 
+    /// A ManifestWork just created on the hub: no labels yet, no status. For simulations.
+    pub fn created(cluster: &str, name: &str, now: Timestamp) -> Self {
+        Self {
+            cluster: cluster.to_string(),
+            name: name.to_string(),
+            generation: 0,
+            resource_version: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            spec_digest: None,
+            created: Some(now),
+            deleting: false,
+            conditions: Vec::new(),
+        }
+    }
+
     /// Records a condition as an agent reports it: the transition time moves only when the
     /// status flips. For simulations (the CLI's `rollout plan`, tests).
     pub fn set_condition(&mut self, type_: &str, status: &str, generation: i64, now: Timestamp) {

@@ -90,29 +90,35 @@ pub async fn delete_fleet(
         .iter()
         .map(|m| m.name_any())
         .collect();
-    let dp = DeleteParams::background();
-    stream::iter(mc_names.iter())
-        .map(|n| delete_ok(&clusters, n, &dp))
-        .buffer_unordered(concurrency.max(1))
-        .try_collect::<()>()
-        .await?;
-    stream::iter(ns_names.iter())
-        .map(|n| delete_ok(&namespaces, n, &dp))
-        .buffer_unordered(concurrency.max(1))
-        .try_collect::<()>()
-        .await?;
+    delete_all(&clusters, &mc_names, concurrency).await?;
+    delete_all(&namespaces, &ns_names, concurrency).await?;
     Ok(mc_names.len())
 }
 
-async fn delete_ok<K>(api: &Api<K>, name: &str, dp: &DeleteParams) -> Result<(), kube::Error>
+/// Deletes `names` (already gone is fine), `concurrency` at a time.
+async fn delete_all<K>(
+    api: &Api<K>,
+    names: &[String],
+    concurrency: usize,
+) -> Result<(), kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, dp).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
+    let dp = DeleteParams::background();
+    stream::iter(names)
+        .map(|name| {
+            let dp = &dp;
+            async move {
+                match api.delete(name, dp).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<()>()
+        .await
 }
 
 /// Splits clusters into `groups` decision groups of (near) equal size, in order.

@@ -221,10 +221,12 @@ impl Rules {
             self.seed,
             &[w.cluster.as_bytes(), &w.generation.to_le_bytes()],
         );
+        // The spec as text is built at most once per ManifestWork, and only for `manifest=`.
+        let spec = std::cell::OnceCell::new();
         let action = self
             .rules
             .iter()
-            .find(|r| r.selectors.iter().all(|s| self.matches(s, w)))
+            .find(|r| r.selectors.iter().all(|s| self.matches(s, w, &spec)))
             .map(|r| r.action)
             .unwrap_or(Action::Succeed(self.default_latency));
         match action {
@@ -239,12 +241,12 @@ impl Rules {
         }
     }
 
-    fn matches(&self, s: &Selector, w: &WorkInfo<'_>) -> bool {
+    fn matches(&self, s: &Selector, w: &WorkInfo<'_>, spec: &std::cell::OnceCell<String>) -> bool {
         match s {
             Selector::Cluster(g) => glob(g, w.cluster),
             Selector::Group(i) => self.groups.get(w.cluster) == Some(i),
             Selector::Revision(p) => w.revision.is_some_and(|r| r.starts_with(p.as_str())),
-            Selector::Manifest(t) => w.spec.to_string().contains(t.as_str()),
+            Selector::Manifest(t) => spec.get_or_init(|| w.spec.to_string()).contains(t.as_str()),
             Selector::Fraction(f) => {
                 // Independent of the generation: the same clusters are chosen every time.
                 let h = fnv(self.seed ^ 0x9e37_79b9, &[w.cluster.as_bytes()]);

@@ -203,18 +203,7 @@ impl Hub {
                     let work = self
                         .works
                         .entry(a.cluster.clone())
-                        .or_insert_with(|| WorkView {
-                            cluster: a.cluster.clone(),
-                            name: a.name.clone(),
-                            generation: 0,
-                            resource_version: None,
-                            labels: BTreeMap::new(),
-                            annotations: BTreeMap::new(),
-                            spec_digest: None,
-                            created: Some(self.now),
-                            deleting: false,
-                            conditions: Vec::new(),
-                        });
+                        .or_insert_with(|| WorkView::created(&a.cluster, &a.name, self.now));
                     let digest = hash::digest(template);
                     if work.spec_digest != Some(digest) {
                         work.generation += 1;
