@@ -311,9 +311,10 @@ impl Demo {
             .collect::<Vec<_>>()
             .join(" ");
         let line = format!(
-            "{:<5} {:<26} updated {:>2}/{:<2} cur={:<3} upd={:<3}{} {} {}",
+            "{:<5} {:<26} {} {:>2}/{:<2} cur={:<3} upd={:<3}{} {} {}",
             pstatus,
             preason,
+            progress_bar(s.summary.updated, s.summary.desired_total),
             s.summary.updated,
             s.summary.desired_total,
             self.name_of(s.current_revision.as_deref()),
@@ -555,7 +556,7 @@ fn banner(demo: &Demo, args: &Args) {
         );
     }
     println!(
-        "timeline columns: Progressing status/reason, summary updated/desired, current and \
+        "timeline columns: Progressing status/reason, a progress bar and summary updated/desired, current and \
          update revision,\n  one char per cluster by decision group: 1/2/3 = done on v1/v2/v3, \
          a/b/c = still progressing on v1/v2/v3, . = no ManifestWork; then counts per version"
     );
@@ -899,4 +900,17 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// `[######------]`: clusters done on the update revision out of those selected.
+fn progress_bar(done: i64, total: i64) -> String {
+    const WIDTH: i64 = 12;
+    let filled = if total > 0 {
+        (done.clamp(0, total) * WIDTH) / total
+    } else {
+        0
+    };
+    let filled = usize::try_from(filled).unwrap_or(0);
+    let width = usize::try_from(WIDTH).unwrap_or(0);
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
 }
