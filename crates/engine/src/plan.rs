@@ -6,8 +6,9 @@
 //! whether to abort (before any update write, SPEC §10.4) → choose writes → report.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BTreeMap, BTreeSet};
+
+use hashbrown::{HashMap, HashSet};
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
@@ -304,11 +305,12 @@ struct Pass<'a> {
     /// Every cluster the MWRS wants or has a ManifestWork in, with both facts side by
     /// side so a pass walks them once.
     clusters: Clusters<'a>,
-    /// Digest by revision hash, for every stored revision and the update template.
-    digests: BTreeMap<String, Digest>,
-    /// The owner label and annotation, computed once (a hashed owner costs a SHA-256).
+    /// The revision of the current spec.
+    resolution: Resolution,
+    /// Every revision a ManifestWork is compared against.
+    known: Known,
+    /// The owner label, computed once (a hashed owner costs a SHA-256).
     owner_label: (&'static str, String),
-    owner_slashed: String,
 }
 
 impl<'a> Pass<'a> {
@@ -325,15 +327,35 @@ impl<'a> Pass<'a> {
             .iter()
             .map(|r| o.placements.iter().find(|v| v.name == r.name))
             .collect();
-        let clusters = Clusters::new(&views, o.works, &owner.work_name());
-        let digests = o
-            .revisions
-            .iter()
-            .map(|r| (r.hash.clone(), r.digest))
-            .collect();
+        let resolution = revision::resolve(
+            o.revisions,
+            &owner.name,
+            &validated.canonical,
+            old.collision_count.unwrap_or(0),
+        );
+        let known = Known::new(
+            o.revisions,
+            (
+                resolution.hash(),
+                hash::digest_of_canonical(&validated.canonical),
+            ),
+            old.current_revision.as_deref(),
+        );
+        let owner_label = owner.selector();
+        let owner_slashed = owner.slashed();
+        let expect = Expected {
+            owner_work_name: owner.work_name(),
+            owner_label: &owner_label,
+            owner_slashed: &owner_slashed,
+            mwrs_labels: o.mwrs.metadata.labels.as_ref(),
+            placements: refs.iter().map(|r| r.name.as_str()).collect(),
+            known: &known,
+        };
+        let clusters = Clusters::new(&views, o.works, &expect);
         Self {
-            owner_label: owner.selector(),
-            owner_slashed: owner.slashed(),
+            owner_label,
+            resolution,
+            known,
             o,
             owner,
             old,
@@ -342,29 +364,22 @@ impl<'a> Pass<'a> {
             cfg,
             views,
             clusters,
-            digests,
         }
     }
 
-    fn run(mut self, finalizer: FinalizerAction) -> Plan {
+    fn run(self, finalizer: FinalizerAction) -> Plan {
         let mut p = Plan::empty(finalizer);
         let spec = &self.o.mwrs.spec;
         let generation = self.o.mwrs.metadata.generation;
         let mut status = self.old.clone();
         status.observed_generation = generation;
 
-        // 1. The revision of the current spec.
-        let resolution = revision::resolve(
-            self.o.revisions,
-            &self.owner.name,
-            &self.validated.canonical,
-            self.old.collision_count.unwrap_or(0),
-        );
+        // 1. The revision of the current spec (resolved when the pass was set up: every
+        // ManifestWork is read against it).
+        let resolution = &self.resolution;
         let update = resolution.hash().to_string();
-        let update_digest = hash::digest_of_canonical(&self.validated.canonical);
-        self.digests.insert(update.clone(), update_digest);
         let template = spec.manifest_work_template.to_value();
-        let created = match &resolution {
+        let created = match resolution {
             Resolution::Create {
                 name,
                 hash,
@@ -474,8 +489,7 @@ impl<'a> Pass<'a> {
                 }
             }
         }
-        let target_digest = self.digests.get(&target).copied();
-        let (reports, existing) = self.classify(&target, target_digest);
+        let (reports, existing) = self.classify(self.known.id(&target));
         let results = self.evaluate(&existing);
 
         // 4. Abort decision, before any update write.
@@ -571,7 +585,7 @@ impl<'a> Pass<'a> {
         }
 
         // 7. History: prune against the live set after promotion.
-        self.prune(&status, &resolution, &mut p);
+        self.prune(&status, &mut p);
         p.status = Some(status);
         p.clusters = reports;
         p
@@ -624,30 +638,25 @@ impl<'a> Pass<'a> {
 
     /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
     /// before revisions existed — the stored revision whose content its spec equals.
-    fn carried<'s>(&'s self, w: &'s WorkView) -> Option<&'s str> {
-        if let Some(h) = w.hash() {
-            return Some(h);
+    fn carried(&self, w: &'a WorkView) -> Option<Rev<'a>> {
+        self.known.carried(w)
+    }
+
+    fn rev_name<'s>(&'s self, r: Rev<'s>) -> &'s str {
+        match r {
+            Rev::Known(i) => self.known.name(i),
+            Rev::Foreign(h) => h,
         }
-        let d = w.spec_digest?;
-        self.digests
-            .iter()
-            .find(|(_, v)| **v == d)
-            .map(|(h, _)| h.as_str())
     }
 
-    /// [`Self::carried`] for a slot's survivor, from the label read once per pass.
-    fn carried_in<'s>(&'s self, slot: &'s Slot<'a>) -> Option<&'s str> {
-        slot.label_hash
-            .or_else(|| slot.work.and_then(|w| self.carried(w)))
-    }
-
-    /// Does the slot's survivor carry revision `target` with content `digest`? A spec
-    /// that no longer matches (edited by hand) does not count.
-    fn carries_in(&self, slot: &Slot<'a>, target: &str, digest: Option<Digest>) -> bool {
-        let Some(w) = slot.work else { return false };
-        self.carried_in(slot) == Some(target)
-            && match (w.spec_digest, digest) {
-                (Some(have), Some(want)) => have == want,
+    /// Does the slot's survivor carry revision `target` with its content? A spec that no
+    /// longer matches (edited by hand) does not count.
+    fn carries_in(&self, slot: &Slot<'a>, target: Option<usize>) -> bool {
+        let Some(t) = target else { return false };
+        slot.work.is_some()
+            && slot.carried == Some(Rev::Known(t))
+            && match (slot.facts.content, self.known.digest(t)) {
+                (Some(have), Some(want)) => have.and_then(|k| self.known.digest(k)) == Some(want),
                 _ => true,
             }
     }
@@ -693,19 +702,26 @@ impl<'a> Pass<'a> {
     /// status as the agent reports it (the engine applies deadlines itself).
     fn classify(
         &self,
-        target: &str,
-        digest: Option<Digest>,
+        target: Option<usize>,
     ) -> (Vec<ClusterReport>, Vec<Vec<ClusterRolloutStatus>>) {
         let mut out = Vec::with_capacity(self.clusters.desired_len);
         let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
+        let names: Vec<&String> = self
+            .o
+            .mwrs
+            .spec
+            .placement_refs
+            .iter()
+            .map(|r| &r.name)
+            .collect();
         for (cluster, slot) in self.clusters.slots.iter() {
             let Some(d) = &slot.desired else { continue };
             let strategy = &self.validated.strategies[d.placement];
-            let work = slot.work;
-            let revision = self.carried_in(slot).map(str::to_string);
-            let (mut status, since) = match work {
-                Some(w) if self.carries_in(slot, target, digest) => work::cluster_status(w),
-                _ => (RolloutStatus::ToApply, None),
+            let revision = slot.carried.map(|r| self.rev_name(r).to_string());
+            let (mut status, since) = if self.carries_in(slot, target) {
+                (slot.facts.status, slot.facts.since)
+            } else {
+                (RolloutStatus::ToApply, None)
             };
             if status != RolloutStatus::ToApply {
                 existing[d.placement].push(ClusterRolloutStatus {
@@ -732,8 +748,8 @@ impl<'a> Pass<'a> {
                 _ => {}
             }
             out.push(ClusterReport {
-                cluster: (*cluster).to_string(),
-                placement: self.o.mwrs.spec.placement_refs[d.placement].name.clone(),
+                cluster: cluster.to_string(),
+                placement: names[d.placement].clone(),
                 group: Some(d.group.clone()),
                 revision,
                 status,
@@ -788,15 +804,10 @@ impl<'a> Pass<'a> {
 
     fn apply(&self, cluster: &str, d_placement: usize, revision: &str) -> Option<WorkApply> {
         let placement = &self.o.mwrs.spec.placement_refs.get(d_placement)?.name;
-        let existing = self.clusters.work(cluster);
+        let slot = self.clusters.get(cluster);
+        let existing = slot.and_then(|s| s.work);
         // A ManifestWork on the way out keeps its name until the agent is done with it.
-        if existing.is_none()
-            && self
-                .o
-                .works
-                .iter()
-                .any(|w| w.deleting && w.cluster == cluster && w.name == self.owner.work_name())
-        {
+        if existing.is_none() && slot.is_some_and(|s| s.name_taken) {
             return None;
         }
         let mut annotations = self.owner_annotations();
@@ -827,25 +838,6 @@ impl<'a> Pass<'a> {
         )])
     }
 
-    /// Does a ManifestWork lack any label or annotation it should carry? Checked in place:
-    /// this runs for every cluster on every pass.
-    fn needs_relabel(&self, w: &WorkView, placement: &str, revision: &str) -> bool {
-        let has = |k: &str, v: &str| w.labels.get(k).is_some_and(|x| x == v);
-        let (owner_key, owner_value) = &self.owner_label;
-        !(has(labels::PLACEMENT_NAME, placement)
-            && has(labels::CONTROLLER_HASH, revision)
-            && has(owner_key, owner_value)
-            && self
-                .o
-                .mwrs
-                .metadata
-                .labels
-                .iter()
-                .flatten()
-                .all(|(k, v)| has(k, v))
-            && w.annotations.get(labels::MWRS_OWNER_ANNOTATION) == Some(&self.owner_slashed))
-    }
-
     /// Rolling forward: write the update revision to every ToApply cluster the engine
     /// releases.
     fn roll(&self, results: &[Option<RolloutResult>], update: &str, p: &mut Plan) {
@@ -868,14 +860,15 @@ impl<'a> Pass<'a> {
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
     /// stable revision, all at once, whatever the strategy.
     fn revert(&self, target: &str, p: &mut Plan) {
-        let digest = self.digests.get(target).copied();
+        let id = self.known.id(target);
         for (cluster, slot) in self.clusters.slots.iter() {
-            let work = slot.work;
-            if self.carries_in(slot, target, digest) {
+            if self.carries_in(slot, id) {
                 continue;
             }
-            let placement = self.placement_index_of(cluster, work);
-            if let Some(a) = placement.and_then(|i| self.apply(cluster, i, target)) {
+            if let Some(a) = self
+                .placement_index_of(slot)
+                .and_then(|i| self.apply(cluster, i, target))
+            {
                 p.works.push(WorkChange::Apply(a));
             }
         }
@@ -883,11 +876,11 @@ impl<'a> Pass<'a> {
 
     /// The placementRef a cluster belongs to: the one selecting it, else the one its
     /// ManifestWork names.
-    fn placement_index_of(&self, cluster: &str, work: Option<&WorkView>) -> Option<usize> {
-        if let Some(d) = self.clusters.desired(cluster) {
+    fn placement_index_of(&self, slot: &Slot<'a>) -> Option<usize> {
+        if let Some(d) = &slot.desired {
             return Some(d.placement);
         }
-        let name = work?.placement()?;
+        let name = slot.work?.placement()?;
         self.o
             .mwrs
             .spec
@@ -916,7 +909,7 @@ impl<'a> Pass<'a> {
     }
 
     fn relabel_and_delete(&self, target: &str, p: &mut Plan) {
-        let applied: BTreeSet<&str> = p
+        let applied: HashSet<&str> = p
             .works
             .iter()
             .filter_map(|c| match c {
@@ -926,7 +919,7 @@ impl<'a> Pass<'a> {
             .collect();
         let mut relabels = Vec::new();
         let mut deletes = Vec::new();
-        let digest = self.digests.get(target).copied();
+        let id = self.known.id(target);
         for (cluster, slot) in self.clusters.slots.iter() {
             let (Some(w), dups) = (slot.work, &slot.dups) else {
                 continue;
@@ -943,13 +936,13 @@ impl<'a> Pass<'a> {
                 Some(d) => {
                     if !applied.contains(cluster) {
                         let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
-                        if let Some(rev) = self.carried_in(slot)
-                            && self.needs_relabel(w, placement, rev)
+                        if let Some(rev) = slot.carried
+                            && !slot.facts.labelled
                         {
                             relabels.push(WorkChange::Relabel {
-                                cluster: (*cluster).to_string(),
+                                cluster: cluster.to_string(),
                                 name: w.name.clone(),
-                                labels: self.work_labels(placement, rev),
+                                labels: self.work_labels(placement, self.rev_name(rev)),
                                 annotations: self.owner_annotations(),
                             });
                         }
@@ -957,13 +950,11 @@ impl<'a> Pass<'a> {
                 }
             }
             // Duplicates left by upstream's controller go once the survivor is settled.
-            if !dups.is_empty()
-                && !applied.contains(cluster)
-                && self.carries_in(slot, target, digest)
-            {
+            if !dups.is_empty() && !applied.contains(cluster) && self.carries_in(slot, id) {
                 deletes.extend(dups.iter().copied());
             }
         }
+        drop(applied);
         p.works.extend(relabels);
         p.works
             .extend(deletes.into_iter().map(|w| WorkChange::Delete {
@@ -979,7 +970,7 @@ impl<'a> Pass<'a> {
         target: &str,
         update: &str,
     ) {
-        let digest = self.digests.get(target).copied();
+        let id = self.known.id(target);
         let refs = &self.o.mwrs.spec.placement_refs;
         let mut per: Vec<Summary> = vec![Summary::default(); refs.len()];
         let mut applied_on_target = vec![0i64; refs.len()];
@@ -992,19 +983,22 @@ impl<'a> Pass<'a> {
                 per[i].updated += 1;
             }
         }
-        for (cluster, slot) in self.clusters.slots.iter() {
-            let Some(w) = slot.work else { continue };
-            let Some(i) = self.placement_index_of(cluster, Some(w)) else {
+        for (_, slot) in self.clusters.slots.iter() {
+            if slot.work.is_none() {
+                continue;
+            }
+            let Some(i) = self.placement_index_of(slot) else {
                 continue;
             };
             let s = &mut per[i];
             s.total += 1;
-            if self.carries_in(slot, target, digest) {
+            if self.carries_in(slot, id) {
+                let f = &slot.facts;
                 applied_on_target[i] += 1;
-                s.applied += i64::from(w.is_true(mwrs_api::work::condition::APPLIED));
-                s.available += i64::from(w.is_true(mwrs_api::work::condition::AVAILABLE));
-                s.progressing += i64::from(w.is_true(mwrs_api::work::condition::PROGRESSING));
-                s.degraded += i64::from(w.is_true(mwrs_api::work::condition::DEGRADED));
+                s.applied += i64::from(f.applied);
+                s.available += i64::from(f.available);
+                s.progressing += i64::from(f.progressing);
+                s.degraded += i64::from(f.degraded);
             }
         }
         let mut total = Summary::default();
@@ -1121,21 +1115,35 @@ impl<'a> Pass<'a> {
         )
     }
 
-    fn prune(&self, status: &ManifestWorkReplicaSetStatus, res: &Resolution, p: &mut Plan) {
+    fn prune(&self, status: &ManifestWorkReplicaSetStatus, p: &mut Plan) {
         let mut live: BTreeSet<&str> = BTreeSet::new();
         live.extend(status.current_revision.as_deref());
         live.extend(status.update_revision.as_deref());
-        // Labelled works name their revision; only unlabelled ones need a content lookup.
-        let unlabelled: Vec<String> = self
-            .o
-            .works
-            .iter()
-            .filter(|w| w.hash().is_none())
-            .filter_map(|w| self.carried(w).map(str::to_string))
-            .collect();
-        live.extend(self.o.works.iter().filter_map(WorkView::hash));
-        live.extend(unlabelled.iter().map(String::as_str));
-        live.insert(res.hash());
+        // Every revision any owned ManifestWork carries, survivors read once per pass;
+        // one flag per known revision so 100,000 works cost no set insertions.
+        let mut carried = vec![false; self.known.len()];
+        let survivors = self.clusters.slots.iter().flat_map(|(_, slot)| {
+            slot.carried
+                .into_iter()
+                .chain(slot.dups.iter().filter_map(|w| self.carried(w)))
+        });
+        let gone = self.clusters.gone.iter().filter_map(|w| self.carried(w));
+        for r in survivors.chain(gone) {
+            match r {
+                Rev::Known(i) => carried[i] = true,
+                Rev::Foreign(h) => {
+                    live.insert(h);
+                }
+            }
+        }
+        live.extend(
+            carried
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c)
+                .map(|(i, _)| self.known.name(i)),
+        );
+        live.insert(self.resolution.hash());
         let limit = self.o.mwrs.spec.revision_history_limit();
         p.revisions.extend(
             revision::prune(self.o.revisions, &live, limit)
@@ -1503,90 +1511,270 @@ fn transitions(
         .collect()
 }
 
+/// A revision a ManifestWork carries: one the pass knows (an index into [`Known`]), or a
+/// label naming a revision that is in no history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rev<'a> {
+    Known(usize),
+    Foreign(&'a str),
+}
+
+/// Every revision a pass compares ManifestWorks against: the stored ones and the update
+/// revision, by hash, and the stable revision even when history lost it. Indices let the
+/// per-cluster comparisons be integer compares.
+struct Known {
+    /// Hash and content digest; the digest is unknown only for a stable revision that is
+    /// no longer stored.
+    list: Vec<(String, Option<Digest>)>,
+    by_hash: HashMap<String, usize>,
+}
+
+impl Known {
+    fn new(revisions: &[RevisionView], update: (&str, Digest), current: Option<&str>) -> Self {
+        let mut digests: BTreeMap<&str, Digest> = revisions
+            .iter()
+            .map(|r| (r.hash.as_str(), r.digest))
+            .collect();
+        digests.insert(update.0, update.1);
+        let mut list: Vec<(String, Option<Digest>)> = digests
+            .into_iter()
+            .map(|(h, d)| (h.to_string(), Some(d)))
+            .collect();
+        if let Some(c) = current
+            && !list.iter().any(|(h, _)| h == c)
+        {
+            list.push((c.to_string(), None));
+        }
+        let by_hash = list
+            .iter()
+            .enumerate()
+            .map(|(i, (h, _))| (h.clone(), i))
+            .collect();
+        Self { list, by_hash }
+    }
+
+    fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    fn id(&self, hash: &str) -> Option<usize> {
+        self.by_hash.get(hash).copied()
+    }
+
+    fn name(&self, id: usize) -> &str {
+        &self.list[id].0
+    }
+
+    fn digest(&self, id: usize) -> Option<Digest> {
+        self.list[id].1
+    }
+
+    /// The first revision, by hash, with this content.
+    fn with_content(&self, digest: Digest) -> Option<usize> {
+        self.list.iter().position(|(_, d)| *d == Some(digest))
+    }
+
+    /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
+    /// before revisions existed — the revision whose content its spec equals.
+    fn carried<'w>(&self, w: &'w WorkView) -> Option<Rev<'w>> {
+        match w.hash() {
+            Some(h) => Some(self.id(h).map_or(Rev::Foreign(h), Rev::Known)),
+            None => self.with_content(w.spec_digest?).map(Rev::Known),
+        }
+    }
+}
+
+/// What this MWRS expects every ManifestWork it owns to carry.
+struct Expected<'e> {
+    owner_work_name: String,
+    owner_label: &'e (&'static str, String),
+    owner_slashed: &'e str,
+    mwrs_labels: Option<&'e BTreeMap<String, String>>,
+    /// placementRef names, by index.
+    placements: Vec<&'e str>,
+    known: &'e Known,
+}
+
+/// What a pass reads from a surviving ManifestWork, read in one go when the slots are
+/// built: at 100,000 clusters every further visit to a ManifestWork's labels and
+/// conditions is a cache miss.
+#[derive(Clone, Copy, Debug)]
+struct Facts {
+    /// The status as the agent reports it and since when (SPEC §3 rules 2–7); it counts
+    /// only when the ManifestWork carries the target revision.
+    status: RolloutStatus,
+    since: Option<Timestamp>,
+    /// Conditions True at the current generation, for the summaries.
+    applied: bool,
+    available: bool,
+    progressing: bool,
+    degraded: bool,
+    /// The spec's content among the known revisions: None when its digest is unknown,
+    /// else the first revision with that content, if any.
+    content: Option<Option<usize>>,
+    /// Every label and annotation this controller sets is in place, for the placementRef
+    /// that wants the cluster and the revision its label names.
+    labelled: bool,
+}
+
+impl Facts {
+    const NONE: Facts = Facts {
+        status: RolloutStatus::ToApply,
+        since: None,
+        applied: false,
+        available: false,
+        progressing: false,
+        degraded: false,
+        content: None,
+        labelled: false,
+    };
+
+    fn read(w: &WorkView, wanted: Option<&Desired<'_>>, e: &Expected<'_>) -> Self {
+        use mwrs_api::work::condition as wc;
+        let (status, since) = work::cluster_status(w);
+        let labelled = wanted.is_some_and(|d| {
+            let has = |k: &str, v: &str| w.labels.get(k).is_some_and(|x| x == v);
+            let (owner_key, owner_value) = e.owner_label;
+            w.hash().is_some()
+                && has(labels::PLACEMENT_NAME, e.placements[d.placement])
+                && has(owner_key, owner_value)
+                && e.mwrs_labels
+                    .iter()
+                    .flat_map(|l| l.iter())
+                    .all(|(k, v)| has(k, v))
+                && w.annotations
+                    .get(labels::MWRS_OWNER_ANNOTATION)
+                    .is_some_and(|a| a == e.owner_slashed)
+        });
+        Self {
+            status,
+            since,
+            applied: w.is_true(wc::APPLIED),
+            available: w.is_true(wc::AVAILABLE),
+            progressing: w.is_true(wc::PROGRESSING),
+            degraded: w.is_true(wc::DEGRADED),
+            content: w.spec_digest.map(|d| e.known.with_content(d)),
+            labelled,
+        }
+    }
+}
+
 /// What one pass knows per cluster: the placementRef that wants it (if any) and the
 /// ManifestWork that represents it (if any).
 struct Slot<'a> {
     desired: Option<Desired<'a>>,
     /// The survivor: the deterministic name, else the oldest.
     work: Option<&'a WorkView>,
-    /// The survivor's `controller-hash` label, read once.
-    label_hash: Option<&'a str>,
+    /// The revision the survivor carries.
+    carried: Option<Rev<'a>>,
+    facts: Facts,
     /// Other owned ManifestWorks in the same namespace.
     dups: Vec<&'a WorkView>,
+    /// A ManifestWork of the deterministic name is being deleted there: a new one can
+    /// only be created once the agent is done with it.
+    name_taken: bool,
 }
 
 struct Clusters<'a> {
     slots: ClusterIndex<'a, Slot<'a>>,
+    /// Owned ManifestWorks being deleted.
+    gone: Vec<&'a WorkView>,
     desired_len: usize,
     works_len: usize,
 }
 
 impl<'a> Clusters<'a> {
-    fn new(
-        views: &[Option<&'a PlacementView>],
-        works: &'a [WorkView],
-        owner_work_name: &str,
-    ) -> Self {
-        let mut slots: HashMap<&'a str, Slot<'a>> = HashMap::new();
-        let empty = || Slot {
-            desired: None,
-            work: None,
-            label_hash: None,
-            dups: Vec::new(),
-        };
-        let mut desired_len = 0;
-        for (i, view) in views.iter().enumerate() {
-            for (group, cluster) in view
-                .and_then(|v| v.groups())
-                .into_iter()
-                .flat_map(DecisionGroups::iter)
-            {
-                let slot = slots.entry(cluster).or_insert_with(empty);
-                if slot.desired.is_none() {
-                    slot.desired = Some(Desired {
+    /// One walk that merges the placements' clusters (each already by name) with the
+    /// ManifestWorks sorted by cluster: sorting runs that are in order costs a linear
+    /// pass, so a fleet of 100,000 clusters is not sorted from scratch on every pass.
+    fn new(views: &[Option<&'a PlacementView>], works: &'a [WorkView], e: &Expected<'_>) -> Self {
+        let mut desired: Vec<(&'a str, Desired<'a>)> = Vec::new();
+        for (i, groups) in views
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((i, v.and_then(|v| v.groups())?)))
+        {
+            desired.extend(groups.by_name().map(|(cluster, group)| {
+                (
+                    cluster,
+                    Desired {
                         placement: i,
                         group,
-                    });
-                    desired_len += 1;
+                    },
+                )
+            }));
+        }
+        // Stable: for a cluster two placementRefs select, the first one stays first.
+        desired.sort_by(|a, b| a.0.cmp(b.0));
+        desired.dedup_by(|later, first| later.0 == first.0);
+        let desired_len = desired.len();
+        let mut by_cluster: Vec<&'a WorkView> = works.iter().collect();
+        by_cluster.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+
+        let mut entries = Vec::with_capacity(desired_len.max(by_cluster.len()));
+        let mut gone = Vec::new();
+        let mut works_len = 0;
+        let mut desired = desired.into_iter().peekable();
+        let mut work_iter = by_cluster.into_iter().peekable();
+        loop {
+            let cluster: &'a str = match (desired.peek(), work_iter.peek()) {
+                (None, None) => break,
+                (Some((c, _)), None) => c,
+                (None, Some(w)) => w.cluster.as_str(),
+                (Some((c, _)), Some(w)) => (*c).min(w.cluster.as_str()),
+            };
+            let wanted = desired.next_if(|(c, _)| *c == cluster).map(|(_, d)| d);
+            let mut dups = Vec::new();
+            let mut name_taken = false;
+            while let Some(w) = work_iter.next_if(|w| w.cluster == cluster) {
+                if w.deleting {
+                    name_taken |= w.name == e.owner_work_name;
+                    gone.push(w);
+                } else {
+                    dups.push(w);
                 }
             }
-        }
-        for w in works.iter().filter(|w| !w.deleting) {
-            slots
-                .entry(w.cluster.as_str())
-                .or_insert_with(empty)
-                .dups
-                .push(w);
-        }
-        let mut works_len = 0;
-        for slot in slots.values_mut().filter(|s| !s.dups.is_empty()) {
+            if wanted.is_none() && dups.is_empty() {
+                continue;
+            }
             // Survivor: the deterministic name, else the oldest (upstream's generateName
             // works), so restarts always pick the same one.
-            slot.dups.sort_by(|a, b| {
-                (a.name != owner_work_name, a.created, &a.name).cmp(&(
-                    b.name != owner_work_name,
+            dups.sort_by(|a, b| {
+                (a.name != e.owner_work_name, a.created, &a.name).cmp(&(
+                    b.name != e.owner_work_name,
                     b.created,
                     &b.name,
                 ))
             });
-            let survivor = slot.dups.remove(0);
-            slot.label_hash = survivor.hash();
-            slot.work = Some(survivor);
-            works_len += 1;
+            let survivor = (!dups.is_empty()).then(|| dups.remove(0));
+            works_len += usize::from(survivor.is_some());
+            let facts = survivor.map_or(Facts::NONE, |w| Facts::read(w, wanted.as_ref(), e));
+            entries.push((
+                cluster,
+                Slot {
+                    desired: wanted,
+                    work: survivor,
+                    carried: survivor.and_then(|w| e.known.carried(w)),
+                    facts,
+                    dups,
+                    name_taken,
+                },
+            ));
         }
         Self {
-            slots: slots.into(),
+            slots: ClusterIndex::from_sorted(entries),
+            gone,
             desired_len,
             works_len,
         }
     }
 
-    fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {
-        self.slots.get(cluster).and_then(|s| s.desired.as_ref())
+    fn get(&self, cluster: &str) -> Option<&Slot<'a>> {
+        self.slots.get(cluster)
     }
 
-    fn work(&self, cluster: &str) -> Option<&'a WorkView> {
-        self.slots.get(cluster).and_then(|s| s.work)
+    fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {
+        self.get(cluster).and_then(|s| s.desired.as_ref())
     }
 }
 
@@ -1596,13 +1784,13 @@ impl<'a> Clusters<'a> {
 /// superlinear).
 struct ClusterIndex<'a, V> {
     entries: Vec<(&'a str, V)>,
-    position: HashMap<&'a str, usize, BuildHasherDefault<Fnv64>>,
+    position: HashMap<&'a str, usize>,
 }
 
-impl<'a, V> From<HashMap<&'a str, V>> for ClusterIndex<'a, V> {
-    fn from(map: HashMap<&'a str, V>) -> Self {
-        let mut entries: Vec<(&'a str, V)> = map.into_iter().collect();
-        entries.sort_unstable_by_key(|(k, _)| *k);
+impl<'a, V> ClusterIndex<'a, V> {
+    /// `entries` sorted by cluster name, each name once.
+    fn from_sorted(entries: Vec<(&'a str, V)>) -> Self {
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
         let position = entries
             .iter()
             .enumerate()
@@ -1610,37 +1798,12 @@ impl<'a, V> From<HashMap<&'a str, V>> for ClusterIndex<'a, V> {
             .collect();
         Self { entries, position }
     }
-}
 
-impl<'a, V> ClusterIndex<'a, V> {
     fn get(&self, cluster: &str) -> Option<&V> {
         self.position.get(cluster).map(|i| &self.entries[*i].1)
     }
 
     fn iter(&self) -> impl Iterator<Item = (&'a str, &V)> + '_ {
         self.entries.iter().map(|(k, v)| (*k, v))
-    }
-}
-
-/// 64-bit FNV-1a: cluster names are short and not attacker-chosen within one pass, and
-/// SipHash was a visible share of a pass at 100,000 clusters.
-#[derive(Default)]
-struct Fnv64(u64);
-
-impl Hasher for Fnv64 {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
     }
 }

@@ -3,7 +3,10 @@
 //! the engine works on: mandatory groups resolved by name or index, and "every group
 //! besides" them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use mwrs_api::rollout::MandatoryDecisionGroup;
 
@@ -60,10 +63,46 @@ pub fn mandatory_groups(list: &[MandatoryDecisionGroup]) -> Vec<MandatoryGroup> 
 /// A cluster listed in several groups (which OCM's scheduler never does) is kept in the
 /// first of them by group order only, so every cluster has exactly one group; upstream
 /// would pick one at random.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Laid out for fleets of 100,000 clusters: names are stored once, sorted, and every
+/// per-cluster lookup is a hash probe (ordered-tree lookups compared long common-prefix
+/// names a dozen times each, which made a planner pass superlinear).
+#[derive(Clone)]
 pub struct DecisionGroups {
-    groups: BTreeMap<GroupKey, BTreeSet<String>>,
-    by_cluster: BTreeMap<String, GroupKey>,
+    /// Group keys in rollout order (index, then name).
+    keys: Vec<GroupKey>,
+    /// Every cluster by name, with the position of its group in `keys`.
+    clusters: Vec<(String, u32)>,
+    /// Per group (same positions as `keys`): positions in `clusters`, by name.
+    members: Vec<Vec<u32>>,
+    /// Cluster name → position in `clusters`.
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+}
+
+impl Default for DecisionGroups {
+    fn default() -> Self {
+        Self::from_pairs(std::iter::empty())
+    }
+}
+
+impl PartialEq for DecisionGroups {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys && self.clusters == other.clusters
+    }
+}
+
+impl Eq for DecisionGroups {}
+
+impl std::fmt::Debug for DecisionGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.keys.iter().zip(&self.members).map(|(k, m)| {
+                let names: Vec<&str> = m.iter().map(|i| self.name(*i)).collect();
+                (k, names)
+            }))
+            .finish()
+    }
 }
 
 impl DecisionGroups {
@@ -73,78 +112,117 @@ impl DecisionGroups {
     where
         I: IntoIterator<Item = (GroupKey, String)>,
     {
-        let mut by_cluster: BTreeMap<String, GroupKey> = BTreeMap::new();
-        for (key, cluster) in pairs {
-            match by_cluster.get_mut(&cluster) {
-                Some(have) if *have <= key => {}
-                Some(have) => *have = key,
-                None => {
-                    by_cluster.insert(cluster, key);
-                }
-            }
+        let mut pairs: Vec<(String, GroupKey)> = pairs.into_iter().map(|(k, c)| (c, k)).collect();
+        // Stable, so runs already in order (decisions list their clusters sorted) merge
+        // in linear time; the first entry of each name then carries its lowest group.
+        pairs.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        pairs.dedup_by(|later, first| later.0 == first.0);
+        let mut keys: Vec<GroupKey> = pairs.iter().map(|(_, k)| k.clone()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let hasher = DefaultHashBuilder::default();
+        let mut index = HashTable::with_capacity(pairs.len());
+        let mut members = vec![Vec::new(); keys.len()];
+        let mut clusters = Vec::with_capacity(pairs.len());
+        for (cluster, key) in pairs {
+            let (Ok(i), Ok(Ok(group))) = (
+                u32::try_from(clusters.len()),
+                keys.binary_search(&key).map(u32::try_from),
+            ) else {
+                // More than 4 billion clusters in one placement: beyond any hub.
+                continue;
+            };
+            let h = hasher.hash_one(cluster.as_str());
+            index.insert_unique(h, i, |j: &u32| hash_at(&hasher, &clusters, *j));
+            members[group as usize].push(i);
+            clusters.push((cluster, group));
         }
-        let mut groups: BTreeMap<GroupKey, BTreeSet<String>> = BTreeMap::new();
-        for (cluster, key) in &by_cluster {
-            groups
-                .entry(key.clone())
-                .or_default()
-                .insert(cluster.clone());
+        Self {
+            keys,
+            clusters,
+            members,
+            index,
+            hasher,
         }
-        Self { groups, by_cluster }
+    }
+
+    fn name(&self, i: u32) -> &str {
+        &self.clusters[i as usize].0
+    }
+
+    /// Position of a cluster in `clusters`.
+    fn position(&self, cluster: &str) -> Option<usize> {
+        let h = self.hasher.hash_one(cluster);
+        self.index
+            .find(h, |i| self.name(*i) == cluster)
+            .map(|i| *i as usize)
+    }
+
+    /// Position of a group in `keys`.
+    fn key_position(&self, key: &GroupKey) -> Option<usize> {
+        self.keys.binary_search(key).ok()
     }
 
     pub fn contains(&self, cluster: &str) -> bool {
-        self.by_cluster.contains_key(cluster)
+        self.position(cluster).is_some()
     }
 
     pub fn group_of(&self, cluster: &str) -> Option<&GroupKey> {
-        self.by_cluster.get(cluster)
+        self.position(cluster)
+            .map(|i| &self.keys[self.clusters[i].1 as usize])
     }
 
     /// Group keys in rollout order (index, then name).
     pub fn keys(&self) -> impl Iterator<Item = &GroupKey> {
-        self.groups.keys()
+        self.keys.iter()
     }
 
     pub fn group_count(&self) -> usize {
-        self.groups.len()
+        self.keys.len()
     }
 
     /// Clusters of one group, by name.
     pub fn members(&self, key: &GroupKey) -> impl Iterator<Item = &str> {
-        self.groups
-            .get(key)
+        self.key_position(key)
             .into_iter()
-            .flat_map(|set| set.iter().map(String::as_str))
+            .flat_map(|g| self.members[g].iter().map(|i| self.name(*i)))
     }
 
     /// Every cluster, by name.
     pub fn clusters(&self) -> impl Iterator<Item = &str> {
-        self.by_cluster.keys().map(String::as_str)
+        self.clusters.iter().map(|(c, _)| c.as_str())
+    }
+
+    /// Every cluster with its group, by cluster name.
+    pub fn by_name(&self) -> impl Iterator<Item = (&str, &GroupKey)> {
+        self.clusters
+            .iter()
+            .map(|(c, g)| (c.as_str(), &self.keys[*g as usize]))
     }
 
     /// Number of clusters.
     pub fn len(&self) -> usize {
-        self.by_cluster.len()
+        self.clusters.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_cluster.is_empty()
+        self.clusters.is_empty()
     }
 
     /// Every `(group, cluster)`, in group order then by cluster name.
     pub fn iter(&self) -> impl Iterator<Item = (&GroupKey, &str)> {
-        self.groups
+        self.keys
             .iter()
-            .flat_map(|(k, set)| set.iter().map(move |c| (k, c.as_str())))
+            .zip(&self.members)
+            .flat_map(move |(k, m)| m.iter().map(move |i| (k, self.name(*i))))
     }
 
     /// The existing groups the mandatory list names (upstream's `fulfillGroupKeys`): a
     /// name selects every index carrying it; an index selects that group whatever its
     /// name. Entries matching nothing are ignored.
     pub fn resolve_mandatory(&self, mandatory: &[MandatoryGroup]) -> BTreeSet<GroupKey> {
-        self.groups
-            .keys()
+        self.keys
+            .iter()
             .filter(|k| {
                 mandatory.iter().any(|m| match m {
                     MandatoryGroup::Name(name) => k.name == *name,
@@ -159,73 +237,98 @@ impl DecisionGroups {
     /// indices `0..number of distinct indices`, so a gap in the indices hides every
     /// group after it (and negative indices are never seen).
     pub(crate) fn upstream_visible(&self) -> BTreeSet<GroupKey> {
-        let distinct: BTreeSet<i32> = self.groups.keys().map(|k| k.index).collect();
+        let distinct: BTreeSet<i32> = self.keys.iter().map(|k| k.index).collect();
         let bound = i32::try_from(distinct.len()).unwrap_or(i32::MAX);
-        self.groups
-            .keys()
+        self.keys
+            .iter()
             .filter(|k| (0..bound).contains(&k.index))
             .cloned()
             .collect()
     }
 }
 
+fn hash_at(hasher: &DefaultHashBuilder, clusters: &[(String, u32)], i: u32) -> u64 {
+    hasher.hash_one(clusters[i as usize].0.as_str())
+}
+
 /// A subset of a placement's groups the engine is working on, borrowed.
 #[derive(Clone, Debug)]
 pub(crate) struct Selection<'a> {
     groups: &'a DecisionGroups,
-    keys: BTreeSet<GroupKey>,
+    /// Per group position: selected or not.
+    selected: Vec<bool>,
 }
 
 impl<'a> Selection<'a> {
     pub(crate) fn new(groups: &'a DecisionGroups, keys: BTreeSet<GroupKey>) -> Self {
-        Self { groups, keys }
+        let selected = groups.keys.iter().map(|k| keys.contains(k)).collect();
+        Self { groups, selected }
     }
 
     pub(crate) fn all(groups: &'a DecisionGroups) -> Self {
-        Self::new(groups, groups.keys().cloned().collect())
+        Self {
+            groups,
+            selected: vec![true; groups.keys.len()],
+        }
     }
 
     /// This selection without the given groups.
     pub(crate) fn without(&self, exclude: &BTreeSet<GroupKey>) -> Self {
-        Self::new(
-            self.groups,
-            self.keys.difference(exclude).cloned().collect(),
-        )
+        let selected = self
+            .groups
+            .keys
+            .iter()
+            .zip(&self.selected)
+            .map(|(k, s)| *s && !exclude.contains(k))
+            .collect();
+        Self {
+            groups: self.groups,
+            selected,
+        }
     }
 
     pub(crate) fn contains(&self, cluster: &str) -> bool {
         self.groups
-            .group_of(cluster)
-            .is_some_and(|k| self.keys.contains(k))
+            .position(cluster)
+            .is_some_and(|i| self.selected[self.groups.clusters[i].1 as usize])
     }
 
     pub(crate) fn cluster_count(&self) -> usize {
-        self.keys.iter().map(|k| self.group_len(k)).sum()
+        self.groups
+            .members
+            .iter()
+            .zip(&self.selected)
+            .filter(|(_, s)| **s)
+            .map(|(m, _)| m.len())
+            .sum()
     }
 
     pub(crate) fn group_len(&self, key: &GroupKey) -> usize {
-        self.groups.groups.get(key).map_or(0, BTreeSet::len)
+        self.groups
+            .key_position(key)
+            .map_or(0, |g| self.groups.members[g].len())
     }
 
     /// Groups in rollout order with their clusters by name.
     pub(crate) fn groups(
         &self,
-    ) -> impl Iterator<Item = (&'a GroupKey, impl Iterator<Item = &'a str>)> {
-        let all = &self.groups.groups;
-        self.keys.iter().filter_map(move |k| {
-            all.get_key_value(k)
-                .map(|(key, set)| (key, set.iter().map(String::as_str)))
-        })
+    ) -> impl Iterator<Item = (&'a GroupKey, impl Iterator<Item = &'a str>)> + '_ {
+        let g = self.groups;
+        g.keys
+            .iter()
+            .zip(&g.members)
+            .zip(&self.selected)
+            .filter(|(_, s)| **s)
+            .map(move |((k, m), _)| (k, m.iter().map(move |i| g.name(*i))))
     }
 
     /// Every selected cluster with its group, by cluster name.
-    pub(crate) fn clusters_by_name(&self) -> impl Iterator<Item = (&'a str, &'a GroupKey)> {
-        let keys = &self.keys;
-        self.groups
-            .by_cluster
+    pub(crate) fn clusters_by_name(&self) -> impl Iterator<Item = (&'a str, &'a GroupKey)> + '_ {
+        let g = self.groups;
+        g.clusters
             .iter()
-            .filter(move |(_, k)| keys.contains(*k))
-            .map(|(c, k)| (c.as_str(), k))
+            .filter(|(_, k)| self.selected[*k as usize])
+            .map(move |(c, k)| (c.as_str(), &g.keys[*k as usize]))
     }
 }
 
