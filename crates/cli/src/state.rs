@@ -158,7 +158,7 @@ pub struct PlacementProgress {
 pub fn placements(m: &ManifestWorkReplicaSet, reports: &[ClusterReport]) -> Vec<PlacementProgress> {
     let mut by: BTreeMap<&str, PlacementProgress> = BTreeMap::new();
     for r in reports {
-        let p = by.entry(r.placement.as_str()).or_default();
+        let p = by.entry(&*r.placement).or_default();
         p.desired += 1;
         match r.status {
             RolloutStatus::ToApply | RolloutStatus::Skip => p.to_apply += 1,
@@ -216,8 +216,8 @@ impl From<&ClusterReport> for ClusterLine {
     fn from(r: &ClusterReport) -> Self {
         Self {
             cluster: r.cluster.clone(),
-            placement: r.placement.clone(),
-            revision: r.revision.clone(),
+            placement: r.placement.to_string(),
+            revision: r.revision.as_deref().map(str::to_string),
             state: r.status.as_str().to_string(),
             since: r.since,
             soak_until: r.soak_until,

@@ -157,10 +157,14 @@ fn fixture(n: usize) -> Fixture {
                     (labels::PLACEMENT_NAME.to_string(), "fleet".to_string()),
                     (labels::CONTROLLER_HASH.to_string(), h.clone()),
                 ]),
-                annotations: BTreeMap::from([(
-                    labels::MWRS_OWNER_ANNOTATION.to_string(),
-                    "default/shop".to_string(),
-                )]),
+                // What the controller writes on every ManifestWork it applies.
+                annotations: BTreeMap::from([
+                    (
+                        labels::MWRS_OWNER_ANNOTATION.to_string(),
+                        "default/shop".to_string(),
+                    ),
+                    (labels::REVISION_APPLIED_AT.to_string(), t0.to_string()),
+                ]),
                 spec_digest: Some(d),
                 created: Some(t0),
                 deleting: false,
@@ -182,24 +186,43 @@ fn fixture(n: usize) -> Fixture {
     }
 }
 
-fn median_pass(f: &Fixture, cfg: &PlanConfig) -> (Duration, usize) {
-    let observed = Observed {
-        mwrs: &f.mwrs,
-        placements: &f.placements,
-        works: &f.works,
-        revisions: &f.revisions,
-    };
-    let writes = plan(&observed, f.now, cfg).works.len();
-    let budget = Duration::from_secs(3);
+/// Median pass time of each fixture. The sizes are measured in interleaved rounds (one
+/// pass of each per round) so that background load on a shared machine weighs on every
+/// size alike and the ratios between sizes compare like with like.
+fn median_passes(fixtures: &[Fixture], cfg: &PlanConfig) -> Vec<(Duration, usize)> {
+    let observed: Vec<Observed<'_>> = fixtures
+        .iter()
+        .map(|f| Observed {
+            mwrs: &f.mwrs,
+            placements: &f.placements,
+            works: &f.works,
+            revisions: &f.revisions,
+        })
+        .collect();
+    // Also the warm-up pass.
+    let writes: Vec<usize> = observed
+        .iter()
+        .zip(fixtures)
+        .map(|(o, f)| plan(o, f.now, cfg).works.len())
+        .collect();
+    let budget = Duration::from_secs(10);
     let started = Instant::now();
-    let mut samples = Vec::new();
-    while samples.len() < 5 || (started.elapsed() < budget && samples.len() < 50) {
-        let t = Instant::now();
-        black_box(plan(black_box(&observed), f.now, cfg));
-        samples.push(t.elapsed());
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); fixtures.len()];
+    while samples[0].len() < 5 || (started.elapsed() < budget && samples[0].len() < 500) {
+        for ((o, f), s) in observed.iter().zip(fixtures).zip(&mut samples) {
+            let t = Instant::now();
+            black_box(plan(black_box(o), f.now, cfg));
+            s.push(t.elapsed());
+        }
     }
-    samples.sort();
-    (samples[samples.len() / 2], writes)
+    samples
+        .into_iter()
+        .zip(writes)
+        .map(|(mut s, w)| {
+            s.sort();
+            (s[s.len() / 2], w)
+        })
+        .collect()
 }
 
 fn main() {
@@ -211,24 +234,25 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if measuring { 100_000 } else { 1_000 });
     let cfg = PlanConfig::default();
-    let mut previous: Option<(usize, Duration)> = None;
+    let sizes: Vec<usize> = [1_000usize, 10_000, 100_000]
+        .into_iter()
+        .filter(|n| *n <= max)
+        .collect();
+    let fixtures: Vec<Fixture> = sizes.iter().map(|n| fixture(*n)).collect();
+    let passes = median_passes(&fixtures, &cfg);
     println!(
         "{:>9} {:>12} {:>12} {:>8} {:>14}",
         "clusters", "per pass", "per cluster", "writes", "ratio vs prev"
     );
-    for n in [1_000usize, 10_000, 100_000]
-        .into_iter()
-        .filter(|n| *n <= max)
-    {
-        let f = fixture(n);
-        let (t, writes) = median_pass(&f, &cfg);
-        let ratio = previous.map(|(_, p)| t.as_secs_f64() / p.as_secs_f64());
+    let mut previous: Option<Duration> = None;
+    for (n, (t, writes)) in sizes.into_iter().zip(passes) {
+        let ratio = previous.map(|p| t.as_secs_f64() / p.as_secs_f64());
         println!(
             "{n:>9} {:>10.2}ms {:>10.2}µs {writes:>8} {:>14}",
             t.as_secs_f64() * 1e3,
             t.as_secs_f64() * 1e6 / n as f64,
             ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
         );
-        previous = Some((n, t));
+        previous = Some(t);
     }
 }

@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
 
@@ -130,10 +131,12 @@ pub enum RevisionChange {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterReport {
     pub cluster: String,
-    pub placement: String,
+    /// Shared by every report of a pass (a fleet has few placements and revisions, and
+    /// one copy per cluster was a visible share of a 100,000-cluster pass).
+    pub placement: Arc<str>,
     pub group: Option<GroupKey>,
     /// Revision its ManifestWork carries (None: no ManifestWork).
-    pub revision: Option<String>,
+    pub revision: Option<Arc<str>>,
     /// Status against the target revision.
     pub status: RolloutStatus,
     pub since: Option<Timestamp>,
@@ -288,6 +291,7 @@ enum AbortState {
 }
 
 /// One cluster the MWRS wants, with the placementRef that owns it.
+#[derive(Clone)]
 struct Desired<'a> {
     placement: usize,
     group: &'a GroupKey,
@@ -706,18 +710,24 @@ impl<'a> Pass<'a> {
     ) -> (Vec<ClusterReport>, Vec<Vec<ClusterRolloutStatus>>) {
         let mut out = Vec::with_capacity(self.clusters.desired_len);
         let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
-        let names: Vec<&String> = self
+        let names: Vec<Arc<str>> = self
             .o
             .mwrs
             .spec
             .placement_refs
             .iter()
-            .map(|r| &r.name)
+            .map(|r| Arc::from(r.name.as_str()))
+            .collect();
+        let revisions: Vec<Arc<str>> = (0..self.known.len())
+            .map(|i| Arc::from(self.known.name(i)))
             .collect();
         for (cluster, slot) in self.clusters.slots.iter() {
             let Some(d) = &slot.desired else { continue };
             let strategy = &self.validated.strategies[d.placement];
-            let revision = slot.carried.map(|r| self.rev_name(r).to_string());
+            let revision = slot.carried.map(|r| match r {
+                Rev::Known(i) => revisions[i].clone(),
+                Rev::Foreign(h) => Arc::from(h),
+            });
             let (mut status, since) = if self.carries_in(slot, target) {
                 (slot.facts.status, slot.facts.since)
             } else {
@@ -772,7 +782,7 @@ impl<'a> Pass<'a> {
             let Some(r) = r else { continue };
             let s = &self.validated.strategies[i];
             let name = &self.o.mwrs.spec.placement_refs[i].name;
-            let mine = reports.iter().filter(|c| &c.placement == name);
+            let mine = reports.iter().filter(|c| *c.placement == **name);
             let (failed, timed_out) = mine.fold((0usize, 0usize), |(f, t), c| match c.status {
                 RolloutStatus::Failed => (f + 1, t),
                 RolloutStatus::TimeOut => (f, t + 1),
@@ -782,7 +792,7 @@ impl<'a> Pass<'a> {
                 // The engine never breaches for All (upstream); its own maxFailures counts
                 // here (SPEC §10.3).
                 StrategyKind::All => {
-                    let total = reports.iter().filter(|c| &c.placement == name).count();
+                    let total = reports.iter().filter(|c| *c.placement == **name).count();
                     failed + timed_out > s.max_failures.resolve(total, 0)
                 }
                 _ => r.max_failure_breach,
@@ -975,7 +985,7 @@ impl<'a> Pass<'a> {
         let mut per: Vec<Summary> = vec![Summary::default(); refs.len()];
         let mut applied_on_target = vec![0i64; refs.len()];
         for c in reports {
-            let Some(i) = refs.iter().position(|r| r.name == c.placement) else {
+            let Some(i) = refs.iter().position(|r| *r.name == *c.placement) else {
                 continue;
             };
             per[i].desired_total += 1;
@@ -1704,18 +1714,55 @@ impl<'a> Clusters<'a> {
                 )
             }));
         }
-        // Stable: for a cluster two placementRefs select, the first one stays first.
-        desired.sort_by(|a, b| a.0.cmp(b.0));
-        desired.dedup_by(|later, first| later.0 == first.0);
+        // One placement's clusters come by name, each once. Several: a stable sort keeps,
+        // for a cluster two placementRefs select, the first one first.
+        let placements = views
+            .iter()
+            .filter(|v| v.and_then(|v| v.groups()).is_some());
+        if placements.count() > 1 {
+            desired.sort_by(|a, b| a.0.cmp(b.0));
+            desired.dedup_by(|later, first| later.0 == first.0);
+        }
+        // The controller hands ManifestWorks over by cluster already; only when they come
+        // in another order is a sorted copy made (and a pass over sorted input is cheap).
+        // The slow path also re-sorts the desired side, so that a merge that cannot
+        // fail never depends on the decision groups keeping their order.
+        let merged = Self::merge(&desired, works.iter(), e);
+        let (entries, gone, works_len) = match merged {
+            Some(m) => m,
+            None => {
+                desired.sort_by(|a, b| a.0.cmp(b.0));
+                desired.dedup_by(|later, first| later.0 == first.0);
+                let mut sorted: Vec<&'a WorkView> = works.iter().collect();
+                sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+                Self::merge(&desired, sorted.into_iter(), e).unwrap_or_else(|| {
+                    unreachable!("both sides sorted by cluster, each desired name once")
+                })
+            }
+        };
         let desired_len = desired.len();
-        let mut by_cluster: Vec<&'a WorkView> = works.iter().collect();
-        by_cluster.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        Self {
+            slots: ClusterIndex::from_sorted(entries),
+            gone,
+            desired_len,
+            works_len,
+        }
+    }
 
-        let mut entries = Vec::with_capacity(desired_len.max(by_cluster.len()));
+    /// Walks the desired clusters and the ManifestWorks side by side, both by cluster
+    /// name; None when the ManifestWorks turn out not to be in that order.
+    #[allow(clippy::type_complexity)]
+    fn merge(
+        desired: &[(&'a str, Desired<'a>)],
+        works: impl Iterator<Item = &'a WorkView>,
+        e: &Expected<'_>,
+    ) -> Option<(Vec<(&'a str, Slot<'a>)>, Vec<&'a WorkView>, usize)> {
+        let mut entries = Vec::with_capacity(desired.len());
         let mut gone = Vec::new();
         let mut works_len = 0;
-        let mut desired = desired.into_iter().peekable();
-        let mut work_iter = by_cluster.into_iter().peekable();
+        let mut desired = desired.iter().peekable();
+        let mut work_iter = works.peekable();
+        let mut last: Option<&'a str> = None;
         loop {
             let cluster: &'a str = match (desired.peek(), work_iter.peek()) {
                 (None, None) => break,
@@ -1723,7 +1770,13 @@ impl<'a> Clusters<'a> {
                 (None, Some(w)) => w.cluster.as_str(),
                 (Some((c, _)), Some(w)) => (*c).min(w.cluster.as_str()),
             };
-            let wanted = desired.next_if(|(c, _)| *c == cluster).map(|(_, d)| d);
+            if last.is_some_and(|l| cluster <= l) {
+                return None;
+            }
+            last = Some(cluster);
+            let wanted = desired
+                .next_if(|(c, _)| *c == cluster)
+                .map(|(_, d)| d.clone());
             let mut dups = Vec::new();
             let mut name_taken = false;
             while let Some(w) = work_iter.next_if(|w| w.cluster == cluster) {
@@ -1761,12 +1814,7 @@ impl<'a> Clusters<'a> {
                 },
             ));
         }
-        Self {
-            slots: ClusterIndex::from_sorted(entries),
-            gone,
-            desired_len,
-            works_len,
-        }
+        Some((entries, gone, works_len))
     }
 
     fn get(&self, cluster: &str) -> Option<&Slot<'a>> {

@@ -314,3 +314,33 @@ fn placement_refs_keep_spec_order_for_ownership() {
     settle(&mut h);
     assert_eq!(h.works["c1"].labels[labels::PLACEMENT_NAME], "q");
 }
+
+#[test]
+fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}});
+    let clusters = ["c1", "c2", "c3", "c4", "c5", "c6"];
+    let mut h = Hub::new(strategy, &[&clusters]);
+    settle(&mut h);
+    h.set_template("v2");
+    h.step(secs(5));
+    // A second placement, a cluster gone from the first one, and a duplicate.
+    add_placement(&mut h, "q", &["c2", "c7"]);
+    h.set_groups("p", &[&["c1", "c2", "c3", "c4", "c6"]]);
+    let mut works: Vec<WorkView> = h.works.values().cloned().collect();
+    works.push(legacy_work("c3", "appdup12", "v0", "2025-01-01T00:00:00Z"));
+    let plan_of = |works: &[WorkView]| {
+        let observed = mwrs_engine::Observed {
+            mwrs: &h.mwrs,
+            placements: &h.placements,
+            works,
+            revisions: &h.revisions,
+        };
+        mwrs_engine::plan(&observed, h.now, &h.cfg)
+    };
+    let by_cluster = plan_of(&works);
+    assert!(!by_cluster.works.is_empty(), "the pass has work to do");
+    works.reverse();
+    assert_eq!(plan_of(&works), by_cluster, "reversed");
+    works.rotate_left(3);
+    assert_eq!(plan_of(&works), by_cluster, "rotated");
+}
