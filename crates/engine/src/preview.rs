@@ -592,14 +592,19 @@ mod tests {
         let waves: Vec<Vec<&str>> = p.waves.iter().map(names).collect();
         assert_eq!(waves, vec![vec!["a1", "a2"], vec!["b1", "b2"], vec!["c1"]]);
 
-        // First rollout, b1 fails and there is no deadline: the engine keeps the failed
-        // cluster listed, which holds the walk before group c without a breach (upstream's
-        // arithmetic): the rollout waits for ever, and the preview says so.
+        // First rollout, b1 fails and there is no deadline: the failure counts in its own
+        // group at once (maxFailures 0) and the rollout stops before group c. Upstream's
+        // walk would wait for ever at group a instead (`Compat::upstream_later_group_failures`).
         let failing = BTreeSet::from(["b1".to_string()]);
         let p = preview(&snap, &failing, t0(), &PreviewConfig::default());
         let waves: Vec<Vec<&str>> = p.waves.iter().map(names).collect();
         assert_eq!(waves, vec![vec!["a1", "a2"], vec!["b1", "b2"]]);
-        assert_eq!(p.end, End::Stuck);
+        assert_eq!(
+            p.end,
+            End::Stopped {
+                reason: mc::REASON_MAX_FAILURES_EXCEEDED.into()
+            }
+        );
         assert_eq!(p.failed, vec!["b1".to_string()]);
 
         // With a deadline the failure times out, the group breaches maxFailures 0 and the

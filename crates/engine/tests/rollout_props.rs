@@ -195,6 +195,7 @@ fn modes() -> [Compat; 2] {
             upstream_mandatory_leak: true,
             upstream_group_index_gaps: false,
             upstream_start_in_breached_group: true,
+            upstream_later_group_failures: true,
         },
     ]
 }
@@ -263,6 +264,26 @@ proptest! {
                     d == Determined::Dropped && !d.status_after(s.status).is_failure()
                 });
                 prop_assert!(done, "mandatory {cluster} not done ({st:?}) yet others start: {r:#?}");
+            }
+        }
+    }
+
+    /// Default mode, ProgressivePerGroup never stalls: when nothing is left in flight
+    /// but failed clusters (which may never recover: no deadline) and there is no
+    /// breach, every cluster has been started. Upstream could wait for ever on a failed
+    /// cluster of a later group (`Compat::upstream_later_group_failures`).
+    #[test]
+    fn per_group_never_stalls_on_tolerated_failures(sc in scenario()) {
+        prop_assume!(sc.strategy.kind == StrategyKind::ProgressivePerGroup);
+        let r = sc.run(Compat::default());
+        let only_failed = r.to_rollout.iter().all(|c| c.status == RolloutStatus::Failed);
+        if !r.max_failure_breach && only_failed {
+            for cluster in sc.groups.clusters() {
+                let started = sc
+                    .existing
+                    .iter()
+                    .any(|s| s.cluster == cluster && s.status != RolloutStatus::ToApply);
+                prop_assert!(started, "{cluster} never starts: {r:#?}");
             }
         }
     }

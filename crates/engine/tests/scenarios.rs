@@ -477,3 +477,67 @@ fn invalid_input_names_the_field_and_touches_nothing() {
         assert!(complete(&h));
     }
 }
+
+/// ProgressivePerGroup with no progressDeadline: a cluster that degrades in a later group
+/// is a failure at once (maxFailures 0), not a wait for a deadline that never comes.
+fn per_group_with_a_degraded_cluster_in_the_second_group(abort_all: bool) -> Hub {
+    let groups: [&[&str]; 3] = [&["c1", "c2"], &["c3", "c4"], &["c5", "c6"]];
+    let mut h = Hub::new(json!({"type": "ProgressivePerGroup"}), &groups);
+    h.reconcile();
+    run_until(&mut h, 50, complete);
+    if abort_all {
+        h.abort_all();
+    }
+    h.behave("c3", "v2", Behaviour::Degrade { after: secs(5) });
+    h.set_template("v2");
+    h.reconcile();
+    run_until(&mut h, 40, |h| {
+        h.condition("Progressing") == ("False".into(), "MaxFailuresExceeded".into())
+            || h.status().aborted_time.is_some()
+    });
+    assert!(
+        h.message("Progressing").contains("c3"),
+        "{}",
+        h.message("Progressing")
+    );
+    h
+}
+
+#[test]
+fn per_group_without_deadline_stops_on_a_degraded_cluster_in_a_later_group() {
+    let mut h = per_group_with_a_degraded_cluster_in_the_second_group(false);
+    for _ in 0..10 {
+        h.step(secs(30));
+    }
+    let v = h.versions();
+    assert_eq!(v["c1"], "v2");
+    assert_eq!(v["c2"], "v2");
+    assert_eq!(v["c5"], "v1", "the third group never starts: {v:?}");
+    assert_eq!(v["c6"], "v1", "the third group never starts: {v:?}");
+    assert_eq!(
+        h.condition("Progressing"),
+        ("False".into(), "MaxFailuresExceeded".into())
+    );
+    assert_eq!(
+        h.condition("PlacementRolledOut"),
+        ("False".into(), "RolloutDegraded".into())
+    );
+    assert_eq!(h.status().current_revision, Some(h.hash_of("v1")));
+}
+
+#[test]
+fn per_group_without_deadline_aborts_on_a_degraded_cluster_in_a_later_group() {
+    let mut h = per_group_with_a_degraded_cluster_in_the_second_group(true);
+    assert!(h.status().aborted_time.is_some());
+    h.reconcile();
+    h.step(secs(5));
+    assert!(
+        h.versions().values().all(|v| v == "v1"),
+        "{:?}",
+        h.versions()
+    );
+    assert_eq!(
+        h.condition("Progressing"),
+        ("False".into(), "RolloutAborted".into())
+    );
+}

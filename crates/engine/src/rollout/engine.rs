@@ -2,7 +2,9 @@
 //! placement take part in the rollout now, which timed out, which left the placement,
 //! and whether failures passed `maxFailures`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use hashbrown::{HashMap, HashSet};
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -36,6 +38,13 @@ pub struct Compat {
     /// still has some). Fixed: a breach starts no cluster (SPEC §5.8), in
     /// ProgressivePerGroup and in mandatory groups as in Progressive.
     pub upstream_start_in_breached_group: bool,
+    /// Upstream's per-group walk weighs every in-flight cluster, later groups' included,
+    /// against the failures of the groups walked so far only. A Failed cluster in a
+    /// later group (within its deadline, or with no progressDeadline at all) then holds
+    /// the walk at an earlier, finished group: the failure is never counted, so neither
+    /// the breach nor its tolerance is ever seen and the rollout stalls for good.
+    /// Fixed: the walk moves past a group by the clusters of the groups it has walked.
+    pub upstream_later_group_failures: bool,
 }
 
 /// The engine's verdict for one placement.
@@ -104,18 +113,18 @@ impl Ctx {
 }
 
 /// Existing statuses split into clusters still selected and clusters gone.
-fn split_removed(
+/// Only the removed ones are copied: they go into the result.
+fn split_removed<'s>(
     universe: &Selection<'_>,
-    existing: &[ClusterRolloutStatus],
-) -> (Vec<ClusterRolloutStatus>, Vec<ClusterRolloutStatus>) {
-    existing
-        .iter()
-        .cloned()
-        .partition(|s| universe.contains(&s.cluster))
+    existing: &'s [ClusterRolloutStatus],
+) -> (Vec<&'s ClusterRolloutStatus>, Vec<ClusterRolloutStatus>) {
+    let (current, removed): (Vec<_>, Vec<_>) =
+        existing.iter().partition(|s| universe.contains(&s.cluster));
+    (current, removed.into_iter().cloned().collect())
 }
 
 /// Every cluster at once; failures never stop it and there is no soak.
-fn all(ctx: &Ctx, universe: &Selection<'_>, current: &[ClusterRolloutStatus]) -> RolloutResult {
+fn all(ctx: &Ctx, universe: &Selection<'_>, current: &[&ClusterRolloutStatus]) -> RolloutResult {
     let n = universe.cluster_count();
     let ctx = Ctx {
         min_success_time: SignedDuration::ZERO,
@@ -129,7 +138,7 @@ fn progressive(
     ctx: &Ctx,
     groups: &DecisionGroups,
     universe: &Selection<'_>,
-    current: &[ClusterRolloutStatus],
+    current: &[&ClusterRolloutStatus],
     compat: Compat,
 ) -> RolloutResult {
     // maxFailures counts against every cluster, mandatory ones included (upstream).
@@ -149,7 +158,7 @@ fn progressive_per_group(
     ctx: &Ctx,
     groups: &DecisionGroups,
     universe: &Selection<'_>,
-    current: &[ClusterRolloutStatus],
+    current: &[&ClusterRolloutStatus],
     compat: Compat,
 ) -> RolloutResult {
     let mandatory = groups.resolve_mandatory(&strategy.mandatory);
@@ -166,7 +175,7 @@ fn mandatory_phase(
     ctx: &Ctx,
     groups: &DecisionGroups,
     mandatory: &BTreeSet<GroupKey>,
-    current: &[ClusterRolloutStatus],
+    current: &[&ClusterRolloutStatus],
     compat: Compat,
 ) -> Option<RolloutResult> {
     if mandatory.is_empty() {
@@ -231,9 +240,9 @@ fn per_cluster(
     selection: &Selection<'_>,
     size: usize,
     max_failures: usize,
-    current: &[ClusterRolloutStatus],
+    current: &[&ClusterRolloutStatus],
 ) -> RolloutResult {
-    let mut sorted: Vec<&ClusterRolloutStatus> = current.iter().collect();
+    let mut sorted: Vec<&ClusterRolloutStatus> = current.to_vec();
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     let mut acc = Acc::default();
     let mut seen: HashSet<&str> = HashSet::new();
@@ -277,34 +286,38 @@ fn per_group(
     ctx: &Ctx,
     selection: &Selection<'_>,
     max_failures: Size,
-    current: &[ClusterRolloutStatus],
+    current: &[&ClusterRolloutStatus],
     compat: Compat,
 ) -> RolloutResult {
     let (mut acc, recorded) = record_existing(ctx, current);
     let evaluated = acc.to_rollout.len();
     // Clusters still to finish before the walk may move on. Upstream counts every
-    // listed cluster, so in-flight clusters of *other* groups stop the walk over the
-    // mandatory groups early (part of the mandatory-phase leak); fixed, only the
-    // walked groups' own clusters count.
-    let mut unfinished = if compat.upstream_mandatory_leak {
+    // in-flight cluster from the start; fixed, only the walked groups' own clusters
+    // count (see `Compat`).
+    let mut unfinished = if compat.upstream_mandatory_leak && compat.upstream_later_group_failures {
         evaluated
-    } else {
+    } else if compat.upstream_later_group_failures {
         acc.to_rollout
             .iter()
             .filter(|c| selection.contains(&c.cluster))
             .count()
+    } else {
+        0
     };
+    let walked_only = !compat.upstream_later_group_failures;
     let (mut total_failures, mut breach) = (0usize, false);
     for (key, clusters) in selection.groups() {
         let tolerated = max_failures.resolve(selection.group_len(key), 0);
         let mut group_failures = 0usize;
         for cluster in clusters {
             match recorded.get(cluster) {
-                Some(st) if st.is_failure() => {
-                    group_failures += 1;
-                    breach = group_failures > tolerated;
+                Some(r) => {
+                    if r.status.is_failure() {
+                        group_failures += 1;
+                        breach = group_failures > tolerated;
+                    }
+                    unfinished += usize::from(walked_only && r.in_flight);
                 }
-                Some(_) => {}
                 None => {
                     acc.to_rollout
                         .push(ClusterRolloutStatus::to_apply(cluster, key.clone()));
@@ -327,19 +340,29 @@ fn per_group(
     acc.finish(breach, ctx.now)
 }
 
+/// An existing status after the determination, and whether it still holds a rollout
+/// slot (Progressing, Failed within the deadline, Succeeded still soaking).
+struct Recorded {
+    status: RolloutStatus,
+    in_flight: bool,
+}
+
 /// Determines every existing status but ToApply (the group walk adds those again as
 /// new), keeping each cluster's status after the determination.
 fn record_existing<'s>(
     ctx: &Ctx,
-    current: &'s [ClusterRolloutStatus],
-) -> (Acc, HashMap<&'s str, RolloutStatus>) {
+    current: &'s [&'s ClusterRolloutStatus],
+) -> (Acc, HashMap<&'s str, Recorded>) {
     let mut acc = Acc::default();
     let mut recorded = HashMap::new();
     for s in current
         .iter()
         .filter(|s| !s.cluster.is_empty() && s.status != RolloutStatus::ToApply)
     {
-        recorded.insert(s.cluster.as_str(), acc.absorb(ctx, s));
+        let before = acc.to_rollout.len();
+        let status = acc.absorb(ctx, s);
+        let in_flight = acc.to_rollout.len() > before;
+        recorded.insert(s.cluster.as_str(), Recorded { status, in_flight });
     }
     (acc, recorded)
 }

@@ -119,6 +119,7 @@ const UPSTREAM: Compat = Compat {
     upstream_mandatory_leak: true,
     upstream_group_index_gaps: true,
     upstream_start_in_breached_group: true,
+    upstream_later_group_failures: true,
 };
 
 fn run(
@@ -1495,6 +1496,42 @@ mod fixes {
         let (fixed, upstream) = both(&s, &canary_then_rest(), &two);
         assert!(fixed.max_failure_breach);
         assert!(!upstream.max_failure_breach);
+    }
+
+    /// A Failed cluster in a later group (no progressDeadline) held upstream's walk at
+    /// the earlier, finished group: its failure was never counted, so the rollout
+    /// neither breached nor went on. Fixed: the failure counts in its own group.
+    #[test]
+    fn fix_failed_cluster_in_a_later_group_is_counted() {
+        let g = groups(&[
+            (("", 0), &["a1", "a2"]),
+            (("", 1), &["b1", "b2"]),
+            (("", 2), &["c1"]),
+        ]);
+        let existing = vec![
+            w("a1", ("", 0), Succeeded, -600),
+            w("a2", ("", 0), Succeeded, -600),
+            w("b1", ("", 1), Failed, -60),
+            w("b2", ("", 1), Succeeded, -60),
+        ];
+        let failed = e("b1", ("", 1), Failed, -60, None);
+
+        // maxFailures 0: fixed breaches and starts nothing; upstream waits for ever.
+        let s = json!({"type": "ProgressivePerGroup"});
+        let (fixed, upstream) = both(&s, &g, &existing);
+        assert!(fixed.max_failure_breach);
+        assert_eq!(fixed.to_rollout, vec![failed.clone()]);
+        assert!(!upstream.max_failure_breach);
+        assert_eq!(upstream.to_rollout, vec![failed.clone()]);
+
+        // maxFailures 1: fixed tolerates it and starts the next group; upstream still waits.
+        let s = json!({"type": "ProgressivePerGroup",
+            "progressivePerGroup": {"maxFailures": 1}});
+        let (fixed, upstream) = both(&s, &g, &existing);
+        assert!(!fixed.max_failure_breach);
+        assert_eq!(fixed.to_rollout, vec![failed.clone(), new("c1", ("", 2))]);
+        assert!(!upstream.max_failure_breach);
+        assert_eq!(upstream.to_rollout, vec![failed]);
     }
 
     /// An in-flight non-mandatory cluster used to cut the walk over the mandatory
