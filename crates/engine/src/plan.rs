@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
@@ -686,9 +686,15 @@ impl<'a> Pass<'a> {
 
     /// A placement's groups without the clusters an earlier placementRef owns.
     fn owned_groups<'g>(&self, i: usize, groups: &'g DecisionGroups) -> Cow<'g, DecisionGroups> {
-        let all_owned = groups
+        // The first placementRef with decisions owns every cluster it selects: no need to
+        // look each one up (the common case of a single placementRef).
+        let first = !self.views[..i]
             .iter()
-            .all(|(_, c)| self.clusters.desired(c).is_some_and(|d| d.placement == i));
+            .any(|v| v.and_then(|v| v.groups()).is_some());
+        let all_owned = first
+            || groups
+                .iter()
+                .all(|(_, c)| self.clusters.desired(c).is_some_and(|d| d.placement == i));
         if all_owned {
             return Cow::Borrowed(groups);
         }
@@ -919,18 +925,20 @@ impl<'a> Pass<'a> {
     }
 
     fn relabel_and_delete(&self, target: &str, p: &mut Plan) {
-        let applied: HashSet<&str> = p
-            .works
-            .iter()
-            .filter_map(|c| match c {
-                WorkChange::Apply(a) => Some(a.cluster.as_str()),
-                _ => None,
-            })
-            .collect();
+        // By slot position: the writes are a few per cent of the clusters, and hashing
+        // every cluster's name to ask was a cache miss per cluster on a large fleet.
+        let mut applied = vec![false; self.clusters.slots.len()];
+        for c in &p.works {
+            if let WorkChange::Apply(a) = c
+                && let Some(i) = self.clusters.slots.position(&a.cluster)
+            {
+                applied[i] = true;
+            }
+        }
         let mut relabels = Vec::new();
         let mut deletes = Vec::new();
         let id = self.known.id(target);
-        for (cluster, slot) in self.clusters.slots.iter() {
+        for (i, (cluster, slot)) in self.clusters.slots.iter().enumerate() {
             let (Some(w), dups) = (slot.work, &slot.dups) else {
                 continue;
             };
@@ -944,7 +952,7 @@ impl<'a> Pass<'a> {
                     continue;
                 }
                 Some(d) => {
-                    if !applied.contains(cluster) {
+                    if !applied[i] {
                         let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
                         if let Some(rev) = slot.carried
                             && !slot.facts.labelled
@@ -960,7 +968,7 @@ impl<'a> Pass<'a> {
                 }
             }
             // Duplicates left by upstream's controller go once the survivor is settled.
-            if !dups.is_empty() && !applied.contains(cluster) && self.carries_in(slot, id) {
+            if !dups.is_empty() && !applied[i] && self.carries_in(slot, id) {
                 deletes.extend(dups.iter().copied());
             }
         }
@@ -1848,7 +1856,15 @@ impl<'a, V> ClusterIndex<'a, V> {
     }
 
     fn get(&self, cluster: &str) -> Option<&V> {
-        self.position.get(cluster).map(|i| &self.entries[*i].1)
+        self.position(cluster).map(|i| &self.entries[i].1)
+    }
+
+    fn position(&self, cluster: &str) -> Option<usize> {
+        self.position.get(cluster).copied()
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
     }
 
     fn iter(&self) -> impl Iterator<Item = (&'a str, &V)> + '_ {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use compact_str::CompactString;
 use jiff::Timestamp;
 use mwrs_api::labels;
 use mwrs_api::work::{ManifestWork, condition};
@@ -10,11 +11,13 @@ use mwrs_api::work::{ManifestWork, condition};
 use crate::hash::{self, Digest};
 use crate::rollout::RolloutStatus;
 
-/// One condition, reduced to what status mapping reads.
+/// One condition, reduced to what status mapping reads. Type and status are stored
+/// inline (they are short): a pass over 100,000 ManifestWorks reads four conditions of
+/// each, and separate heap strings made every read a cache miss.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CondView {
-    pub type_: String,
-    pub status: String,
+    pub type_: CompactString,
+    pub status: CompactString,
     pub observed_generation: Option<i64>,
     pub last_transition_time: Timestamp,
 }
@@ -55,8 +58,8 @@ impl WorkView {
             .map(|cs| {
                 cs.iter()
                     .map(|c| CondView {
-                        type_: c.type_.clone(),
-                        status: c.status.clone(),
+                        type_: c.type_.as_str().into(),
+                        status: c.status.as_str().into(),
                         observed_generation: c.observed_generation,
                         last_transition_time: c.last_transition_time.0,
                     })
