@@ -291,6 +291,10 @@ pub struct PlanArgs {
     /// A cluster that fails on the update revision (repeatable).
     #[arg(long = "fail", value_name = "CLUSTER", num_args = 1..)]
     pub fail: Vec<String>,
+    /// Simulate with an upstream rollout behaviour restored, as the controller's flag of
+    /// the same name does (comma-separated or repeated).
+    #[arg(long = "upstream-quirk", value_name = "QUIRK", value_delimiter = ',')]
+    pub upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
 }
 
 /// The process arguments; as a kubectl plugin the program calls itself `kubectl mwrs`.

@@ -483,5 +483,30 @@ async fn walkthrough_of_every_command() {
     assert!(r.out.contains("Nothing to roll out"), "{}", r.out);
     let r = mwrs(&hub, &["rollout", "plan", "-f", f, "--fail", "nowhere"]).await;
     assert_eq!(r.code, 2, "{r:?}");
+    // Upstream's behaviours can be simulated by name; an unknown name is a usage error
+    // that lists the known ones.
+    let r = mwrs(
+        &hub,
+        &[
+            "rollout",
+            "plan",
+            "-f",
+            f,
+            "--upstream-quirk",
+            "mandatory-leak",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["end"], "Complete");
+    let r = mwrs(
+        &hub,
+        &["rollout", "plan", "-f", f, "--upstream-quirk", "leak"],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.err.contains("later-group-failures"), "{}", r.err);
     let _ = std::fs::remove_file(&file);
 }

@@ -53,6 +53,12 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Restore an upstream rollout behaviour this controller fixes (comma-separated or
+    /// repeated): mandatory-leak, group-index-gaps, start-in-breached-group,
+    /// later-group-failures. See the README's "Where the rollout engine parts from
+    /// upstream".
+    #[arg(long = "upstream-quirk", value_delimiter = ',')]
+    upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
     /// Skip the start-up check of the CRD's fields (not recommended).
     #[arg(long, hide = true)]
     skip_crd_check: bool,
@@ -107,6 +113,17 @@ async fn shutdown_signal() {
     }
 }
 
+fn compat(quirks: &[mwrs_engine::rollout::Quirk]) -> mwrs_engine::rollout::Compat {
+    let compat = quirks
+        .iter()
+        .fold(mwrs_engine::rollout::Compat::default(), |c, q| c.with(*q));
+    if !quirks.is_empty() {
+        let names: Vec<&str> = compat.quirks().iter().map(|q| q.name()).collect();
+        tracing::warn!(quirks = %names.join(","), "upstream rollout behaviours restored");
+    }
+    compat
+}
+
 async fn main_inner(args: Args) -> anyhow::Result<()> {
     let client = client(&args).await?;
     if !args.skip_crd_check {
@@ -125,7 +142,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         plan: PlanConfig {
             manifest_size_limit: args.manifest_size_limit,
-            ..PlanConfig::default()
+            compat: compat(&args.upstream_quirks),
         },
         instance: identity.clone(),
         ..Config::default()
@@ -167,5 +184,36 @@ async fn main() -> ExitCode {
             eprintln!("mwrs-controller: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use mwrs_engine::rollout::Quirk;
+
+    #[test]
+    fn upstream_quirks_parse_by_name_and_reject_unknown_ones() {
+        let args = Args::try_parse_from([
+            "mwrs-controller",
+            "--upstream-quirk",
+            "mandatory-leak,later-group-failures",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.upstream_quirks,
+            vec![Quirk::MandatoryLeak, Quirk::LaterGroupFailures]
+        );
+        let c = compat(&args.upstream_quirks);
+        assert!(c.upstream_mandatory_leak && c.upstream_later_group_failures);
+        assert!(!c.upstream_group_index_gaps && !c.upstream_start_in_breached_group);
+
+        let err = Args::try_parse_from(["mwrs-controller", "--upstream-quirk", "leak"])
+            .expect_err("unknown quirk");
+        assert!(err.to_string().contains("group-index-gaps"), "{err}");
+
+        let none = Args::try_parse_from(["mwrs-controller"]).unwrap();
+        assert_eq!(compat(&none.upstream_quirks), Default::default());
     }
 }

@@ -166,7 +166,12 @@ async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) ->
             strangers.join(", ")
         )));
     }
-    let p = preview(&snap, &failing, Timestamp::now(), &PreviewConfig::default());
+    let mut cfg = PreviewConfig::default();
+    cfg.plan.compat = a
+        .upstream_quirks
+        .iter()
+        .fold(cfg.plan.compat, |c, q| c.with(*q));
+    let p = preview(&snap, &failing, Timestamp::now(), &cfg);
     if out.structured() {
         out.print_structured(&plan_out(m, &p, &failing))?;
     } else {

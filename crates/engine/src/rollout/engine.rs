@@ -47,6 +47,83 @@ pub struct Compat {
     pub upstream_later_group_failures: bool,
 }
 
+/// One upstream behaviour [`Compat`] can restore, by the name operators use on the
+/// command line (`--upstream-quirk later-group-failures`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Quirk {
+    MandatoryLeak,
+    GroupIndexGaps,
+    StartInBreachedGroup,
+    LaterGroupFailures,
+}
+
+impl Quirk {
+    pub const ALL: [Quirk; 4] = [
+        Quirk::MandatoryLeak,
+        Quirk::GroupIndexGaps,
+        Quirk::StartInBreachedGroup,
+        Quirk::LaterGroupFailures,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Quirk::MandatoryLeak => "mandatory-leak",
+            Quirk::GroupIndexGaps => "group-index-gaps",
+            Quirk::StartInBreachedGroup => "start-in-breached-group",
+            Quirk::LaterGroupFailures => "later-group-failures",
+        }
+    }
+}
+
+impl std::fmt::Display for Quirk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Quirk {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Quirk::ALL
+            .into_iter()
+            .find(|q| q.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Quirk::ALL.iter().map(|q| q.name()).collect();
+                format!("unknown upstream quirk {s:?}; known: {}", names.join(", "))
+            })
+    }
+}
+
+impl Compat {
+    /// Every upstream behaviour, as upstream's rollout library has it.
+    pub const UPSTREAM: Compat = Compat {
+        upstream_mandatory_leak: true,
+        upstream_group_index_gaps: true,
+        upstream_start_in_breached_group: true,
+        upstream_later_group_failures: true,
+    };
+
+    /// This switch set with `quirk` turned on.
+    pub fn with(mut self, quirk: Quirk) -> Self {
+        match quirk {
+            Quirk::MandatoryLeak => self.upstream_mandatory_leak = true,
+            Quirk::GroupIndexGaps => self.upstream_group_index_gaps = true,
+            Quirk::StartInBreachedGroup => self.upstream_start_in_breached_group = true,
+            Quirk::LaterGroupFailures => self.upstream_later_group_failures = true,
+        }
+        self
+    }
+
+    /// The quirks turned on, for logs.
+    pub fn quirks(self) -> Vec<Quirk> {
+        Quirk::ALL
+            .into_iter()
+            .filter(|q| self.with(*q) == self)
+            .collect()
+    }
+}
+
 /// The engine's verdict for one placement.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RolloutResult {
@@ -365,4 +442,32 @@ fn record_existing<'s>(
         recorded.insert(s.cluster.as_str(), Recorded { status, in_flight });
     }
     (acc, recorded)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod quirk_tests {
+    use super::*;
+
+    #[test]
+    fn every_quirk_parses_by_its_name_and_turns_on_one_switch() {
+        let mut all = Compat::default();
+        for q in Quirk::ALL {
+            assert_eq!(q.name().parse::<Quirk>(), Ok(q));
+            let one = Compat::default().with(q);
+            assert_ne!(one, Compat::default(), "{q}");
+            assert_eq!(one.quirks(), vec![q]);
+            all = all.with(q);
+        }
+        assert_eq!(all, Compat::UPSTREAM);
+        assert_eq!(Compat::UPSTREAM.quirks(), Quirk::ALL.to_vec());
+        assert!(Compat::default().quirks().is_empty());
+    }
+
+    #[test]
+    fn an_unknown_quirk_names_the_known_ones() {
+        let err = "mandatory".parse::<Quirk>().unwrap_err();
+        assert!(err.contains("\"mandatory\""), "{err}");
+        assert!(err.contains("later-group-failures"), "{err}");
+    }
 }

@@ -12,7 +12,11 @@
 //! - the mandatory phase is held by mandatory-group clusters only (SPEC §10.3);
 //! - groups after a gap in the decision-group indices still roll out;
 //! - a group that breached `maxFailures` starts none of its remaining clusters
-//!   (SPEC §5.8: a breach stops starting new clusters).
+//!   (SPEC §5.8: a breach stops starting new clusters);
+//! - a ProgressivePerGroup walk counts a Failed cluster of a later group in that group,
+//!   instead of waiting for ever at an earlier, finished one.
+//!
+//! The controller's `--upstream-quirk` flag turns switches on by [`Quirk`] name.
 //!
 //! A cluster times out when `now` is at or past its deadline (SPEC §10.2), which is
 //! also upstream's `now.Before(deadline)` test.
@@ -30,7 +34,7 @@ pub mod strategy;
 #[cfg(test)]
 mod upstream_cases;
 
-pub use engine::{Compat, RolloutResult, evaluate};
+pub use engine::{Compat, Quirk, RolloutResult, evaluate};
 pub use groups::{DecisionGroups, GroupKey, MandatoryGroup, mandatory_groups};
 pub use parse::{Deadline, Size, parse_deadline, parse_go_duration, parse_size, soak_end};
 pub use status::{

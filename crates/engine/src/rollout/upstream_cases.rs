@@ -115,12 +115,7 @@ fn strategy(v: Value) -> ParsedStrategy {
     ParsedStrategy::parse(&s).expect("valid strategy")
 }
 
-const UPSTREAM: Compat = Compat {
-    upstream_mandatory_leak: true,
-    upstream_group_index_gaps: true,
-    upstream_start_in_breached_group: true,
-    upstream_later_group_failures: true,
-};
+const UPSTREAM: Compat = Compat::UPSTREAM;
 
 fn run(
     s: &Value,
