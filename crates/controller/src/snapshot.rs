@@ -55,10 +55,13 @@ impl Snapshot {
             })
             .collect();
 
-        // Placements, their decisions and revisions are selected exactly as the CLI
-        // selects them, by the engine.
-        let placements = stores.placements.state();
-        let decisions = stores.decisions.state();
+        // Only the referenced Placements and their decisions are fetched (by name and
+        // through the decision index); the engine then selects among them exactly as it
+        // does for the CLI.
+        let (placements, decisions) = stores.placements_named(
+            &namespace,
+            mwrs.spec.placement_refs.iter().map(|r| r.name.as_str()),
+        );
         let revisions = stores.owned_revisions(&owner);
         let inner = EngineSnapshot::with_work_views(
             mwrs,

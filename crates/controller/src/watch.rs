@@ -10,6 +10,9 @@
 //! manifests dominate their size) after the spec digest is recorded in an in-memory
 //! annotation.
 //!
+//! PlacementDecisions are indexed by their placement label the same way, and Placements
+//! are read by name, so a reconcile never scans every placement of the hub.
+//!
 //! MWRS are watched through [`DeserializeGuard`]: an object our types cannot read is
 //! stored as its metadata and the error, reported by the reconciler, and never stops
 //! the watch (and so the other MWRS).
@@ -55,6 +58,8 @@ pub struct Stores {
     pub revision_index: [SharedIndex; 2],
     pub placements: Store<Placement>,
     pub decisions: Store<PlacementDecision>,
+    /// Decisions by the placement label's value (the Placement's name).
+    pub decision_index: SharedIndex,
 }
 
 /// The objects of `owner` in one of the store/index pairs: the index names them, the
@@ -89,6 +94,31 @@ impl Stores {
     /// ControllerRevisions carrying `owner`'s selector label.
     pub fn owned_revisions(&self, owner: &OwnerKey) -> Vec<Arc<ControllerRevision>> {
         owned(&self.revisions, &self.revision_index, owner)
+    }
+
+    /// The Placements of `namespace` named `names` that exist, and their decisions.
+    pub fn placements_named<'n>(
+        &self,
+        namespace: &str,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> (Vec<Arc<Placement>>, Vec<Arc<PlacementDecision>>) {
+        let mut placements = Vec::new();
+        let mut decisions = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for name in names {
+            if !seen.insert(name) {
+                continue;
+            }
+            placements.extend(self.placements.get(&ObjectRef::new(name).within(namespace)));
+            decisions.extend(
+                self.decision_index
+                    .owned(name)
+                    .into_iter()
+                    .filter(|(ns, _)| ns == namespace)
+                    .filter_map(|(ns, d)| self.decisions.get(&ObjectRef::new(&d).within(&ns))),
+            );
+        }
+        (placements, decisions)
     }
 }
 
@@ -237,12 +267,14 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         .boxed();
 
     let (pd_r, pd_w) = reflector::store();
+    let decision_index = SharedIndex::new(labels::PLACEMENT_LABEL);
     let decisions = watch_fn(
         api::<PlacementDecision>(client, namespace),
         cfg().labels(labels::PLACEMENT_LABEL),
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
+    .inspect(index_events(&decision_index))
     .reflect(pd_w)
     .inspect(ready.track(6))
     .touched_objects()
@@ -257,6 +289,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         revision_index: [ri0, ri1],
         placements: pl_r,
         decisions: pd_r,
+        decision_index,
     };
     let triggers = Triggers {
         mwrs,

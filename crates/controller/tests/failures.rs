@@ -258,3 +258,59 @@ async fn degraded_clusters_breach_max_failures() {
     // The stopped one never moved further meanwhile.
     assert_eq!(revisions_by_cluster(&hub, "stop").await, want);
 }
+
+/// ProgressivePerGroup with no progressDeadline: a cluster that degrades in the second
+/// of three groups stops the rollout with MaxFailuresExceeded; the third group never
+/// gets v2. (Upstream's walk waited at the first group for ever: no breach, no stop.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_degraded_cluster_in_a_later_group_stops_a_per_group_rollout() {
+    let Some((hub, _controller)) = common::started("pergroup-degrade", 6).await else {
+        return;
+    };
+    let cs = hub.clusters.clone();
+    hub.publish(
+        "waves",
+        &[
+            mwrs_fleet::placement::DecisionGroup::new("", cs[0..2].to_vec()),
+            mwrs_fleet::placement::DecisionGroup::new("", cs[2..4].to_vec()),
+            mwrs_fleet::placement::DecisionGroup::new("", cs[4..6].to_vec()),
+        ],
+    )
+    .await;
+    let bad = cs[2].clone();
+    let _agent = start_agent(&hub, move |w| {
+        if w.cluster == bad && version_of(w.spec) == Some("v2") {
+            Behaviour::Degrade {
+                after: Duration::from_millis(300),
+            }
+        } else {
+            QUICK
+        }
+    });
+    hub.create_mwrs(&mwrs(
+        "waves",
+        configmap_template("v1"),
+        &[("waves", json!({"type": "ProgressivePerGroup"}))],
+    ))
+    .await;
+    let v1 = current(&wait_complete(&hub, "waves", None).await).unwrap();
+    hub.set_template("waves", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "waves", "MaxFailuresExceeded", |m| {
+        has_condition(m, "Progressing", "False", "MaxFailuresExceeded")
+    })
+    .await;
+    let v2 = update(&m).unwrap();
+    assert!(
+        message(&m, "Progressing").contains(&cs[2]),
+        "{}",
+        describe(&m)
+    );
+    assert_eq!(current(&m).as_deref(), Some(v1.as_str()));
+    assert_eq!(aborted(&m), None);
+    let want: BTreeMap<String, String> = cs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.clone(), if i < 4 { v2.clone() } else { v1.clone() }))
+        .collect();
+    assert_eq!(revisions_by_cluster(&hub, "waves").await, want);
+}
