@@ -9,14 +9,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use common::{
-    QUICK, Timeline, aborted, all_aborting, assert_works_on, current, describe, message,
-    revisions_by_cluster, start_agent, start_agent_hanging, update, version_of, wait_complete,
+    Timeline, aborted, all_aborting, assert_works_on, current, describe, message,
+    revisions_by_cluster, start_agent_degrading, start_agent_hanging, update, wait_complete,
     wait_mwrs, wait_works,
 };
-use mwrs_fleet::Behaviour;
 use mwrs_testsupport::{configmap_template, has_condition, mwrs};
 use serde_json::json;
 
@@ -142,16 +140,7 @@ async fn degraded_clusters_breach_max_failures() {
     let Some((hub, _controller)) = common::started("degrade", 3).await else {
         return;
     };
-    let bad = hub.clusters[0].clone();
-    let _agent = start_agent(&hub, move |w| {
-        if w.cluster == bad && version_of(w.spec) == Some("v2") {
-            Behaviour::Degrade {
-                after: Duration::from_millis(300),
-            }
-        } else {
-            QUICK
-        }
-    });
+    let _agent = start_agent_degrading(&hub, &hub.clusters[0], "v2");
     let progressive = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
     let mut aborting = progressive.clone();
     aborting["failureStrategy"] = json!("AbortAll");
@@ -277,16 +266,7 @@ async fn a_degraded_cluster_in_a_later_group_stops_a_per_group_rollout() {
         ],
     )
     .await;
-    let bad = cs[2].clone();
-    let _agent = start_agent(&hub, move |w| {
-        if w.cluster == bad && version_of(w.spec) == Some("v2") {
-            Behaviour::Degrade {
-                after: Duration::from_millis(300),
-            }
-        } else {
-            QUICK
-        }
-    });
+    let _agent = start_agent_degrading(&hub, &cs[2], "v2");
     hub.create_mwrs(&mwrs(
         "waves",
         configmap_template("v1"),

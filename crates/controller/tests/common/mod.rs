@@ -62,6 +62,21 @@ pub fn start_agent_hanging(hub: &TestHub, cluster: &str, version: &'static str) 
     })
 }
 
+/// Runs a work agent where `cluster` reports Degraded shortly after it gets the template
+/// whose ConfigMap has `version`; everything else finishes at once ([`QUICK`]).
+pub fn start_agent_degrading(hub: &TestHub, cluster: &str, version: &'static str) -> AgentHandle {
+    let cluster = cluster.to_string();
+    start_agent(hub, move |w| {
+        if w.cluster == cluster && version_of(w.spec) == Some(version) {
+            Behaviour::Degrade {
+                after: Duration::from_millis(300),
+            }
+        } else {
+            QUICK
+        }
+    })
+}
+
 /// Rollout strategy `All` with `progressDeadline` and `failureStrategy: AbortAll`.
 pub fn all_aborting(deadline: &str) -> Value {
     serde_json::json!({"type": "All", "all": {"progressDeadline": deadline},
