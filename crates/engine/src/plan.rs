@@ -1651,7 +1651,7 @@ impl Facts {
         use mwrs_api::work::condition as wc;
         let (status, since) = work::cluster_status(w);
         let labelled = wanted.is_some_and(|d| {
-            let has = |k: &str, v: &str| w.labels.get(k).is_some_and(|x| x == v);
+            let has = |k: &str, v: &str| w.label(k) == Some(v);
             let (owner_key, owner_value) = e.owner_label;
             w.hash().is_some()
                 && has(labels::PLACEMENT_NAME, e.placements[d.placement])
@@ -1660,9 +1660,7 @@ impl Facts {
                     .iter()
                     .flat_map(|l| l.iter())
                     .all(|(k, v)| has(k, v))
-                && w.annotations
-                    .get(labels::MWRS_OWNER_ANNOTATION)
-                    .is_some_and(|a| a == e.owner_slashed)
+                && w.annotation(labels::MWRS_OWNER_ANNOTATION) == Some(e.owner_slashed)
         });
         Self {
             status,
@@ -1765,35 +1763,51 @@ impl<'a> Clusters<'a> {
         works: impl Iterator<Item = &'a WorkView>,
         e: &Expected<'_>,
     ) -> Option<(Vec<(&'a str, Slot<'a>)>, Vec<&'a WorkView>, usize)> {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        debug_assert!(desired.windows(2).all(|w| w[0].0 < w[1].0));
         let mut entries = Vec::with_capacity(desired.len());
         let mut gone = Vec::new();
         let mut works_len = 0;
         let mut desired = desired.iter().peekable();
         let mut work_iter = works.peekable();
-        let mut last: Option<&'a str> = None;
+        // One comparison of names decides each step (they share long prefixes, and at
+        // 100,000 clusters comparisons were a tenth of the pass).
         loop {
-            let cluster: &'a str = match (desired.peek(), work_iter.peek()) {
+            let (take_desired, take_work) = match (desired.peek(), work_iter.peek()) {
                 (None, None) => break,
-                (Some((c, _)), None) => c,
-                (None, Some(w)) => w.cluster.as_str(),
-                (Some((c, _)), Some(w)) => (*c).min(w.cluster.as_str()),
+                (Some(_), None) => (true, false),
+                (None, Some(_)) => (false, true),
+                (Some((c, _)), Some(w)) => match (*c).cmp(w.cluster.as_str()) {
+                    Less => (true, false),
+                    Equal => (true, true),
+                    Greater => (false, true),
+                },
             };
-            if last.is_some_and(|l| cluster <= l) {
-                return None;
-            }
-            last = Some(cluster);
-            let wanted = desired
-                .next_if(|(c, _)| *c == cluster)
-                .map(|(_, d)| d.clone());
+            let wanted = take_desired.then(|| desired.next()).flatten();
+            let first = take_work.then(|| work_iter.next()).flatten();
+            let cluster: &'a str = match (wanted, first) {
+                (Some((c, _)), _) => c,
+                (None, Some(w)) => w.cluster.as_str(),
+                (None, None) => break,
+            };
+            let wanted = wanted.map(|(_, d)| d.clone());
             let mut dups = Vec::new();
             let mut name_taken = false;
-            while let Some(w) = work_iter.next_if(|w| w.cluster == cluster) {
+            let mut next = first;
+            while let Some(w) = next {
                 if w.deleting {
                     name_taken |= w.name == e.owner_work_name;
                     gone.push(w);
                 } else {
                     dups.push(w);
                 }
+                // More ManifestWorks in this namespace; a smaller name after this one
+                // means the input is not in cluster order.
+                next = match work_iter.peek().map(|n| n.cluster.as_str().cmp(cluster)) {
+                    Some(Equal) => work_iter.next(),
+                    Some(Less) => return None,
+                    Some(Greater) | None => None,
+                };
             }
             if wanted.is_none() && dups.is_empty() {
                 continue;
