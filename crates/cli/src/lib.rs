@@ -8,10 +8,12 @@
 //! - [`hub`]: connecting (kubeconfig, context, namespace) and reading what belongs to an MWRS;
 //! - [`state`]: the rollout state of an MWRS (the STATUS column) and per-placement progress;
 //! - [`output`]: tables, colour, ages, YAML and JSON;
-//! - [`cmd`]: one module per command.
+//! - [`cmd`]: one module per command;
+//! - [`complete`]: completion for `kubectl mwrs` (kubectl's plugin protocol).
 
 pub mod args;
 pub mod cmd;
+pub mod complete;
 pub mod error;
 pub mod hub;
 pub mod output;

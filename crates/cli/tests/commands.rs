@@ -33,6 +33,20 @@ async fn set_template(hub: &TestHub, name: &str, version: &str, cause: &str) {
 }
 
 /// Offline: usage errors, help texts and an unreachable hub.
+/// Runs `kubectl_complete-mwrs` as kubectl does: the words, the last being completed.
+async fn complete(words: &[&str]) -> common::Run {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl_complete-mwrs"))
+        .args(words)
+        .output()
+        .await
+        .expect("run kubectl_complete-mwrs");
+    common::Run {
+        code: out.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 #[tokio::test]
 async fn usage_help_and_unreachable_hub() {
     let dir = std::env::temp_dir().join(format!("mwrs-cli-test-{}", std::process::id()));
@@ -50,6 +64,14 @@ async fn usage_help_and_unreachable_hub() {
     assert!(r.err.contains("cannot reach the hub"), "{r:?}");
     let r = run_with(&kubeconfig, None, &["rollout", "status", "app", "-w"]).await;
     assert_eq!(r.code, 8, "{r:?}");
+
+    // Completion without a hub still offers what the parser knows, and never fails.
+    let kc = kubeconfig.to_str().unwrap();
+    let r = complete(&["--kubeconfig", kc, "rollout", "un"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.starts_with("undo\t"), "{r:?}");
+    let r = complete(&["--kubeconfig", kc, "rollout", "undo", ""]).await;
+    assert_eq!((r.code, r.out.as_str()), (0, ":4\n"), "{r:?}");
 
     let r = run_with(&kubeconfig, None, &["rollout", "frobnicate", "app"]).await;
     assert_eq!(r.code, 2, "usage error: exit 2; {r:?}");
@@ -148,6 +170,20 @@ async fn walkthrough_of_every_command() {
         .into(),
     );
     hub.create_mwrs(&app).await;
+
+    // kubectl's plugin completion lists the MWRS of the namespace the line names.
+    let r = complete(&[
+        "--kubeconfig",
+        hub.kubeconfig.to_str().unwrap(),
+        "-n",
+        &hub.namespace,
+        "rollout",
+        "status",
+        "",
+    ])
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.out, "app\n:4\n");
 
     // status -w: follows to Complete, exit 0, one plain line per change (not a terminal).
     let r = mwrs(
