@@ -543,6 +543,6 @@ async fn walkthrough_of_every_command() {
     )
     .await;
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.err.contains("later-group-failures"), "{}", r.err);
+    assert!(r.err.contains("group-walk-arithmetic"), "{}", r.err);
     let _ = std::fs::remove_file(&file);
 }

@@ -55,7 +55,7 @@ struct Args {
     log_format: LogFormat,
     /// Restore an upstream rollout behaviour this controller fixes (comma-separated or
     /// repeated): mandatory-leak, group-index-gaps, start-in-breached-group,
-    /// later-group-failures. See the README's "Where the rollout engine parts from
+    /// group-walk-arithmetic. See the README's "Where the rollout engine parts from
     /// upstream".
     #[arg(long = "upstream-quirk", value_delimiter = ',')]
     upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
@@ -198,15 +198,15 @@ mod tests {
         let args = Args::try_parse_from([
             "mwrs-controller",
             "--upstream-quirk",
-            "mandatory-leak,later-group-failures",
+            "mandatory-leak,group-walk-arithmetic",
         ])
         .unwrap();
         assert_eq!(
             args.upstream_quirks,
-            vec![Quirk::MandatoryLeak, Quirk::LaterGroupFailures]
+            vec![Quirk::MandatoryLeak, Quirk::GroupWalkArithmetic]
         );
         let c = compat(&args.upstream_quirks);
-        assert!(c.upstream_mandatory_leak && c.upstream_later_group_failures);
+        assert!(c.upstream_mandatory_leak && c.upstream_group_walk_arithmetic);
         assert!(!c.upstream_group_index_gaps && !c.upstream_start_in_breached_group);
 
         let err = Args::try_parse_from(["mwrs-controller", "--upstream-quirk", "leak"])

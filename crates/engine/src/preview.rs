@@ -594,7 +594,7 @@ mod tests {
 
         // First rollout, b1 fails and there is no deadline: the failure counts in its own
         // group at once (maxFailures 0) and the rollout stops before group c. Upstream's
-        // walk would wait for ever at group a instead (`Compat::upstream_later_group_failures`).
+        // walk would wait for ever at group a instead (`Compat::upstream_group_walk_arithmetic`).
         let failing = BTreeSet::from(["b1".to_string()]);
         let p = preview(&snap, &failing, t0(), &PreviewConfig::default());
         let waves: Vec<Vec<&str>> = p.waves.iter().map(names).collect();

@@ -195,7 +195,7 @@ fn modes() -> [Compat; 2] {
             upstream_mandatory_leak: true,
             upstream_group_index_gaps: false,
             upstream_start_in_breached_group: true,
-            upstream_later_group_failures: true,
+            upstream_group_walk_arithmetic: true,
         },
     ]
 }
@@ -271,7 +271,7 @@ proptest! {
     /// Default mode, ProgressivePerGroup never stalls: when nothing is left in flight
     /// but failed clusters (which may never recover: no deadline) and there is no
     /// breach, every cluster has been started. Upstream could wait for ever on a failed
-    /// cluster of a later group (`Compat::upstream_later_group_failures`).
+    /// cluster of a later group (`Compat::upstream_group_walk_arithmetic`).
     #[test]
     fn per_group_never_stalls_on_tolerated_failures(sc in scenario()) {
         prop_assume!(sc.strategy.kind == StrategyKind::ProgressivePerGroup);
@@ -285,6 +285,30 @@ proptest! {
                     .any(|s| s.cluster == cluster && s.status != RolloutStatus::ToApply);
                 prop_assert!(started, "{cluster} never starts: {r:#?}");
             }
+        }
+    }
+
+    /// Default mode, ProgressivePerGroup: a group starts only once every cluster of the
+    /// groups before it is done or failed (upstream let a tolerated TimeOut offset a
+    /// cluster still in flight).
+    #[test]
+    fn per_group_starts_a_group_only_after_the_earlier_ones_settle(sc in scenario()) {
+        prop_assume!(sc.strategy.kind == StrategyKind::ProgressivePerGroup);
+        prop_assume!(sc.mandatory().is_empty());
+        let r = sc.run(Compat::default());
+        let keys: Vec<&GroupKey> = sc.groups.keys().collect();
+        let rank = |c: &str| sc.groups.group_of(c).and_then(|k| keys.iter().position(|x| *x == k));
+        let Some(first_started) = sc.started(&r).into_iter().filter_map(rank).min() else {
+            return Ok(());
+        };
+        for cluster in sc.groups.clusters().filter(|c| rank(c).is_some_and(|g| g < first_started)) {
+            let st = sc.existing.iter().find(|s| s.cluster == cluster && s.status != RolloutStatus::ToApply);
+            let settled = st.is_some_and(|s| {
+                let d = sc.determine(s);
+                let after = d.status_after(s.status);
+                after.is_failure() || d == Determined::Dropped
+            });
+            prop_assert!(settled, "{cluster} ({st:?}) not settled, yet group {first_started} starts: {r:#?}");
         }
     }
 

@@ -39,22 +39,24 @@ pub struct Compat {
     /// ProgressivePerGroup and in mandatory groups as in Progressive.
     pub upstream_start_in_breached_group: bool,
     /// Upstream's per-group walk weighs every in-flight cluster, later groups' included,
-    /// against the failures of the groups walked so far only. A Failed cluster in a
-    /// later group (within its deadline, or with no progressDeadline at all) then holds
-    /// the walk at an earlier, finished group: the failure is never counted, so neither
-    /// the breach nor its tolerance is ever seen and the rollout stalls for good.
-    /// Fixed: the walk moves past a group by the clusters of the groups it has walked.
-    pub upstream_later_group_failures: bool,
+    /// against every failure of the groups walked so far. So a Failed cluster in a
+    /// later group (within its deadline, or with no progressDeadline at all) holds the
+    /// walk at an earlier, finished group: the failure is never counted, neither the
+    /// breach nor its tolerance is ever seen, and the rollout stalls for good. And a
+    /// tolerated TimeOut (no longer in flight) offsets a cluster still progressing, so
+    /// the next group starts early. Fixed: the walk moves past a group once every
+    /// cluster of the groups it has walked is done or failed within tolerance.
+    pub upstream_group_walk_arithmetic: bool,
 }
 
 /// One upstream behaviour [`Compat`] can restore, by the name operators use on the
-/// command line (`--upstream-quirk later-group-failures`).
+/// command line (`--upstream-quirk group-walk-arithmetic`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Quirk {
     MandatoryLeak,
     GroupIndexGaps,
     StartInBreachedGroup,
-    LaterGroupFailures,
+    GroupWalkArithmetic,
 }
 
 impl Quirk {
@@ -62,7 +64,7 @@ impl Quirk {
         Quirk::MandatoryLeak,
         Quirk::GroupIndexGaps,
         Quirk::StartInBreachedGroup,
-        Quirk::LaterGroupFailures,
+        Quirk::GroupWalkArithmetic,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,7 +72,7 @@ impl Quirk {
             Quirk::MandatoryLeak => "mandatory-leak",
             Quirk::GroupIndexGaps => "group-index-gaps",
             Quirk::StartInBreachedGroup => "start-in-breached-group",
-            Quirk::LaterGroupFailures => "later-group-failures",
+            Quirk::GroupWalkArithmetic => "group-walk-arithmetic",
         }
     }
 }
@@ -101,7 +103,7 @@ impl Compat {
         upstream_mandatory_leak: true,
         upstream_group_index_gaps: true,
         upstream_start_in_breached_group: true,
-        upstream_later_group_failures: true,
+        upstream_group_walk_arithmetic: true,
     };
 
     /// This switch set with `quirk` turned on.
@@ -110,7 +112,7 @@ impl Compat {
             Quirk::MandatoryLeak => self.upstream_mandatory_leak = true,
             Quirk::GroupIndexGaps => self.upstream_group_index_gaps = true,
             Quirk::StartInBreachedGroup => self.upstream_start_in_breached_group = true,
-            Quirk::LaterGroupFailures => self.upstream_later_group_failures = true,
+            Quirk::GroupWalkArithmetic => self.upstream_group_walk_arithmetic = true,
         }
         self
     }
@@ -371,9 +373,10 @@ fn per_group(
     // Clusters still to finish before the walk may move on. Upstream counts every
     // in-flight cluster from the start; fixed, only the walked groups' own clusters
     // count (see `Compat`).
-    let mut unfinished = if compat.upstream_mandatory_leak && compat.upstream_later_group_failures {
+    let mut unfinished = if compat.upstream_mandatory_leak && compat.upstream_group_walk_arithmetic
+    {
         evaluated
-    } else if compat.upstream_later_group_failures {
+    } else if compat.upstream_group_walk_arithmetic {
         acc.to_rollout
             .iter()
             .filter(|c| selection.contains(&c.cluster))
@@ -381,7 +384,7 @@ fn per_group(
     } else {
         0
     };
-    let walked_only = !compat.upstream_later_group_failures;
+    let walked_only = !compat.upstream_group_walk_arithmetic;
     let (mut total_failures, mut breach) = (0usize, false);
     for (key, clusters) in selection.groups() {
         let tolerated = max_failures.resolve(selection.group_len(key), 0);
@@ -393,7 +396,9 @@ fn per_group(
                         group_failures += 1;
                         breach = group_failures > tolerated;
                     }
-                    unfinished += usize::from(walked_only && r.in_flight);
+                    // Failed within the deadline: listed, but tolerated failures never
+                    // hold the next group.
+                    unfinished += usize::from(walked_only && r.in_flight && !r.status.is_failure());
                 }
                 None => {
                     acc.to_rollout
@@ -407,10 +412,15 @@ fn per_group(
             // Everything the walk added is unstarted.
             acc.to_rollout.truncate(evaluated);
         }
-        // Failed clusters within the deadline are listed yet must not hold the next
-        // group; timed-out ones are not listed but still subtracted (upstream's
-        // arithmetic, kept as is).
-        if unfinished > total_failures || breach {
+        // Upstream subtracts every failure from every in-flight cluster, so a tolerated
+        // TimeOut (not in flight) let the walk past a cluster still progressing; fixed,
+        // the walk moves on once each walked cluster is done or failed within tolerance.
+        let holds = if walked_only {
+            unfinished > 0
+        } else {
+            unfinished > total_failures
+        };
+        if holds || breach {
             return acc.finish(breach, ctx.now);
         }
     }
@@ -468,6 +478,6 @@ mod quirk_tests {
     fn an_unknown_quirk_names_the_known_ones() {
         let err = "mandatory".parse::<Quirk>().unwrap_err();
         assert!(err.contains("\"mandatory\""), "{err}");
-        assert!(err.contains("later-group-failures"), "{err}");
+        assert!(err.contains("group-walk-arithmetic"), "{err}");
     }
 }

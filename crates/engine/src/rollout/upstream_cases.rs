@@ -1529,6 +1529,27 @@ mod fixes {
         assert_eq!(upstream.to_rollout, vec![failed]);
     }
 
+    /// A tolerated TimeOut offset a cluster still progressing in upstream's walk, so
+    /// the next group started early; fixed, the group waits for it.
+    #[test]
+    fn fix_tolerated_timeout_does_not_start_the_next_group_early() {
+        let s = json!({"type": "ProgressivePerGroup",
+            "progressivePerGroup": {"maxFailures": 1, "progressDeadline": "60s"}});
+        let g = groups(&[(("", 0), &["a", "b"]), (("", 1), &["c"])]);
+        let existing = vec![
+            w("a", ("", 0), Progressing, -120),
+            w("b", ("", 0), Progressing, -10),
+        ];
+        let (fixed, upstream) = both(&s, &g, &existing);
+        let b = e("b", ("", 0), Progressing, -10, 50);
+        let a = e("a", ("", 0), TimeOut, -120, -60);
+        assert_eq!(upstream.timed_out, vec![a.clone()]);
+        assert_eq!(upstream.to_rollout, vec![b.clone(), new("c", ("", 1))]);
+        assert_eq!(fixed.timed_out, vec![a]);
+        assert_eq!(fixed.to_rollout, vec![b]);
+        assert!(!fixed.max_failure_breach && !upstream.max_failure_breach);
+    }
+
     /// An in-flight non-mandatory cluster used to cut the walk over the mandatory
     /// groups short (found by the property tests): fixed, the later mandatory group
     /// still starts, and nothing else does until it is done.
