@@ -114,9 +114,7 @@ async fn shutdown_signal() {
 }
 
 fn compat(quirks: &[mwrs_engine::rollout::Quirk]) -> mwrs_engine::rollout::Compat {
-    let compat = quirks
-        .iter()
-        .fold(mwrs_engine::rollout::Compat::default(), |c, q| c.with(*q));
+    let compat = mwrs_engine::rollout::Compat::with_quirks(quirks);
     if !quirks.is_empty() {
         let names: Vec<&str> = compat.quirks().iter().map(|q| q.name()).collect();
         tracing::warn!(quirks = %names.join(","), "upstream rollout behaviours restored");

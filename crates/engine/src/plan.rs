@@ -1720,14 +1720,17 @@ impl<'a> Clusters<'a> {
                 )
             }));
         }
-        // One placement's clusters come by name, each once. Several: a stable sort keeps,
-        // for a cluster two placementRefs select, the first one first.
+        // One placement's clusters come by name, each once; several need sorting.
         let placements = views
             .iter()
             .filter(|v| v.and_then(|v| v.groups()).is_some());
+        // Stable: for a cluster two placementRefs select, the first one stays first.
+        let by_name = |d: &mut Vec<(&'a str, Desired<'a>)>| {
+            d.sort_by(|a, b| a.0.cmp(b.0));
+            d.dedup_by(|later, first| later.0 == first.0);
+        };
         if placements.count() > 1 {
-            desired.sort_by(|a, b| a.0.cmp(b.0));
-            desired.dedup_by(|later, first| later.0 == first.0);
+            by_name(&mut desired);
         }
         // The controller hands ManifestWorks over by cluster already; only when they come
         // in another order is a sorted copy made (and a pass over sorted input is cheap).
@@ -1737,8 +1740,7 @@ impl<'a> Clusters<'a> {
         let (entries, gone, works_len) = match merged {
             Some(m) => m,
             None => {
-                desired.sort_by(|a, b| a.0.cmp(b.0));
-                desired.dedup_by(|later, first| later.0 == first.0);
+                by_name(&mut desired);
                 let mut sorted: Vec<&'a WorkView> = works.iter().collect();
                 sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
                 Self::merge(&desired, sorted.into_iter(), e).unwrap_or_else(|| {

@@ -110,7 +110,8 @@ impl WorkView {
 
     /// When the controller wrote the revision this ManifestWork carries.
     pub fn applied_at(&self) -> Option<Timestamp> {
-        find(&self.annotations, labels::REVISION_APPLIED_AT).and_then(|v| v.parse().ok())
+        self.annotation(labels::REVISION_APPLIED_AT)
+            .and_then(|v| v.parse().ok())
     }
 
     pub fn condition(&self, type_: &str) -> Option<&CondView> {

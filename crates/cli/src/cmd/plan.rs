@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::hash;
 use mwrs_engine::preview::{End, Preview, PreviewConfig, WaveKind, preview};
+use mwrs_engine::rollout::Compat;
 use serde::Serialize;
 
 use crate::args::{Format, PlanArgs};
@@ -167,10 +168,7 @@ async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) ->
         )));
     }
     let mut cfg = PreviewConfig::default();
-    cfg.plan.compat = a
-        .upstream_quirks
-        .iter()
-        .fold(cfg.plan.compat, |c, q| c.with(*q));
+    cfg.plan.compat = Compat::with_quirks(&a.upstream_quirks);
     let p = preview(&snap, &failing, Timestamp::now(), &cfg);
     if out.structured() {
         out.print_structured(&plan_out(m, &p, &failing))?;

@@ -106,6 +106,13 @@ impl Compat {
         upstream_group_walk_arithmetic: true,
     };
 
+    /// The default (fixed) behaviour with `quirks` turned back on.
+    pub fn with_quirks<'q>(quirks: impl IntoIterator<Item = &'q Quirk>) -> Self {
+        quirks
+            .into_iter()
+            .fold(Compat::default(), |c, q| c.with(*q))
+    }
+
     /// This switch set with `quirk` turned on.
     pub fn with(mut self, quirk: Quirk) -> Self {
         match quirk {
@@ -370,21 +377,20 @@ fn per_group(
 ) -> RolloutResult {
     let (mut acc, recorded) = record_existing(ctx, current);
     let evaluated = acc.to_rollout.len();
-    // Clusters still to finish before the walk may move on. Upstream counts every
-    // in-flight cluster from the start; fixed, only the walked groups' own clusters
-    // count (see `Compat`).
-    let mut unfinished = if compat.upstream_mandatory_leak && compat.upstream_group_walk_arithmetic
-    {
-        evaluated
-    } else if compat.upstream_group_walk_arithmetic {
-        acc.to_rollout
+    // Clusters still to finish before the walk may move on. Fixed: counted group by
+    // group as the walk reaches them. Upstream: every in-flight cluster from the start,
+    // later groups' included (with the mandatory leak, other groups' too), less every
+    // failure counted so far (see `Compat::upstream_group_walk_arithmetic`).
+    let upstream = compat.upstream_group_walk_arithmetic;
+    let mut unfinished = match (upstream, compat.upstream_mandatory_leak) {
+        (false, _) => 0,
+        (true, true) => evaluated,
+        (true, false) => acc
+            .to_rollout
             .iter()
             .filter(|c| selection.contains(&c.cluster))
-            .count()
-    } else {
-        0
+            .count(),
     };
-    let walked_only = !compat.upstream_group_walk_arithmetic;
     let (mut total_failures, mut breach) = (0usize, false);
     for (key, clusters) in selection.groups() {
         let tolerated = max_failures.resolve(selection.group_len(key), 0);
@@ -398,7 +404,7 @@ fn per_group(
                     }
                     // Failed within the deadline: listed, but tolerated failures never
                     // hold the next group.
-                    unfinished += usize::from(walked_only && r.in_flight && !r.status.is_failure());
+                    unfinished += usize::from(!upstream && r.in_flight && !r.status.is_failure());
                 }
                 None => {
                     acc.to_rollout
@@ -415,10 +421,10 @@ fn per_group(
         // Upstream subtracts every failure from every in-flight cluster, so a tolerated
         // TimeOut (not in flight) let the walk past a cluster still progressing; fixed,
         // the walk moves on once each walked cluster is done or failed within tolerance.
-        let holds = if walked_only {
-            unfinished > 0
-        } else {
+        let holds = if upstream {
             unfinished > total_failures
+        } else {
+            unfinished > 0
         };
         if holds || breach {
             return acc.finish(breach, ctx.now);
