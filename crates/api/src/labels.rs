@@ -53,6 +53,28 @@ pub fn is_valid_label_value(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// Label keys only this controller sets on the objects it owns (SPEC §11.4); never taken
+/// from an MWRS's own labels.
+pub const CONTROLLER_KEYS: [&str; 4] =
+    [MWRS_OWNER, OWNER_KEY_HASH, PLACEMENT_NAME, CONTROLLER_HASH];
+
+/// Is `key` one of [`CONTROLLER_KEYS`]?
+pub fn is_controller_key(key: &str) -> bool {
+    CONTROLLER_KEYS.contains(&key)
+}
+
+/// Can `name` be a namespace (an RFC 1123 label: at most 63 lowercase alphanumerics or
+/// '-', starting and ending alphanumeric)? A managed cluster's name is its namespace's.
+pub fn is_dns_label(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_LABEL_VALUE_LEN
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +87,18 @@ mod tests {
         assert!(!is_valid_label_value("a/b"));
         assert!(is_valid_label_value(&"a".repeat(63)));
         assert!(!is_valid_label_value(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn dns_labels() {
+        assert!(is_dns_label("cluster-1"));
+        assert!(!is_dns_label(""));
+        assert!(!is_dns_label("Cluster"));
+        assert!(!is_dns_label("a.b"));
+        assert!(!is_dns_label("-a"));
+        assert!(!is_dns_label("a-"));
+        assert!(!is_dns_label("../kube-system"));
+        assert!(is_dns_label(&"a".repeat(63)));
+        assert!(!is_dns_label(&"a".repeat(64)));
     }
 }

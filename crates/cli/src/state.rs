@@ -210,6 +210,9 @@ pub struct ClusterLine {
     pub since: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak_until: Option<Timestamp>,
+    /// Why it is not done: the agent's apply error, its silence, a name taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl From<&ClusterReport> for ClusterLine {
@@ -221,6 +224,7 @@ impl From<&ClusterReport> for ClusterLine {
             state: r.status.as_str().to_string(),
             since: r.since,
             soak_until: r.soak_until,
+            note: r.note.clone(),
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
@@ -14,6 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::PlanConfig;
 
+use crate::leader::WriteGate;
 use crate::metrics::Metrics;
 use crate::watch::Stores;
 
@@ -32,6 +33,8 @@ pub struct Config {
     pub max_requeue: Duration,
     /// Reporting instance in Events (pod name, or hostname-pid).
     pub instance: String,
+    /// Every write asks it first (leader election fencing; open without it).
+    pub write_gate: WriteGate,
 }
 
 impl Default for Config {
@@ -43,6 +46,7 @@ impl Default for Config {
             plan: PlanConfig::default(),
             max_requeue: Duration::from_secs(30 * 60),
             instance: default_identity(),
+            write_gate: WriteGate::default(),
         }
     }
 }
@@ -80,6 +84,36 @@ pub struct Context {
     pub(crate) failures: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u32>>,
     /// resourceVersion returned by our last status write per MWRS.
     pub(crate) written: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u64>>,
+    /// ManifestWork names found held by another owner, by (cluster, name), with when:
+    /// the planner counts those clusters as failed and nothing is sent there until the
+    /// entry expires ([`TAKEN_RECHECK`]).
+    pub(crate) taken: Mutex<HashMap<(String, String), Instant>>,
+}
+
+/// How long a name found taken is believed taken before one write tries again (the
+/// stores never see the foreign object go away).
+pub const TAKEN_RECHECK: Duration = Duration::from_secs(600);
+
+impl Context {
+    /// Clusters where `work_name` was found taken within [`TAKEN_RECHECK`].
+    pub fn taken_clusters(&self, work_name: &str) -> Vec<String> {
+        let Ok(mut t) = self.taken.lock() else {
+            return Vec::new();
+        };
+        t.retain(|_, at| at.elapsed() < TAKEN_RECHECK);
+        t.keys()
+            .filter(|(_, n)| n == work_name)
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    /// Records that `cluster/name` is held by another owner; true when it was not known.
+    pub fn mark_taken(&self, cluster: &str, name: &str) -> bool {
+        self.taken.lock().is_ok_and(|mut t| {
+            t.insert((cluster.to_string(), name.to_string()), Instant::now())
+                .is_none()
+        })
+    }
 }
 
 impl Context {
@@ -99,6 +133,7 @@ impl Context {
             config,
             failures: Mutex::default(),
             written: Mutex::default(),
+            taken: Mutex::default(),
         }
     }
 }

@@ -33,6 +33,9 @@ pub enum Error {
     /// The installed CRD cannot hold this controller's state (SPEC §10.15).
     #[error("the installed ManifestWorkReplicaSet CRD is not usable: {0}")]
     Crd(String),
+    /// This replica cannot prove it still holds the leader lease; it writes nothing.
+    #[error("not the leader: the lease was not confirmed in time; write refused")]
+    NotLeader,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -59,6 +62,7 @@ impl Error {
             Error::Serialize { .. } => "serialize",
             Error::MissingField(_) => "missing_field",
             Error::Crd(_) => "crd",
+            Error::NotLeader => "not_leader",
         }
     }
 

@@ -53,6 +53,17 @@ fn post() -> PostParams {
     }
 }
 
+/// Called before every request that changes the hub: refuses when this replica cannot
+/// prove it still leads (SPEC §11 leader fencing), and logs the write at DEBUG.
+fn may_write(ctx: &Context, verb: &str, what: &str) -> Result<()> {
+    if !ctx.config.write_gate.is_open() {
+        tracing::warn!(verb, what, "write refused: leadership not confirmed");
+        return Err(Error::NotLeader);
+    }
+    tracing::debug!(verb, what, "write");
+    Ok(())
+}
+
 fn result_label<T>(r: &Result<T>) -> &'static str {
     match r {
         Ok(_) => "ok",
@@ -76,6 +87,7 @@ pub async fn execute(
     let mut status_version = mwrs.resource_version();
 
     if plan.finalizer == FinalizerAction::Add {
+        may_write(ctx, "patch", "finalizers")?;
         let p = patch::finalizer_add(mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER)
             .map_err(|source| Error::Serialize {
                 what: "finalizer patch",
@@ -151,6 +163,7 @@ pub async fn execute(
         let old = ser(&old_status)?;
         let new = ser(new)?;
         if let Some(body) = patch::status(&old, &new, status_version.as_deref()) {
+            may_write(ctx, "patch", "status")?;
             let r = mwrs_api
                 .patch_status(&name, &pp(), &Patch::Merge(&body))
                 .await
@@ -177,6 +190,7 @@ pub async fn execute(
         None
     };
     if let Some(p) = removal {
+        may_write(ctx, "patch", "finalizers")?;
         let r = mwrs_api
             .patch(&name, &pp(), &Patch::Json::<()>(p))
             .await
@@ -286,6 +300,7 @@ async fn revision(
     change: &RevisionChange,
 ) -> Result<()> {
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), ns);
+    may_write(ctx, "write", "controllerrevision")?;
     match change {
         RevisionChange::Create {
             name,
@@ -373,6 +388,7 @@ async fn work(
     plan: &Plan,
     change: &WorkChange,
 ) -> Result<()> {
+    may_write(ctx, "write", "manifestwork")?;
     match change {
         WorkChange::Apply(a) => {
             let Some(template) = plan.templates.get(&a.revision) else {
@@ -507,6 +523,11 @@ async fn create_work(
                 existing.metadata.annotations.as_ref().unwrap_or(&empty),
             );
             if !owned {
+                // Remembered, so the next passes count the cluster as failed and send
+                // nothing there; reported once per discovery.
+                if !ctx.mark_taken(&a.cluster, &a.name) {
+                    return Ok(());
+                }
                 ctx.metrics.foreign_works.inc();
                 tracing::warn!(cluster = %a.cluster, work = %a.name, "ManifestWork name taken by another owner");
                 publish(
@@ -516,7 +537,7 @@ async fn create_work(
                     "ManifestWorkNameTaken",
                     &format!(
                         "ManifestWork {}/{} exists and is not owned by this ManifestWorkReplicaSet; \
-                         it is left untouched and cluster {} gets no ManifestWork",
+                         it is left untouched and cluster {} counts as failed",
                         a.cluster, a.name, a.cluster
                     ),
                 )

@@ -1,17 +1,72 @@
-//! Leader election on a `coordination.k8s.io` Lease (kube-lease-manager). Only the
-//! leader runs the controller; a replica that loses the lease stops reconciling and the
-//! process exits, so its restart rejoins as a follower with fresh caches.
+//! Leader election on a `coordination.k8s.io` Lease (kube-lease-manager), fenced: only
+//! the leader runs the controller, and every write first asks the [`WriteGate`] whether
+//! this replica can still prove it holds the lease. A replica that cannot renew (API
+//! unreachable, process frozen) stops writing before another can take the lease over,
+//! and the process exits, so its restart rejoins as a follower with fresh caches.
+//!
+//! Timing: the lease lasts [`LEASE_SECONDS`]; its holder renews every
+//! `LEASE_SECONDS - GRACE_SECONDS`. A watchdog reads the Lease every [`CHECK_EVERY`] and
+//! keeps the gate open until [`FENCE_AFTER`] past the last renewal it saw, which is
+//! [`LEASE_SECONDS`] minus a margin for the time a write takes to reach the API server.
 
-use kube::Client;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
 pub const LEASE_NAME: &str = "mwrs-controller";
+/// How long a lease stays valid after its holder's last renewal.
+pub const LEASE_SECONDS: u64 = 15;
+/// How long before expiry the holder renews.
+const GRACE_SECONDS: u64 = 10;
+/// How long after the last renewal seen this replica still writes.
+pub const FENCE_AFTER: Duration = Duration::from_secs(LEASE_SECONDS - 4);
+/// How often the watchdog reads the Lease.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// A held lease: `lost()` resolves when leadership ends.
+/// Whether this replica may write now. Open for ever without leader election.
+#[derive(Clone, Debug, Default)]
+pub struct WriteGate {
+    /// None: no leader election; Some(t): writes allowed until `t`.
+    until: Option<Arc<Mutex<Instant>>>,
+}
+
+impl WriteGate {
+    /// A gate closed until [`WriteGate::extend`] opens it.
+    pub fn fenced() -> Self {
+        Self {
+            until: Some(Arc::new(Mutex::new(Instant::now()))),
+        }
+    }
+
+    /// May this replica write now?
+    pub fn is_open(&self) -> bool {
+        match &self.until {
+            None => true,
+            Some(u) => u.lock().is_ok_and(|u| Instant::now() < *u),
+        }
+    }
+
+    /// Keeps the gate open until `until` (never moves it back).
+    fn extend(&self, until: Instant) {
+        if let Some(u) = &self.until
+            && let Ok(mut u) = u.lock()
+            && until > *u
+        {
+            *u = until;
+        }
+    }
+}
+
+/// A held lease: `lost()` resolves when leadership ends or can no longer be proven.
 pub struct Leadership {
     rx: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
+    gate: WriteGate,
+    watchdog: tokio::task::JoinHandle<()>,
 }
 
 impl Leadership {
@@ -21,11 +76,11 @@ impl Leadership {
         namespace: &str,
         identity: &str,
     ) -> Result<Self, LeaseManagerError> {
-        let manager = LeaseManagerBuilder::new(client, LEASE_NAME)
+        let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
             .with_namespace(namespace)
             .with_identity(identity)
-            .with_duration(15)
-            .with_grace(5)
+            .with_duration(LEASE_SECONDS)
+            .with_grace(GRACE_SECONDS)
             .with_field_manager(crate::FIELD_MANAGER)
             .build()
             .await?;
@@ -37,15 +92,31 @@ impl Leadership {
             }
         }
         tracing::info!(identity, namespace, "acquired leadership");
-        Ok(Self { rx, task })
+        let gate = WriteGate::fenced();
+        let api: Api<Lease> = Api::namespaced(client, namespace);
+        let watchdog = tokio::spawn(watch_lease(api, identity.to_string(), gate.clone()));
+        Ok(Self {
+            rx,
+            task,
+            gate,
+            watchdog,
+        })
+    }
+
+    /// The gate every write of this replica goes through.
+    pub fn gate(&self) -> WriteGate {
+        self.gate.clone()
     }
 
     /// Gives the lease up so a standby takes over at once instead of after expiry: the
     /// manager releases it when its channel closes.
     pub async fn release(self) {
-        let Self { rx, task } = self;
+        let Self {
+            rx, task, watchdog, ..
+        } = self;
+        watchdog.abort();
         drop(rx);
-        match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
             Ok(Ok(Ok(_))) => tracing::info!("released leadership"),
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "cannot release the lease"),
             Ok(Err(e)) => tracing::warn!(error = %e, "lease task failed"),
@@ -53,10 +124,11 @@ impl Leadership {
         }
     }
 
-    /// Resolves when the lease is lost (or its manager stopped).
+    /// Resolves when the lease is lost, its manager stopped, or the gate closed.
     pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
         let mut rx = self.rx.clone();
-        async move {
+        let gate = self.gate.clone();
+        let manager_says_lost = async move {
             loop {
                 if !*rx.borrow_and_update() {
                     return;
@@ -65,6 +137,100 @@ impl Leadership {
                     return;
                 }
             }
+        };
+        let fenced = async move {
+            // Give the watchdog its first read before the gate counts.
+            tokio::time::sleep(FENCE_AFTER).await;
+            while gate.is_open() {
+                tokio::time::sleep(CHECK_EVERY).await;
+            }
+            tracing::warn!("leader lease not confirmed in time; writes stopped");
+        };
+        async move {
+            tokio::select! {
+                _ = manager_says_lost => {}
+                _ = fenced => {}
+            }
         }
+    }
+}
+
+/// Reads the Lease every [`CHECK_EVERY`]; while it names `identity` with a renewal at
+/// most [`FENCE_AFTER`] old, keeps `gate` open until that renewal + [`FENCE_AFTER`].
+/// The renewal time is written by this replica's own clock, so the age is measured on
+/// the same clock; a read that fails or times out leaves the gate to close by itself.
+async fn watch_lease(api: Api<Lease>, identity: String, gate: WriteGate) {
+    loop {
+        let asked = Instant::now();
+        let read = tokio::time::timeout(CHECK_EVERY, api.get(LEASE_NAME)).await;
+        match read {
+            Ok(Ok(lease)) => {
+                if let Some(age) = renewal_age(&lease, &identity, jiff::Timestamp::now())
+                    && let Some(left) = FENCE_AFTER.checked_sub(age)
+                {
+                    gate.extend(asked + left);
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot read the leader lease"),
+            Err(_) => tracing::warn!("reading the leader lease timed out"),
+        }
+        tokio::time::sleep(CHECK_EVERY.saturating_sub(asked.elapsed())).await;
+    }
+}
+
+/// How long ago `identity` last renewed `lease` (None: it is not the holder).
+fn renewal_age(lease: &Lease, identity: &str, now: jiff::Timestamp) -> Option<Duration> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let renewed = spec.renew_time.as_ref()?.0;
+    let age = now.duration_since(renewed);
+    Some(Duration::try_from(age).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    fn lease(holder: &str, renewed: jiff::Timestamp) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(MicroTime(renewed)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_our_own_renewal_counts() {
+        let now = jiff::Timestamp::from_second(1_000).unwrap_or_default();
+        let before = jiff::Timestamp::from_second(997).unwrap_or_default();
+        assert_eq!(
+            renewal_age(&lease("me", before), "me", now),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(renewal_age(&lease("other", before), "me", now), None);
+        // A renewal time ahead of our clock counts as just now.
+        assert_eq!(
+            renewal_age(&lease("me", now), "me", before),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn the_gate_opens_only_as_far_as_extended() {
+        let gate = WriteGate::fenced();
+        assert!(!gate.is_open());
+        gate.extend(Instant::now() + Duration::from_secs(60));
+        assert!(gate.is_open());
+        // Never moved back.
+        gate.extend(Instant::now());
+        assert!(gate.is_open());
+        assert!(WriteGate::default().is_open());
     }
 }

@@ -6,6 +6,7 @@
 //!   Placements, PlacementDecisions) and the mappers from each to its MWRS;
 //! - [`snapshot`]: the planner's input for one MWRS, read from the stores only;
 //! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
+//! - [`changes`]: when ManifestWork conditions and placement decisions last changed;
 //! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status, events);
 //! - [`guard`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
@@ -13,6 +14,7 @@
 //! - [`crd`]: the start-up check that the installed CRD carries this project's fields;
 //! - [`leader`]: leader election on a Lease.
 
+pub mod changes;
 pub mod context;
 pub mod crd;
 pub mod error;

@@ -59,9 +59,21 @@ struct Args {
     /// upstream".
     #[arg(long = "upstream-quirk", value_delimiter = ',')]
     upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
+    /// How long a ManifestWork's reported success, and a placement's decisions, must
+    /// stay unchanged before they are trusted (Go duration, e.g. "2s"; SPEC §11.3, §11.5).
+    #[arg(long, default_value = "2s", value_parser = parse_settle)]
+    settle_time: jiff::SignedDuration,
     /// Skip the start-up check of the CRD's fields (not recommended).
     #[arg(long, hide = true)]
     skip_crd_check: bool,
+}
+
+fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
+    let d = mwrs_engine::rollout::parse_go_duration(s)?;
+    if d.is_negative() {
+        return Err("must not be negative".into());
+    }
+    Ok(d)
 }
 
 fn init_logging(format: LogFormat) {
@@ -141,6 +153,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         plan: PlanConfig {
             manifest_size_limit: args.manifest_size_limit,
             compat: compat(&args.upstream_quirks),
+            settle: args.settle_time,
         },
         instance: identity.clone(),
         ..Config::default()
@@ -156,6 +169,10 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
             _ = shutdown_signal() => return Ok(()),
         };
         let lost = lease.lost();
+        let config = Config {
+            write_gate: lease.gate(),
+            ..config
+        };
         let stop = async move {
             tokio::select! {
                 _ = lost => tracing::warn!("lost leadership; stopping"),

@@ -15,6 +15,7 @@ use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::rollout::RolloutStatus;
 
 use crate::context::{Config, Context, Shared};
@@ -69,7 +70,11 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     ctx.metrics.reconciles.inc();
     let started = Instant::now();
 
-    let snap = Snapshot::gather(&ctx.stores, mwrs);
+    let work_name =
+        OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any()).work_name();
+    let taken = ctx.taken_clusters(&work_name);
+    let taken_before = taken.len();
+    let snap = Snapshot::gather(&ctx.stores, mwrs, taken);
     let plan_started = Instant::now();
     let plan = mwrs_engine::plan(&snap.observed(mwrs), Timestamp::now(), &ctx.config.plan);
     ctx.metrics
@@ -104,6 +109,10 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     }
     if mwrs.metadata.deletion_timestamp.is_some() {
         forget(ctx, mwrs);
+    }
+    if ctx.taken_clusters(&work_name).len() > taken_before {
+        // A name found taken in this pass: report it without waiting for a change.
+        return Ok(Action::requeue(MIN_REQUEUE));
     }
     Ok(Action::requeue(requeue_after(
         &plan,
@@ -172,14 +181,12 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
     }
 }
 
-/// Lost races retry at once; anything else backs off per object, 1 s doubling to 5 min.
+/// Every failure backs off per object, 1 s doubling to 5 min, with a warning (SPEC
+/// §11.7); only a first lost race retries at once, since the next pass usually reads
+/// the newer object. A conflict that persists is a fault like any other.
 pub fn error_policy(obj: Arc<GuardedMwrs>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error(err.metric_label());
     let key = key_of(&obj);
-    if err.is_conflict() {
-        tracing::debug!(mwrs = %key, error = %err, "conflict; retrying");
-        return Action::requeue(CONFLICT_REQUEUE);
-    }
     let n = ctx
         .failures
         .lock()
@@ -189,7 +196,11 @@ pub fn error_policy(obj: Arc<GuardedMwrs>, err: &Error, ctx: Arc<Context>) -> Ac
             *n
         })
         .unwrap_or(1);
-    let delay = backoff(n);
+    if err.is_conflict() && n == 1 {
+        tracing::debug!(mwrs = %key, error = %err, "conflict; retrying");
+        return Action::requeue(CONFLICT_REQUEUE);
+    }
+    let delay = backoff(n.saturating_sub(u32::from(err.is_conflict())));
     tracing::warn!(mwrs = %key, error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }

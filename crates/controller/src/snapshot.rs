@@ -24,12 +24,16 @@ pub struct Snapshot {
     pub placements: Vec<PlacementView>,
     pub works: Vec<WorkView>,
     pub revisions: Vec<RevisionView>,
+    /// Clusters where this MWRS's ManifestWork name is held by another owner.
+    pub taken: Vec<String>,
     /// Stored (stripped) ManifestWorks by (cluster, name).
     pub work_objects: BTreeMap<(String, String), Arc<ManifestWork>>,
 }
 
 impl Snapshot {
-    pub fn gather(stores: &Stores, mwrs: &ManifestWorkReplicaSet) -> Self {
+    /// `taken`: clusters where a write found this MWRS's ManifestWork name held by an
+    /// object it does not own (the stores never hold such objects).
+    pub fn gather(stores: &Stores, mwrs: &ManifestWorkReplicaSet, taken: Vec<String>) -> Self {
         let namespace = mwrs.namespace().unwrap_or_default();
         let owner = OwnerKey::new(namespace.clone(), mwrs.name_any());
         let empty = BTreeMap::new();
@@ -51,6 +55,9 @@ impl Snapshot {
             .map(|mw| {
                 let mut v = WorkView::from_work_with_digest(mw, stored_digest(mw));
                 v.annotations.remove(SPEC_DIGEST_ANNOTATION);
+                v.status_seen = stores
+                    .work_changes
+                    .get(&(v.cluster.clone(), v.name.clone()));
                 v
             })
             .collect();
@@ -70,9 +77,16 @@ impl Snapshot {
             works,
             revisions.iter().map(AsRef::as_ref),
         );
+        let mut placements = inner.placements;
+        for v in &mut placements {
+            v.changed_at = stores
+                .placement_changes
+                .get(&(namespace.clone(), v.name.clone()));
+        }
         Self {
             owner,
-            placements: inner.placements,
+            taken,
+            placements,
             works: inner.works,
             revisions: inner.revisions,
             work_objects,
@@ -85,6 +99,7 @@ impl Snapshot {
             placements: &self.placements,
             works: &self.works,
             revisions: &self.revisions,
+            taken: &self.taken,
         }
     }
 }

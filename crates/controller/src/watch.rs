@@ -34,7 +34,8 @@ use mwrs_api::work::ManifestWork;
 use mwrs_engine::hash::{self, Digest};
 use mwrs_engine::owner::OwnerKey;
 
-use crate::index::SharedIndex;
+use crate::changes::{LastChanges, fingerprint};
+use crate::index::{ObjKey, SharedIndex};
 
 /// In-memory annotation carrying the hex SHA-256 digest of a stored ManifestWork's
 /// stripped spec. Never written to the hub.
@@ -60,6 +61,10 @@ pub struct Stores {
     pub decisions: Store<PlacementDecision>,
     /// Decisions by the placement label's value (the Placement's name).
     pub decision_index: SharedIndex,
+    /// When each ManifestWork's conditions last changed, by (namespace, name).
+    pub work_changes: LastChanges,
+    /// When each placement's decisions last changed, by (namespace, placement name).
+    pub placement_changes: LastChanges,
 }
 
 /// The objects of `owner` in one of the store/index pairs: the index names them, the
@@ -214,6 +219,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         .applied_objects()
         .boxed();
 
+    let work_changes = LastChanges::default();
+    let placement_changes = LastChanges::default();
     let work_watch = |key: &'static str, bit: u8| {
         let (r, w) = reflector::store();
         let index = SharedIndex::new(key);
@@ -222,6 +229,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
             .modify(strip_work)
             // Before the store: the index never lacks an object the store holds.
             .inspect(index_events(&index))
+            .inspect(change_events(&work_changes, work_change))
             .reflect(w)
             .inspect(ready.track(bit))
             // Deletions too: Foreground deletion waits for works to disappear.
@@ -261,6 +269,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
             p.spec.fields.clear();
             p.managed_fields_mut().clear();
         })
+        .inspect(change_events(&placement_changes, placement_change))
         .reflect(pl_w)
         .inspect(ready.track(5))
         .touched_objects()
@@ -275,6 +284,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
     .inspect(index_events(&decision_index))
+    .inspect(change_events(&placement_changes, decision_change))
     .reflect(pd_w)
     .inspect(ready.track(6))
     .touched_objects()
@@ -290,6 +300,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         placements: pl_r,
         decisions: pd_r,
         decision_index,
+        work_changes,
+        placement_changes,
     };
     let triggers = Triggers {
         mwrs,
@@ -311,6 +323,98 @@ fn index_events<K: Resource>(
             index.apply(ev);
         }
     }
+}
+
+/// What a watched object contributes to a [`LastChanges`]: its own key, its group and
+/// the fingerprint of what matters (None: not tracked).
+type ChangeOf<K> = fn(&K) -> Option<(ObjKey, ObjKey, u64)>;
+
+/// Feeds a watch stream's events into `changes`; deleting a ManifestWork forgets it,
+/// deleting a decision page is a change of its placement.
+fn change_events<K: Resource + 'static>(
+    changes: &LastChanges,
+    of: ChangeOf<K>,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
+    let changes = changes.clone();
+    move |ev| {
+        let now = jiff::Timestamp::now();
+        match ev {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                if let Some((obj, group, print)) = of(o) {
+                    changes.seen(obj, group, print, now);
+                }
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                if let Some((obj, group, _)) = of(o) {
+                    let own_group = obj == group;
+                    changes.gone(&obj, group, now, own_group);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn obj_key<K: Resource>(o: &K) -> ObjKey {
+    (o.namespace().unwrap_or_default(), o.name_any())
+}
+
+/// A ManifestWork's conditions as the agent reports them.
+fn work_change(mw: &ManifestWork) -> Option<(ObjKey, ObjKey, u64)> {
+    let conditions: Vec<_> = mw
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                &c.type_,
+                &c.status,
+                &c.reason,
+                c.observed_generation,
+                c.last_transition_time.0.as_second(),
+            )
+        })
+        .collect();
+    let key = obj_key(mw);
+    Some((
+        key.clone(),
+        key,
+        fingerprint(&(mw.metadata.generation, conditions)),
+    ))
+}
+
+/// A Placement's count of selected clusters.
+fn placement_change(p: &Placement) -> Option<(ObjKey, ObjKey, u64)> {
+    let (ns, name) = obj_key(p);
+    let count = p
+        .status
+        .as_ref()
+        .and_then(|s| s.number_of_selected_clusters);
+    Some((
+        (ns.clone(), format!("placement/{name}")),
+        (ns, name),
+        fingerprint(&count),
+    ))
+}
+
+/// A decision page: its group labels and the clusters it lists.
+fn decision_change(pd: &PlacementDecision) -> Option<(ObjKey, ObjKey, u64)> {
+    let (ns, name) = obj_key(pd);
+    let l = pd.labels();
+    let placement = l.get(labels::PLACEMENT_LABEL)?.clone();
+    let print = fingerprint(&(
+        l.get(labels::DECISION_GROUP_INDEX),
+        l.get(labels::DECISION_GROUP_NAME),
+        pd.status.is_some(),
+        pd.cluster_names().collect::<Vec<_>>(),
+    ));
+    Some((
+        (ns.clone(), format!("decision/{name}")),
+        (ns, placement),
+        print,
+    ))
 }
 
 /// Records the spec digest, then drops everything the planner never reads.

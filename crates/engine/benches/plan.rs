@@ -174,6 +174,8 @@ fn fixture(n: usize) -> Fixture {
                     cond("Progressing", progressing),
                     cond("Degraded", "False"),
                 ],
+                status_seen: None,
+                applied_note: None,
             }
         })
         .collect();
@@ -197,6 +199,7 @@ fn median_passes(fixtures: &[Fixture], cfg: &PlanConfig) -> Vec<(Duration, usize
             placements: &f.placements,
             works: &f.works,
             revisions: &f.revisions,
+            taken: &[],
         })
         .collect();
     // Also the warm-up pass.

@@ -62,16 +62,26 @@ impl OwnerKey {
         BTreeMap::from([(k.to_string(), v)])
     }
 
-    /// Does an object with these labels and annotations belong to this owner?
+    /// Does an object with these labels and annotations belong to this owner? Only when
+    /// it carries this owner's selector label and every other ownership mark it carries
+    /// (dotted label, hashed label, owner annotation) names this owner too (SPEC §11.4):
+    /// one mark another MWRS can influence never proves ownership on its own.
     pub fn owns(
         &self,
         obj_labels: &BTreeMap<String, String>,
         obj_annotations: &BTreeMap<String, String>,
     ) -> bool {
         let (k, v) = self.selector();
+        let annotation = obj_annotations.get(labels::MWRS_OWNER_ANNOTATION);
         obj_labels.get(k) == Some(&v)
-            && (k == labels::MWRS_OWNER
-                || obj_annotations.get(labels::MWRS_OWNER_ANNOTATION) == Some(&self.slashed()))
+            && obj_labels
+                .get(labels::MWRS_OWNER)
+                .is_none_or(|d| self.fits_label() && *d == self.dotted())
+            && obj_labels
+                .get(labels::OWNER_KEY_HASH)
+                .is_none_or(|h| *h == self.hashed())
+            && annotation.is_none_or(|a| *a == self.slashed())
+            && (self.fits_label() || annotation.is_some())
     }
 
     /// The owner an object names, from its labels and annotations: the dotted label
@@ -138,6 +148,32 @@ mod tests {
         assert!(o.owns(&o.labels(), &ann));
         assert!(!o.owns(&o.labels(), &BTreeMap::new()));
         assert_eq!(OwnerKey::of_object(&o.labels(), &ann).unwrap(), o);
+    }
+
+    /// A long-named MWRS whose own labels carried another owner's dotted label used to
+    /// pass it on to its ManifestWorks, which the other owner then took for its own.
+    #[test]
+    fn an_object_with_marks_of_two_owners_belongs_to_neither() {
+        let victim = OwnerKey::new("tenant-a", "app");
+        let attacker = OwnerKey::new("tenant-b", "a".repeat(64));
+        let mut l = attacker.labels();
+        l.insert(labels::MWRS_OWNER.into(), victim.dotted());
+        let a = BTreeMap::from([(
+            labels::MWRS_OWNER_ANNOTATION.to_string(),
+            attacker.slashed(),
+        )]);
+        assert!(!victim.owns(&l, &a));
+        assert!(!attacker.owns(&l, &a));
+        // The victim's own marks, plus an annotation naming someone else.
+        let forged = BTreeMap::from([(
+            labels::MWRS_OWNER_ANNOTATION.to_string(),
+            attacker.slashed(),
+        )]);
+        assert!(!victim.owns(&victim.labels(), &forged));
+        // Consistent marks prove ownership.
+        let mine = BTreeMap::from([(labels::MWRS_OWNER_ANNOTATION.to_string(), victim.slashed())]);
+        assert!(victim.owns(&victim.labels(), &mine));
+        assert!(victim.owns(&victim.labels(), &BTreeMap::new()));
     }
 
     #[test]

@@ -45,13 +45,20 @@ pub const EVENT_RETRY_REQUESTED: &str = "RetryRequested";
 pub struct PlanConfig {
     pub manifest_size_limit: usize,
     pub compat: Compat,
+    /// How long a ManifestWork's success, and a placement's decisions, must stay unchanged
+    /// before the planner trusts them (SPEC §11.3, §11.5).
+    pub settle: SignedDuration,
 }
+
+/// Default of [`PlanConfig::settle`].
+pub const DEFAULT_SETTLE: SignedDuration = SignedDuration::from_secs(2);
 
 impl Default for PlanConfig {
     fn default() -> Self {
         Self {
             manifest_size_limit: DEFAULT_MANIFEST_SIZE_LIMIT,
             compat: Compat::default(),
+            settle: DEFAULT_SETTLE,
         }
     }
 }
@@ -66,6 +73,9 @@ pub struct Observed<'a> {
     pub works: &'a [WorkView],
     /// ControllerRevisions owned by this MWRS.
     pub revisions: &'a [RevisionView],
+    /// Clusters whose namespace holds an object on this MWRS's ManifestWork name that
+    /// it does not own (SPEC §10.13): never written, counted as failed.
+    pub taken: &'a [String],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +152,9 @@ pub struct ClusterReport {
     pub since: Option<Timestamp>,
     /// A Succeeded cluster still soaking until then.
     pub soak_until: Option<Timestamp>,
+    /// Why an in-flight or failed cluster is not done, when the hub says more than its
+    /// status: the agent's apply error, its silence, a name taken (SPEC §11.2).
+    pub note: Option<String>,
 }
 
 /// A condition that changed in this pass (or a notable moment), for Events and metrics.
@@ -533,6 +546,10 @@ impl<'a> Pass<'a> {
                 p.recheck = min_recheck(&results);
             }
         }
+        // A success still settling is looked at again once it has, whatever the state.
+        if let Some(settles) = self.settle_recheck(&reports) {
+            p.recheck = Some(p.recheck.map_or(settles, |r| r.min(settles)));
+        }
         self.relabel_and_delete(&target, &mut p);
 
         // 6. Status.
@@ -734,11 +751,7 @@ impl<'a> Pass<'a> {
                 Rev::Known(i) => revisions[i].clone(),
                 Rev::Foreign(h) => Arc::from(h),
             });
-            let (mut status, since) = if self.carries_in(slot, target) {
-                (slot.facts.status, slot.facts.since)
-            } else {
-                (RolloutStatus::ToApply, None)
-            };
+            let (mut status, since, note) = self.observed_status(cluster, slot, target);
             if status != RolloutStatus::ToApply {
                 existing[d.placement].push(ClusterRolloutStatus {
                     cluster: cluster.to_string(),
@@ -771,9 +784,58 @@ impl<'a> Pass<'a> {
                 status,
                 since,
                 soak_until,
+                note,
             });
         }
         (out, existing)
+    }
+
+    /// A desired cluster's status against the target as the hub shows it, before
+    /// deadlines and soak: ToApply when its ManifestWork lacks the target (the only
+    /// status that makes a write); Failed when another owner holds the name; a success
+    /// that has not settled yet is still in flight (SPEC §11.3).
+    fn observed_status(
+        &self,
+        cluster: &str,
+        slot: &Slot<'a>,
+        target: Option<usize>,
+    ) -> (RolloutStatus, Option<Timestamp>, Option<String>) {
+        if slot.work.is_none() && self.o.taken.iter().any(|c| c == cluster) {
+            let note = format!(
+                "ManifestWork {cluster}/{} exists and belongs to another owner; it is left \
+                 untouched",
+                self.owner.work_name()
+            );
+            return (RolloutStatus::Failed, None, Some(note));
+        }
+        if !self.carries_in(slot, target) {
+            return (RolloutStatus::ToApply, None, None);
+        }
+        let f = &slot.facts;
+        let settles = f
+            .seen
+            .map(|t| t.saturating_add(self.cfg.settle).unwrap_or(t));
+        match (f.status, slot.work) {
+            (RolloutStatus::Succeeded, _) if settles.is_some_and(|t| self.now < t) => {
+                (RolloutStatus::Progressing, f.since, None)
+            }
+            (_, Some(w)) if f.awaiting => (f.status, f.since, Some(work::awaiting_note(w))),
+            (status, _) => (status, f.since, None),
+        }
+    }
+
+    /// When the first success that is still settling will have settled.
+    fn settle_recheck(&self, reports: &[ClusterReport]) -> Option<SignedDuration> {
+        reports
+            .iter()
+            .filter(|c| c.status == RolloutStatus::Progressing)
+            .filter_map(|c| {
+                let slot = self.clusters.get(&c.cluster)?;
+                let t = slot.facts.seen?.saturating_add(self.cfg.settle).ok()?;
+                (slot.facts.status == RolloutStatus::Succeeded && self.now < t)
+                    .then(|| t.duration_since(self.now))
+            })
+            .min()
     }
 
     /// The first breach among placementRefs: its kind and whether that placementRef
@@ -827,7 +889,13 @@ impl<'a> Pass<'a> {
             return None;
         }
         let mut annotations = self.owner_annotations();
-        annotations.insert(labels::REVISION_APPLIED_AT.into(), self.now.to_string());
+        // The first write of a revision into this ManifestWork is its anchor for deadlines
+        // and soak; a rewrite of the same revision (hand edit, lost write) keeps it.
+        let applied_at = existing
+            .filter(|w| w.hash() == Some(revision))
+            .and_then(|w| w.annotation(labels::REVISION_APPLIED_AT))
+            .map_or_else(|| self.now.to_string(), str::to_string);
+        annotations.insert(labels::REVISION_APPLIED_AT.into(), applied_at);
         Some(WorkApply {
             cluster: cluster.to_string(),
             name: existing.map_or_else(|| self.owner.work_name(), |w| w.name.clone()),
@@ -840,7 +908,9 @@ impl<'a> Pass<'a> {
     }
 
     fn work_labels(&self, placement: &str, revision: &str) -> BTreeMap<String, String> {
-        let mut l = self.o.mwrs.metadata.labels.clone().unwrap_or_default();
+        let mut l: BTreeMap<String, String> = copied_labels(self.o.mwrs.metadata.labels.as_ref())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         l.insert(self.owner_label.0.into(), self.owner_label.1.clone());
         l.insert(labels::PLACEMENT_NAME.into(), placement.into());
         l.insert(labels::CONTROLLER_HASH.into(), revision.into());
@@ -905,23 +975,39 @@ impl<'a> Pass<'a> {
             .position(|r| r.name == name)
     }
 
-    /// Is the placementRef named `name` one whose decisions are known?
-    fn placement_known(&self, name: Option<&str>) -> bool {
-        let Some(i) = name.and_then(|n| {
-            self.o
-                .mwrs
-                .spec
-                .placement_refs
-                .iter()
-                .position(|r| r.name == n)
-        }) else {
-            // Not referenced by the spec any more: its ManifestWorks go.
-            return true;
-        };
-        matches!(
-            self.views[i].map(|v| &v.state),
-            Some(PlacementState::Found(_))
-        )
+    /// May ManifestWorks of clusters no placementRef selects be deleted now? Only when
+    /// the selection is known for certain (SPEC §11.5): every placementRef of the spec
+    /// resolves to complete decisions that have not changed for the settle time. Err
+    /// carries when to look again (None: only a change on the hub can open the gate).
+    fn unselected_may_go(&self) -> Result<(), Option<SignedDuration>> {
+        let mut wait = SignedDuration::ZERO;
+        for v in &self.views {
+            let Some(v) = v.filter(|v| v.complete && v.groups().is_some()) else {
+                return Err(None);
+            };
+            if let Some(t) = v
+                .changed_at
+                .and_then(|t| t.saturating_add(self.cfg.settle).ok())
+                && self.now < t
+            {
+                wait = wait.max(t.duration_since(self.now));
+            }
+        }
+        if wait.is_zero() {
+            Ok(())
+        } else {
+            Err(Some(wait))
+        }
+    }
+
+    /// Annotations a relabel sets: the owner, and the applied-at anchor when the
+    /// ManifestWork has none (written before it existed); an existing anchor is kept.
+    fn relabel_annotations(&self, w: &WorkView) -> BTreeMap<String, String> {
+        let mut a = self.owner_annotations();
+        if w.annotation(labels::REVISION_APPLIED_AT).is_none() {
+            a.insert(labels::REVISION_APPLIED_AT.into(), self.now.to_string());
+        }
+        a
     }
 
     fn relabel_and_delete(&self, target: &str, p: &mut Plan) {
@@ -938,16 +1024,20 @@ impl<'a> Pass<'a> {
         let mut relabels = Vec::new();
         let mut deletes = Vec::new();
         let id = self.known.id(target);
+        let gate = self.unselected_may_go();
+        let mut withheld = false;
         for (i, (cluster, slot)) in self.clusters.slots.iter().enumerate() {
             let (Some(w), dups) = (slot.work, &slot.dups) else {
                 continue;
             };
             match &slot.desired {
                 None => {
-                    // Unselected: delete, unless its placement's decisions are unknown
-                    // right now (SPEC §10.12).
-                    if self.placement_known(w.placement()) {
+                    // Unselected: delete once the selection is certain (SPEC §10.12,
+                    // §11.5); whatever revision it carries.
+                    if gate.is_ok() {
                         deletes.extend(std::iter::once(w).chain(dups.iter().copied()));
+                    } else {
+                        withheld = true;
                     }
                     continue;
                 }
@@ -961,7 +1051,7 @@ impl<'a> Pass<'a> {
                                 cluster: cluster.to_string(),
                                 name: w.name.clone(),
                                 labels: self.work_labels(placement, self.rev_name(rev)),
-                                annotations: self.owner_annotations(),
+                                annotations: self.relabel_annotations(w),
                             });
                         }
                     }
@@ -973,6 +1063,9 @@ impl<'a> Pass<'a> {
             }
         }
         drop(applied);
+        if withheld && let Err(Some(wait)) = gate {
+            p.recheck = Some(p.recheck.map_or(wait, |r| r.min(wait)));
+        }
         p.works.extend(relabels);
         p.works
             .extend(deletes.into_iter().map(|w| WorkChange::Delete {
@@ -1117,19 +1210,38 @@ impl<'a> Pass<'a> {
                 Some(PlacementState::Found(_)) => {}
             }
         }
+        let mut remarks = Vec::new();
+        for v in self.views.iter().flatten() {
+            if !v.skipped.is_empty() {
+                let names: Vec<String> = v.skipped.iter().map(|c| format!("{c:?}")).collect();
+                remarks.push(format!(
+                    "placement {}: {} decisions skipped, not a valid cluster name: {}",
+                    v.name,
+                    v.skipped.len(),
+                    name_few(&names)
+                ));
+            }
+            if !v.complete {
+                remarks.push(format!(
+                    "placement {}: decisions incomplete; no ManifestWork is deleted until they are",
+                    v.name
+                ));
+            }
+        }
+        let remarks: String = remarks.iter().map(|r| format!("; {r}")).collect();
         if self.clusters.desired_len == 0 {
             return Cond::new(
                 mc::PLACEMENT_VERIFIED,
                 Status::False,
                 mc::REASON_PLACEMENT_DECISION_EMPTY,
-                "no cluster is selected by any placement",
+                format!("no cluster is selected by any placement{remarks}"),
             );
         }
         Cond::new(
             mc::PLACEMENT_VERIFIED,
             Status::True,
             mc::REASON_AS_EXPECTED,
-            format!("{} clusters selected", self.clusters.desired_len),
+            format!("{} clusters selected{remarks}", self.clusters.desired_len),
         )
     }
 
@@ -1137,6 +1249,11 @@ impl<'a> Pass<'a> {
         let mut live: BTreeSet<&str> = BTreeSet::new();
         live.extend(status.current_revision.as_deref());
         live.extend(status.update_revision.as_deref());
+        // A revision the stored status still names is pruned only in a pass after the
+        // status write that dropped it succeeded (SPEC §11.6): a lost write must never
+        // leave `currentRevision` naming a deleted revision.
+        live.extend(self.old.current_revision.as_deref());
+        live.extend(self.old.update_revision.as_deref());
         // Every revision any owned ManifestWork carries, survivors read once per pass;
         // one flag per known revision so 100,000 works cost no set insertions.
         let mut carried = vec![false; self.known.len()];
@@ -1211,6 +1328,8 @@ struct Outcome {
     /// placementRefs whose decisions are unknown: their clusters cannot be counted, so
     /// the revision is never promoted meanwhile.
     unknown: Vec<String>,
+    /// `cluster: why` for the first few clusters not done whose report has a note.
+    notes: Vec<String>,
 }
 
 impl Outcome {
@@ -1226,6 +1345,11 @@ impl Outcome {
         let mut timed_out = Vec::new();
         let mut in_flight = 0;
         let mut done = 0;
+        let notes = reports
+            .iter()
+            .filter_map(|c| Some(format!("{}: {}", c.cluster, c.note.as_deref()?)))
+            .take(NAMED_IN_MESSAGES)
+            .collect();
         for c in reports {
             match c.status {
                 RolloutStatus::Failed => failed.push(c.cluster.clone()),
@@ -1263,6 +1387,16 @@ impl Outcome {
             target: target.to_string(),
             current: pass.old.current_revision.clone(),
             unknown,
+            notes,
+        }
+    }
+
+    /// The notes, as a suffix of a condition message.
+    fn noted(&self) -> String {
+        if self.notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.notes.join("; "))
         }
     }
 
@@ -1300,11 +1434,12 @@ impl Outcome {
             ));
         }
         format!(
-            "revision {}: {} of {} clusters failed: {}",
+            "revision {}: {} of {} clusters failed: {}{}",
             self.target,
             self.failures(),
             self.desired,
-            parts.join("; ")
+            parts.join("; "),
+            self.noted()
         )
     }
 
@@ -1332,8 +1467,12 @@ impl Outcome {
                 Status::False,
                 mc::REASON_PROCESSING,
                 format!(
-                    "revision {}: {} of {} clusters done, {} in progress",
-                    self.target, self.done, self.desired, self.in_flight
+                    "revision {}: {} of {} clusters done, {} in progress{}",
+                    self.target,
+                    self.done,
+                    self.desired,
+                    self.in_flight,
+                    self.noted()
                 ),
             );
         }
@@ -1602,6 +1741,17 @@ impl Known {
     }
 }
 
+/// The MWRS labels copied onto its ManifestWorks: all but the keys this controller owns
+/// (SPEC §11.4), so an MWRS can never forge another's ownership through its own labels.
+fn copied_labels(
+    mwrs_labels: Option<&BTreeMap<String, String>>,
+) -> impl Iterator<Item = (&String, &String)> {
+    mwrs_labels
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !labels::is_controller_key(k))
+}
+
 /// What this MWRS expects every ManifestWork it owns to carry.
 struct Expected<'e> {
     owner_work_name: String,
@@ -1622,6 +1772,10 @@ struct Facts {
     /// only when the ManifestWork carries the target revision.
     status: RolloutStatus,
     since: Option<Timestamp>,
+    /// Written, but the agent has not applied this generation (SPEC §11.2).
+    awaiting: bool,
+    /// When the controller last saw the conditions change.
+    seen: Option<Timestamp>,
     /// Conditions True at the current generation, for the summaries.
     applied: bool,
     available: bool,
@@ -1639,6 +1793,8 @@ impl Facts {
     const NONE: Facts = Facts {
         status: RolloutStatus::ToApply,
         since: None,
+        awaiting: false,
+        seen: None,
         applied: false,
         available: false,
         progressing: false,
@@ -1649,22 +1805,22 @@ impl Facts {
 
     fn read(w: &WorkView, wanted: Option<&Desired<'_>>, e: &Expected<'_>) -> Self {
         use mwrs_api::work::condition as wc;
-        let (status, since) = work::cluster_status(w);
+        let (status, since) = work::written_status(w);
         let labelled = wanted.is_some_and(|d| {
             let has = |k: &str, v: &str| w.label(k) == Some(v);
             let (owner_key, owner_value) = e.owner_label;
             w.hash().is_some()
                 && has(labels::PLACEMENT_NAME, e.placements[d.placement])
                 && has(owner_key, owner_value)
-                && e.mwrs_labels
-                    .iter()
-                    .flat_map(|l| l.iter())
-                    .all(|(k, v)| has(k, v))
+                && copied_labels(e.mwrs_labels).all(|(k, v)| has(k, v))
                 && w.annotation(labels::MWRS_OWNER_ANNOTATION) == Some(e.owner_slashed)
+                && w.annotation(labels::REVISION_APPLIED_AT).is_some()
         });
         Self {
             status,
             since,
+            awaiting: !work::is_applied(w),
+            seen: w.status_seen,
             applied: w.is_true(wc::APPLIED),
             available: w.is_true(wc::AVAILABLE),
             progressing: w.is_true(wc::PROGRESSING),

@@ -254,6 +254,7 @@ impl<'f> Sim<'f> {
             placements: &self.placements,
             works: &self.works,
             revisions: &self.revisions,
+            taken: &[],
         };
         let plan = crate::plan::plan(&observed, self.now, cfg);
         let update = plan

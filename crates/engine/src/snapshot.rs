@@ -115,6 +115,7 @@ impl Snapshot {
             placements: &self.placements,
             works: &self.works,
             revisions: &self.revisions,
+            taken: &[],
         }
     }
 }

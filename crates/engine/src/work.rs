@@ -39,6 +39,12 @@ pub struct WorkView {
     pub created: Option<Timestamp>,
     pub deleting: bool,
     pub conditions: Vec<CondView>,
+    /// When the controller last saw this ManifestWork's conditions change (None: not
+    /// tracked, e.g. a simulation). Success counts only once it has settled (SPEC §11.3).
+    pub status_seen: Option<Timestamp>,
+    /// The agent's word on an `Applied` condition that is not True at the current
+    /// generation (`reason: message`), for status messages (SPEC §11.2).
+    pub applied_note: Option<String>,
 }
 
 /// A value of a small string map, found by a scan that compares lengths before bytes.
@@ -84,10 +90,18 @@ impl WorkView {
                     .collect()
             })
             .unwrap_or_default();
+        let generation = meta.generation.unwrap_or(0);
+        let applied_note = mw
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == condition::APPLIED))
+            .filter(|c| c.status != "True" && c.observed_generation == Some(generation))
+            .map(|c| note_of(&c.status, &c.reason, &c.message));
         Self {
             cluster: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
-            generation: meta.generation.unwrap_or(0),
+            generation,
             resource_version: meta.resource_version.clone(),
             labels: meta.labels.clone().unwrap_or_default(),
             annotations: meta.annotations.clone().unwrap_or_default(),
@@ -95,6 +109,8 @@ impl WorkView {
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deleting: meta.deletion_timestamp.is_some(),
             conditions,
+            status_seen: None,
+            applied_note,
         }
     }
 
@@ -142,6 +158,8 @@ impl WorkView {
             created: Some(now),
             deleting: false,
             conditions: Vec::new(),
+            status_seen: None,
+            applied_note: None,
         }
     }
 
@@ -188,6 +206,50 @@ pub fn cluster_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
         (t, a) => t.or(a),
     };
     (status, time)
+}
+
+/// Status of a cluster whose ManifestWork carries the target revision, as the planner
+/// uses it (SPEC §11.2): a ManifestWork the agent has not (or not yet successfully)
+/// evaluated at its generation is in flight since the revision was written, never
+/// ToApply, which would rewrite it on every pass. Upstream's mapping is
+/// [`cluster_status`].
+pub fn written_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
+    match cluster_status(work) {
+        (RolloutStatus::ToApply, _) => (
+            RolloutStatus::Progressing,
+            work.applied_at().or(work.created),
+        ),
+        other => other,
+    }
+}
+
+/// Why a written ManifestWork is not applied yet, in words for status messages: the
+/// agent's own reason and message, or how long it has been silent.
+pub fn awaiting_note(work: &WorkView) -> String {
+    match (&work.applied_note, work.applied_at().or(work.created)) {
+        (Some(n), _) => n.clone(),
+        (None, Some(t)) => format!("no report from the agent since {t}"),
+        (None, None) => "no report from the agent".to_string(),
+    }
+}
+
+/// Has the agent applied this generation (`Applied` True at it)?
+pub fn is_applied(work: &WorkView) -> bool {
+    work.is_true(condition::APPLIED)
+}
+
+fn note_of(status: &str, reason: &str, message: &str) -> String {
+    const MAX: usize = 200;
+    let mut m = format!("Applied {status} ({reason}): {message}");
+    if m.len() > MAX {
+        let mut end = MAX;
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        m.truncate(end);
+        m.push('…');
+    }
+    m
 }
 
 fn status_from_conditions(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {

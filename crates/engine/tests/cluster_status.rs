@@ -40,6 +40,8 @@ fn work(generation: i64, conditions: Vec<CondView>) -> WorkView {
         created: None,
         deleting: false,
         conditions,
+        status_seen: None,
+        applied_note: None,
     }
 }
 

@@ -125,6 +125,9 @@ fn a_missing_placement_keeps_its_works_and_the_others_go_on() {
     h.placements.push(PlacementView {
         name: "p".into(),
         state: PlacementState::Missing,
+        complete: false,
+        changed_at: None,
+        skipped: Vec::new(),
     });
     h.set_template("v2");
     h.reconcile();
@@ -161,6 +164,9 @@ fn history_is_pruned_to_the_limit_keeping_live_revisions() {
         h.set_template(v);
         settle(&mut h);
     }
+    // The revision a promotion made non-live goes in the pass after the promotion was
+    // stored (SPEC §11.6).
+    h.step(secs(5));
     let mut revs: Vec<(i64, String)> = h
         .revisions
         .iter()
@@ -230,6 +236,8 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
         created: Some(created.parse().unwrap()),
         deleting: false,
         conditions: Vec::new(),
+        status_seen: None,
+        applied_note: None,
     }
 }
 
@@ -277,6 +285,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
         placements: &h.placements,
         works: &works,
         revisions: &h.revisions,
+        taken: &[],
     };
     let p = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert_eq!(
@@ -334,6 +343,7 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
             placements: &h.placements,
             works,
             revisions: &h.revisions,
+            taken: &[],
         };
         mwrs_engine::plan(&observed, h.now, &h.cfg)
     };

@@ -50,7 +50,19 @@ pub enum Behaviour {
     /// Applies, then every `period` flips between done and Degraded, forever (a
     /// workload that crash-loops): the controller sees it fail, recover and fail again.
     Flap { period: Duration },
+    /// Never writes a status (agent stopped, cluster unreachable).
+    Silent,
+    /// Cannot apply: reports `Applied` False at the generation with [`APPLY_ERROR`].
+    Refuse,
+    /// Reports success for the new generation at once (evaluated against the old
+    /// object, as upstream's agent can), then `Progressing` True `glitch` later, then
+    /// success for real `after` that.
+    EarlyReport { glitch: Duration, after: Duration },
 }
+
+/// The message of [`Behaviour::Refuse`].
+pub const APPLY_ERROR: &str = "simulated agent: Failed to apply manifest: admission webhook \
+    denied the request";
 
 impl Behaviour {
     pub const fn succeed_now() -> Self {
@@ -303,6 +315,28 @@ async fn answer(s: &Shared, mw: ManifestWork) {
         .and_then(|st| st.conditions.clone())
         .unwrap_or_default();
     let rules = s.config.condition_rules;
+    match behaviour {
+        Behaviour::Silent => return,
+        Behaviour::Refuse => {
+            let conditions = refused(&existing, generation, Timestamp::now());
+            write(s, &api, &name, &cluster, &conditions).await;
+            return;
+        }
+        Behaviour::EarlyReport { glitch, after } => {
+            let (first, last) = phases(Behaviour::succeed_now(), rules);
+            let last = last.unwrap_or_default();
+            let mut conditions = merge(&existing, &last, generation, Timestamp::now());
+            write(s, &api, &name, &cluster, &conditions).await;
+            tokio::time::sleep(glitch).await;
+            conditions = merge(&conditions, &first, generation, Timestamp::now());
+            write(s, &api, &name, &cluster, &conditions).await;
+            tokio::time::sleep(after).await;
+            conditions = merge(&conditions, &last, generation, Timestamp::now());
+            write(s, &api, &name, &cluster, &conditions).await;
+            return;
+        }
+        _ => {}
+    }
     let (first, last) = phases(behaviour, rules);
     if done(&existing, generation, last.as_deref().unwrap_or(&first)) {
         return;
@@ -310,7 +344,7 @@ async fn answer(s: &Shared, mw: ManifestWork) {
     let delay = match behaviour {
         Behaviour::Succeed { after } | Behaviour::Degrade { after } => after,
         Behaviour::Flap { period } => period,
-        Behaviour::Hang => Duration::ZERO,
+        _ => Duration::ZERO,
     };
     // An immediate outcome goes out in one write.
     let mut conditions = existing;
@@ -415,7 +449,7 @@ fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
                 (PROGRESSING, "True"),
                 (DEGRADED, "True"),
             ]),
-            Behaviour::Hang => None,
+            _ => None,
         };
         (first, last)
     } else {
@@ -427,10 +461,26 @@ fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
                 (AVAILABLE, "False"),
                 (DEGRADED, "True"),
             ]),
-            Behaviour::Hang => None,
+            _ => None,
         };
         (first, last)
     }
+}
+
+/// `Applied` False at `generation` with the agent's error, as upstream's agent reports a
+/// manifest it cannot apply.
+fn refused(conditions: &[Condition], generation: i64, now: Timestamp) -> Vec<Condition> {
+    let mut out = merge(
+        conditions,
+        &[(condition::APPLIED, "False")],
+        generation,
+        now,
+    );
+    if let Some(c) = out.iter_mut().find(|c| c.type_ == condition::APPLIED) {
+        c.reason = "AppliedManifestWorkFailed".to_string();
+        c.message = APPLY_ERROR.to_string();
+    }
+    out
 }
 
 /// Does `conditions` already show `phase` at `generation`? (restart of the agent)

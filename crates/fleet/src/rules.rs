@@ -10,7 +10,10 @@
 //!   without knowing its hash),
 //! - `fraction=F` (a stable share 0..1 of the clusters, by a hash of the name).
 //!
-//! Behaviours: `succeed[:LATENCY]`, `degrade[:AFTER]`, `hang`, `flap[:PERIOD]`. A latency
+//! Behaviours: `succeed[:LATENCY]`, `degrade[:AFTER]`, `hang`, `flap[:PERIOD]`, `silent`
+//! (never reports), `refuse` (reports `Applied` False with an apply error), `early[:GLITCH]`
+//! (reports success for a new generation at once, then Progressing for GLITCH, then
+//! success: upstream's agent evaluating the new generation against the old object). A latency
 //! is a duration (`2s`, `500ms`) or a uniform range `1s..5s`, drawn per cluster and
 //! generation from a seeded hash so that two runs with the same seed behave the same.
 
@@ -120,6 +123,9 @@ pub enum Action {
     Degrade(Latency),
     Hang,
     Flap(Duration),
+    Silent,
+    Refuse,
+    Early(Duration),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -189,11 +195,16 @@ impl std::str::FromStr for Rule {
             ("hang", None) => Action::Hang,
             ("flap", None) => Action::Flap(Duration::from_secs(5)),
             ("flap", Some(a)) => Action::Flap(duration(a)?),
+            ("silent", None) => Action::Silent,
+            ("refuse", None) => Action::Refuse,
+            ("early", None) => Action::Early(Duration::from_millis(500)),
+            ("early", Some(a)) => Action::Early(duration(a)?),
             _ => {
                 return Err(err(
                     "behaviour",
                     act,
-                    "expected succeed[:LATENCY], degrade[:AFTER], hang or flap[:PERIOD]",
+                    "expected succeed[:LATENCY], degrade[:AFTER], hang, flap[:PERIOD], silent, \
+                     refuse or early[:GLITCH]",
                 ));
             }
         };
@@ -238,6 +249,12 @@ impl Rules {
             },
             Action::Hang => Behaviour::Hang,
             Action::Flap(period) => Behaviour::Flap { period },
+            Action::Silent => Behaviour::Silent,
+            Action::Refuse => Behaviour::Refuse,
+            Action::Early(glitch) => Behaviour::EarlyReport {
+                glitch,
+                after: self.default_latency.pick(draw),
+            },
         }
     }
 
@@ -419,6 +436,18 @@ mod tests {
         let e = "cluster=a=succeed:3..1s".parse::<Rule>().unwrap_err();
         assert_eq!(e.what, "duration");
         assert!("hang".parse::<Rule>().is_err());
+        assert_eq!(
+            "cluster=a=silent".parse::<Rule>().unwrap().action,
+            Action::Silent
+        );
+        assert_eq!(
+            "cluster=a=refuse".parse::<Rule>().unwrap().action,
+            Action::Refuse
+        );
+        assert_eq!(
+            "cluster=a=early:250ms".parse::<Rule>().unwrap().action,
+            Action::Early(Duration::from_millis(250))
+        );
         assert!("3s..1s".parse::<Latency>().is_err());
         assert!(duration("-1s").is_err());
         assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));

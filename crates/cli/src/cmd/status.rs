@@ -150,7 +150,7 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
     let shown = limit.unwrap_or(usize::MAX).min(v.clusters.len());
     if shown > 0 {
         s.push('\n');
-        let mut t = Table::new(&["CLUSTER", "PLACEMENT", "REVISION", "STATE", "SINCE"]);
+        let mut t = Table::new(&["CLUSTER", "PLACEMENT", "REVISION", "STATE", "SINCE", "NOTE"]);
         for c in &v.clusters[..shown] {
             let state = match c.soak_until {
                 Some(until) => format!(
@@ -166,6 +166,7 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
                 c.revision.clone().unwrap_or_else(|| "<none>".into()),
                 state,
                 c.since.map_or_else(|| "-".into(), |t| age(Some(t), now)),
+                c.note.clone().unwrap_or_default(),
             ]);
         }
         s.push_str(&t.render());

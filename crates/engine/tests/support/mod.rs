@@ -33,7 +33,14 @@ pub enum Behaviour {
     Degrade { after: SignedDuration },
     /// Applied and Progressing forever.
     Hang,
+    /// Never reports anything (agent stopped, cluster gone).
+    Silent,
+    /// Reports `Applied` False at the generation: an apply error.
+    ApplyError,
 }
+
+/// The message of [`Behaviour::ApplyError`].
+pub const APPLY_ERROR: &str = "configmaps \"app\" is forbidden: quota exceeded";
 
 /// A template with one ConfigMap whose data is `version`.
 pub fn template(version: &str) -> Value {
@@ -154,6 +161,7 @@ impl Hub {
             placements: &self.placements,
             works: &works,
             revisions: &self.revisions,
+            taken: &[],
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
         self.execute(&plan);
@@ -266,10 +274,20 @@ impl Hub {
             let first_seen = *self.seen.entry((c.clone(), gen_)).or_insert(now);
             let elapsed = now.duration_since(first_seen);
             let (progressing, degraded) = match b {
+                Behaviour::Silent => continue,
+                Behaviour::ApplyError => {
+                    w.set_condition("Applied", "False", gen_, now);
+                    w.applied_note = Some(format!(
+                        "Applied False (AppliedManifestWorkFailed): {APPLY_ERROR}"
+                    ));
+                    w.status_seen = Some(first_seen);
+                    continue;
+                }
                 Behaviour::Succeed { after } if elapsed >= after => ("False", "False"),
                 Behaviour::Degrade { after } if elapsed >= after => ("True", "True"),
                 _ => ("True", "False"),
             };
+            w.applied_note = None;
             w.set_condition("Applied", "True", gen_, now);
             w.set_condition("Available", "True", gen_, now);
             w.set_condition("Progressing", progressing, gen_, now);

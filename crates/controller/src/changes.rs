@@ -1,0 +1,100 @@
+//! When the controller last saw something change that the planner must see settle before
+//! trusting it (SPEC §11.3, §11.5): a ManifestWork's conditions, a placement's decisions.
+//! Fed by the watch events; a relist that brings back the same content changes nothing.
+//!
+//! Each watched object has a fingerprint of the fields that matter; when it differs from
+//! the last one seen (or the object goes away), the time of its group moves to now. A
+//! ManifestWork is its own group; a Placement and all its decision pages share one.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+
+use crate::index::ObjKey;
+
+#[derive(Default)]
+struct Inner {
+    fingerprints: HashMap<ObjKey, u64>,
+    changed: HashMap<ObjKey, Timestamp>,
+}
+
+/// Last-change times by group, shared between a watch stream and the reconciles.
+#[derive(Clone, Default)]
+pub struct LastChanges {
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// A fingerprint of `value`.
+pub fn fingerprint(value: &impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+impl LastChanges {
+    /// Object `obj` of group `group` now shows `print`, seen at `now`.
+    pub fn seen(&self, obj: ObjKey, group: ObjKey, print: u64, now: Timestamp) {
+        let Ok(mut m) = self.inner.lock() else { return };
+        if m.fingerprints.insert(obj, print) != Some(print) {
+            m.changed.insert(group, now);
+        }
+    }
+
+    /// Object `obj` of group `group` is gone.
+    pub fn gone(&self, obj: &ObjKey, group: ObjKey, now: Timestamp, group_gone: bool) {
+        let Ok(mut m) = self.inner.lock() else { return };
+        m.fingerprints.remove(obj);
+        if group_gone {
+            m.changed.remove(&group);
+        } else {
+            m.changed.insert(group, now);
+        }
+    }
+
+    /// When group `group` last changed (None: never seen).
+    pub fn get(&self, group: &ObjKey) -> Option<Timestamp> {
+        self.inner.lock().ok()?.changed.get(group).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(a: &str, b: &str) -> ObjKey {
+        (a.to_string(), b.to_string())
+    }
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap_or_default()
+    }
+
+    #[test]
+    fn only_a_different_fingerprint_moves_the_time() {
+        let c = LastChanges::default();
+        let (pd, group) = (key("ns", "p-decision-1"), key("ns", "p"));
+        c.seen(pd.clone(), group.clone(), 1, t(10));
+        assert_eq!(c.get(&group), Some(t(10)));
+        // A relist with the same content.
+        c.seen(pd.clone(), group.clone(), 1, t(20));
+        assert_eq!(c.get(&group), Some(t(10)));
+        c.seen(key("ns", "p-decision-2"), group.clone(), 7, t(30));
+        assert_eq!(c.get(&group), Some(t(30)));
+        c.gone(&pd, group.clone(), t(40), false);
+        assert_eq!(c.get(&group), Some(t(40)));
+        // Coming back with the old content is a change too.
+        c.seen(pd, group.clone(), 1, t(50));
+        assert_eq!(c.get(&group), Some(t(50)));
+    }
+
+    #[test]
+    fn a_gone_group_is_forgotten() {
+        let c = LastChanges::default();
+        let w = key("cluster-1", "ns.app");
+        c.seen(w.clone(), w.clone(), 3, t(10));
+        c.gone(&w, w.clone(), t(20), true);
+        assert_eq!(c.get(&w), None);
+    }
+}
