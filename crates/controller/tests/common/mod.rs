@@ -116,6 +116,11 @@ pub async fn started(test: &str, clusters: usize) -> Option<(TestHub, TaskGuard)
 
 /// Runs the controller binary for the test's namespace, with `extra` flags.
 pub fn spawn_controller_binary(hub: &TestHub, extra: &[&str]) -> ChildProcess {
+    spawn_controller_binary_logging(hub, extra, "info")
+}
+
+/// [`spawn_controller_binary`] with `RUST_LOG` set to `log`.
+pub fn spawn_controller_binary_logging(hub: &TestHub, extra: &[&str], log: &str) -> ChildProcess {
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_mwrs-controller"));
     let kubeconfig = hub.kubeconfig.to_string_lossy().to_string();
     let mut args = vec![
@@ -127,7 +132,7 @@ pub fn spawn_controller_binary(hub: &TestHub, extra: &[&str]) -> ChildProcess {
         "127.0.0.1:0",
     ];
     args.extend_from_slice(extra);
-    ChildProcess::spawn(binary, &args, &[("RUST_LOG", "info")]).expect("start the controller")
+    ChildProcess::spawn(binary, &args, &[("RUST_LOG", log)]).expect("start the controller")
 }
 
 pub fn status(m: &ManifestWorkReplicaSet) -> ManifestWorkReplicaSetStatus {

@@ -1,0 +1,110 @@
+//! Two replicas with leader election on the real test hub: the leader is frozen
+//! (SIGSTOP) in the middle of a rollout until the other replica has taken the lease and
+//! finished the rollout, then resumed (SIGCONT). The old leader must not write anything
+//! after it wakes: its writes are fenced by the age of its last lease renewal.
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    current, spawn_controller_binary_logging, start_agent_succeeding, wait_complete, wait_mwrs,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, mwrs, wait_for};
+use serde_json::json;
+
+/// Logs every write the executor attempts (its DEBUG line "write").
+const WRITES_LOGGED: &str = "info,mwrs_controller::execute=debug";
+
+fn signal(child: &ChildProcess, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {}", child.id());
+}
+
+/// Waits until the lease names the replica with process id `pid` (identity `host-pid`).
+async fn wait_holder(hub: &TestHub, pid: u32, timeout: Duration) {
+    let api: Api<Lease> = Api::namespaced(hub.client.clone(), &hub.namespace);
+    let suffix = format!("-{pid}");
+    wait_for(&format!("the lease held by pid {pid}"), timeout, || async {
+        let holder = api
+            .get_opt("mwrs-controller")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity);
+        match holder {
+            Some(h) if h.ends_with(&suffix) => Ok(()),
+            other => Err(format!("holder {other:?}")),
+        }
+    })
+    .await
+}
+
+/// Lines of the executor's write log.
+fn writes(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("mwrs_controller::execute") && l.contains(" write "))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_leader_writes_nothing_after_it_wakes() {
+    let Some(hub) = TestHub::from_env("leader", 4).await else {
+        return;
+    };
+    let ns = hub.namespace.clone();
+    let flags = ["--leader-elect", "--lease-namespace", ns.as_str()];
+    let old = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED);
+    wait_holder(&hub, old.id(), common::WAIT).await;
+    let new = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED);
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
+    hub.publish_all("p").await;
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    // Freeze the leader with the rollout under way: it has requeues pending.
+    wait_mwrs(&hub, "app", "the rollout under way", |m| {
+        m.status.as_ref().is_some_and(|s| s.summary.updated >= 1) && current(m).is_none()
+    })
+    .await;
+    signal(&old, "-STOP");
+    wait_holder(&hub, new.id(), Duration::from_secs(90)).await;
+    let v1 = current(&wait_complete(&hub, "app", None).await);
+    hub.set_template("app", configmap_template("v2")).await;
+    wait_complete(&hub, "app", v1.as_deref()).await;
+    let before = old.output().len();
+
+    signal(&old, "-CONT");
+    let mut old = old;
+    wait_for("the old leader to stop", Duration::from_secs(60), || {
+        let exited = old.try_wait();
+        async move {
+            exited
+                .map(|_| ())
+                .ok_or_else(|| "still running".to_string())
+        }
+    })
+    .await;
+    let log = old.output();
+    let after = &log[before.min(log.len())..];
+    let written = writes(after);
+    assert!(
+        written.is_empty(),
+        "the old leader wrote after it woke:\n{}\n--- its log after SIGCONT:\n{after}",
+        written.join("\n")
+    );
+    assert!(
+        !writes(&new.output()).is_empty(),
+        "the new leader did the rollout"
+    );
+}
