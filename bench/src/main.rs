@@ -10,7 +10,9 @@
 //! - abort: from the first Degraded status on the new revision (the breach) until every
 //!   ManifestWork is back on the stable revision;
 //! - idle: controller CPU seconds and hub API requests per minute with nothing changing
-//!   (requests counted by the hub, minus a window with no controller running);
+//!   (requests counted by the hub, minus a window with no controller running); then its
+//!   reconciles and writes per minute while 1% of the clusters never answer a new
+//!   revision (after every ManifestWork carries it: must be 0);
 //! - memory: the controller's peak RSS with N ManifestWorks;
 //! - optionally the same fan-out and memory for a peer (upstream's controller), started
 //!   as `PEER KUBECONFIG`.
@@ -389,6 +391,8 @@ struct Bench {
     clusters: Vec<String>,
     degrade_after_ms: Arc<AtomicU64>,
     failing: Arc<Mutex<BTreeSet<String>>>,
+    /// Clusters whose agent never answers revision v4.
+    silent: Arc<Mutex<BTreeSet<String>>>,
     tck: f64,
 }
 
@@ -407,6 +411,10 @@ struct Row {
     baseline_requests_per_min: f64,
     idle_reconciles_per_min: f64,
     idle_writes_per_min: f64,
+    /// Idle with 1% of the clusters silent on the update revision.
+    silent_clusters: usize,
+    silent_idle_reconciles_per_min: f64,
+    silent_idle_writes_per_min: f64,
     peak_rss_bytes: u64,
     peer_fanout_s: Option<f64>,
     peer_fanout_ratio: Option<f64>,
@@ -655,6 +663,7 @@ impl Bench {
         let mins = self.args.idle_secs as f64 / 60.0;
         row.idle_reconciles_per_min = (r1 - r0) / mins;
         row.idle_writes_per_min = (w1 - w0) / mins;
+        self.idle_with_silent_clusters(n, ns, &addr, row).await?;
         row.peak_rss_bytes = p.peak_rss()?;
 
         api.delete("app", &DeleteParams::default()).await?;
@@ -663,6 +672,43 @@ impl Bench {
         p.stop().await;
         let (_, base) = self.idle(None).await?;
         row.baseline_requests_per_min = base;
+        Ok(())
+    }
+
+    /// 1% of the clusters never answer a new revision (SPEC §11.1): once every
+    /// ManifestWork carries it, the controller writes nothing more.
+    async fn idle_with_silent_clusters(
+        &self,
+        n: usize,
+        ns: &str,
+        addr: &str,
+        row: &mut Row,
+    ) -> anyhow::Result<()> {
+        let silent = (n / 100).max(1);
+        if let Ok(mut s) = self.silent.lock() {
+            s.clear();
+            s.extend(self.clusters[..silent].iter().cloned());
+        }
+        self.set_version(ns, "app", "v4").await?;
+        self.wait_version("v4", n).await?;
+        let others = (n - silent) as i64;
+        self.wait_mwrs(ns, "app", "the others done on v4", |m| {
+            m.status
+                .as_ref()
+                .is_some_and(|s| s.summary.updated == others)
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (r0, w0) = controller_counts(addr).await;
+        tokio::time::sleep(Duration::from_secs(self.args.idle_secs)).await;
+        let (r1, w1) = controller_counts(addr).await;
+        let mins = self.args.idle_secs as f64 / 60.0;
+        row.silent_clusters = silent;
+        row.silent_idle_reconciles_per_min = (r1 - r0) / mins;
+        row.silent_idle_writes_per_min = (w1 - w0) / mins;
+        if let Ok(mut s) = self.silent.lock() {
+            s.clear();
+        }
         Ok(())
     }
 
@@ -745,7 +791,7 @@ impl Bench {
         row.fanout_ratio = row.fanout_s / row.bare_update_s;
         row.abort_ratio = row.abort_s / row.bare_update_s;
         eprintln!(
-            "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
+            "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, with {} silent: {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
             row.create_s,
             row.fanout_s,
             row.fanout_ratio,
@@ -756,6 +802,9 @@ impl Bench {
             row.baseline_requests_per_min,
             row.idle_reconciles_per_min,
             row.idle_writes_per_min,
+            row.silent_clusters,
+            row.silent_idle_reconciles_per_min,
+            row.silent_idle_writes_per_min,
             row.peak_rss_bytes as f64 / 1048576.0
         );
         if let Some(peer) = &self.args.peer {
@@ -785,6 +834,9 @@ fn json_row(r: &Row) -> Value {
         "baseline_requests_per_min": r.baseline_requests_per_min,
         "idle_reconciles_per_min": r.idle_reconciles_per_min,
         "idle_writes_per_min": r.idle_writes_per_min,
+        "silent_clusters": r.silent_clusters,
+        "silent_idle_reconciles_per_min": r.silent_idle_reconciles_per_min,
+        "silent_idle_writes_per_min": r.silent_idle_writes_per_min,
         "peak_rss_bytes": r.peak_rss_bytes,
         "peer_fanout_s": r.peer_fanout_s, "peer_fanout_ratio": r.peer_fanout_ratio,
         "peer_peak_rss_bytes": r.peer_peak_rss_bytes,
@@ -796,14 +848,14 @@ fn report(rows: &[Row]) {
     let mib = |b: u64| b as f64 / 1048576.0;
     println!();
     println!(
-        "| N | bare update | fan-out | ratio | abort | ratio | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | peak RSS | peer fan-out | peer ratio | peer RSS |"
+        "| N | bare update | fan-out | ratio | abort | ratio | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | idle writes/min, 1% silent | peak RSS | peer fan-out | peer ratio | peer RSS |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let opt =
             |v: Option<f64>, unit: &str| v.map_or("–".to_string(), |x| format!("{x:.2}{unit}"));
         println!(
-            "| {} | {:.2} s | {:.2} s | {:.2} | {:.2} s | {:.2} | {:.3} | {:.1} ({:.1}) | {:.1} | {:.1} MiB | {} | {} | {} |",
+            "| {} | {:.2} s | {:.2} s | {:.2} | {:.2} s | {:.2} | {:.3} | {:.1} ({:.1}) | {:.1} | {:.1} ({} silent) | {:.1} MiB | {} | {} | {} |",
             r.n,
             r.bare_update_s,
             r.fanout_s,
@@ -814,6 +866,8 @@ fn report(rows: &[Row]) {
             r.idle_requests_per_min,
             r.baseline_requests_per_min,
             r.idle_reconciles_per_min,
+            r.silent_idle_writes_per_min,
+            r.silent_clusters,
             mib(r.peak_rss_bytes),
             opt(r.peer_fanout_s, " s"),
             opt(r.peer_fanout_ratio, ""),
@@ -865,10 +919,16 @@ async fn main() -> anyhow::Result<()> {
 
     let degrade_after_ms = Arc::new(AtomicU64::new(0));
     let failing: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let (d, f) = (degrade_after_ms.clone(), failing.clone());
+    let silent: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let (d, f, q) = (degrade_after_ms.clone(), failing.clone(), silent.clone());
     let agent = Agent::start(
         client.clone(),
         AgentConfig::new(clusters.iter().cloned()).behaviour(move |w| {
+            if q.lock().is_ok_and(|s| s.contains(w.cluster))
+                && w.spec.to_string().contains("\"version\":\"v4\"")
+            {
+                return Behaviour::Silent;
+            }
             let fails = f.lock().is_ok_and(|s| s.contains(w.cluster))
                 && w.spec.to_string().contains("\"version\":\"v3\"");
             if fails {
@@ -888,6 +948,7 @@ async fn main() -> anyhow::Result<()> {
         clusters,
         degrade_after_ms,
         failing,
+        silent,
         tck: clock_ticks(),
     };
     let mut rows = Vec::new();
