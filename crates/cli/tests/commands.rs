@@ -15,6 +15,7 @@ use std::time::Duration;
 use common::{WAIT, carried, describe, mwrs, rows, run_with, section, start_controller, status};
 use kube::api::{Patch, PatchParams};
 use mwrs_api::labels;
+use mwrs_fleet::agent::APPLY_ERROR;
 use mwrs_fleet::{Agent, AgentConfig, Behaviour};
 use mwrs_testsupport::{TestHub, configmap_template, mwrs as mwrs_object, wait_for};
 use serde_json::json;
@@ -545,4 +546,72 @@ async fn walkthrough_of_every_command() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.err.contains("group-walk-arithmetic"), "{}", r.err);
     let _ = std::fs::remove_file(&file);
+}
+
+/// Clusters whose agent refuses to apply or never answers: `rollout status` says why in a
+/// NOTE column, and `-o json` in each cluster's `note` (SPEC §11.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_status_says_why_a_cluster_is_not_done() {
+    let Some(hub) = TestHub::from_env("cli-notes", 3).await else {
+        return;
+    };
+    let c = hub.clusters.clone();
+    let _controller = start_controller(&hub);
+    let (refusing, silent) = (c[0].clone(), c[1].clone());
+    let _agent = Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
+            if w.cluster == refusing {
+                Behaviour::Refuse
+            } else if w.cluster == silent {
+                Behaviour::Silent
+            } else {
+                Behaviour::succeed_now()
+            }
+        }),
+    );
+    hub.publish_all("p").await;
+    hub.create_mwrs(&mwrs_object(
+        "app",
+        configmap_template("v1"),
+        &[("p", json!({"type": "All"}))],
+    ))
+    .await;
+    let table = wait_for("both notes in rollout status", WAIT, || async {
+        let r = mwrs(&hub, &["rollout", "status", "app", "--clusters", "all"]).await;
+        let t = section(&r.out, "CLUSTER").to_string();
+        if t.contains(APPLY_ERROR) && t.contains("no report from the agent since") {
+            Ok(t)
+        } else {
+            Err(format!("{r:?}"))
+        }
+    })
+    .await;
+    let by_cluster: std::collections::BTreeMap<String, String> = rows(&table)
+        .into_iter()
+        .map(|r| {
+            (
+                r["CLUSTER"].clone(),
+                r.get("NOTE").cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(by_cluster[&c[0]].contains(APPLY_ERROR), "{table}");
+    assert!(
+        by_cluster[&c[1]].starts_with("no report from the agent since"),
+        "{table}"
+    );
+    assert_eq!(by_cluster[&c[2]], "", "{table}");
+    let j = mwrs(&hub, &["rollout", "status", "app", "-o", "json"])
+        .await
+        .json();
+    let note = |cluster: &str| {
+        j["clusters"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|x| x["cluster"] == cluster))
+            .and_then(|x| x["note"].as_str())
+            .map(str::to_string)
+    };
+    assert!(note(&c[0]).is_some_and(|n| n.contains(APPLY_ERROR)), "{j}");
+    assert_eq!(note(&c[2]), None, "{j}");
 }

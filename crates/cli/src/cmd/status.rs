@@ -150,7 +150,13 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
     let shown = limit.unwrap_or(usize::MAX).min(v.clusters.len());
     if shown > 0 {
         s.push('\n');
-        let mut t = Table::new(&["CLUSTER", "PLACEMENT", "REVISION", "STATE", "SINCE", "NOTE"]);
+        // The NOTE column (the agent's apply error, its silence) only when there is one.
+        let noted = v.clusters[..shown].iter().any(|c| c.note.is_some());
+        let mut head = vec!["CLUSTER", "PLACEMENT", "REVISION", "STATE", "SINCE"];
+        if noted {
+            head.push("NOTE");
+        }
+        let mut t = Table::new(&head);
         for c in &v.clusters[..shown] {
             let state = match c.soak_until {
                 Some(until) => format!(
@@ -160,14 +166,17 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
                 ),
                 None => paint_state(out, &c.state),
             };
-            t.row(vec![
+            let mut row = vec![
                 c.cluster.clone(),
                 c.placement.clone(),
                 c.revision.clone().unwrap_or_else(|| "<none>".into()),
                 state,
                 c.since.map_or_else(|| "-".into(), |t| age(Some(t), now)),
-                c.note.clone().unwrap_or_default(),
-            ]);
+            ];
+            if noted {
+                row.push(c.note.clone().unwrap_or_default());
+            }
+            t.row(row);
         }
         s.push_str(&t.render());
     }
@@ -199,13 +208,17 @@ fn changes(prev: Option<&View>, v: &View) -> Vec<String> {
     }
     for c in &v.clusters {
         let old = prev.and_then(|o| o.clusters.iter().find(|x| x.cluster == c.cluster));
-        let key = |c: &ClusterLine| (c.revision.clone(), c.state.clone());
+        let key = |c: &ClusterLine| (c.revision.clone(), c.state.clone(), c.note.clone());
         if old.map(key) != Some(key(c)) {
             lines.push(format!(
-                "cluster {}: {} on {}",
+                "cluster {}: {} on {}{}",
                 c.cluster,
                 c.state,
-                c.revision.as_deref().unwrap_or("<none>")
+                c.revision.as_deref().unwrap_or("<none>"),
+                c.note
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
             ));
         }
     }
