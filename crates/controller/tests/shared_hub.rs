@@ -629,3 +629,82 @@ async fn name_taken_events(hub: &TestHub) -> i32 {
         .map(|e| e.series.as_ref().map_or(1, |s| s.count))
         .sum()
 }
+
+/// The stable revision that a promotion makes non-live is deleted only after the status
+/// write naming its successor is stored (SPEC §11.6): etcd's revisions order the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_stable_revision_goes_after_the_promotion_is_stored() {
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    let Some(hub) = TestHub::from_env("pruneorder", 2).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = start_agent(&hub, |_| QUICK);
+    hub.publish_all("p").await;
+    let mut app = mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", json!({"type": "All"}))],
+    );
+    app.spec.revision_history_limit = Some(0);
+    hub.create_mwrs(&app).await;
+    let v1 = current(&wait_complete(&hub, "app", None).await).unwrap();
+
+    // resourceVersion of the first MWRS state naming another currentRevision, and of
+    // the deletion of v1's ControllerRevision, each from its own watch.
+    let promoted: Arc<Mutex<Option<u64>>> = Arc::default();
+    let deleted: Arc<Mutex<Option<u64>>> = Arc::default();
+    let _mwrs_watch = {
+        let promoted = promoted.clone();
+        let v1 = v1.clone();
+        let cfg = watcher::Config::default().fields("metadata.name=app");
+        let mut events = watch_fn(hub.mwrs_api(), cfg).default_backoff().boxed();
+        TaskGuard::spawn(async move {
+            while let Some(ev) = events.next().await {
+                if let Ok(Event::Apply(m) | Event::InitApply(m)) = ev
+                    && current(&m).is_some_and(|c| c != v1)
+                    && let Ok(mut p) = promoted.lock()
+                {
+                    p.get_or_insert(
+                        m.resource_version()
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0),
+                    );
+                }
+            }
+        })
+    };
+    let _cr_watch = {
+        let deleted = deleted.clone();
+        let api: Api<ControllerRevision> = Api::namespaced(hub.client.clone(), &hub.namespace);
+        let mut events = watch_fn(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let v1 = v1.clone();
+        TaskGuard::spawn(async move {
+            while let Some(ev) = events.next().await {
+                if let Ok(Event::Delete(cr)) = ev
+                    && cr.labels().get(labels::CONTROLLER_HASH) == Some(&v1)
+                    && let Ok(mut d) = deleted.lock()
+                {
+                    *d = cr.resource_version().and_then(|v| v.parse().ok());
+                }
+            }
+        })
+    };
+    hub.set_template("app", configmap_template("v2")).await;
+    wait_complete(&hub, "app", Some(&v1)).await;
+    let (p, d) = wait_for("v1's revision deleted", WAIT, || async {
+        let p = promoted.lock().ok().and_then(|p| *p);
+        let d = deleted.lock().ok().and_then(|d| *d);
+        match (p, d) {
+            (Some(p), Some(d)) => Ok((p, d)),
+            other => Err(format!("promoted/deleted at {other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        d > p,
+        "v1's revision deleted at {d}, before the promotion stored at {p}"
+    );
+}
