@@ -33,6 +33,10 @@ pub enum Error {
     /// The installed CRD cannot hold this controller's state (SPEC §10.15).
     #[error("the installed ManifestWorkReplicaSet CRD is not usable: {0}")]
     Crd(String),
+    /// A revision's name is held by an object that is not this revision (another owner's,
+    /// other content, or no template at all): the collision count moves on.
+    #[error("revision name {what} is taken by another object; collisionCount bumped")]
+    RevisionNameTaken { what: String },
     /// This replica cannot prove it still holds the leader lease; it writes nothing.
     #[error("not the leader: the lease was not confirmed in time; write refused")]
     NotLeader,
@@ -63,6 +67,7 @@ impl Error {
             Error::MissingField(_) => "missing_field",
             Error::Crd(_) => "crd",
             Error::NotLeader => "not_leader",
+            Error::RevisionNameTaken { .. } => "revision_name_taken",
         }
     }
 

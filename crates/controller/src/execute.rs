@@ -17,6 +17,7 @@ use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 use mwrs_engine::hash;
+use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plan::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
 use serde_json::{Value, json};
 
@@ -109,12 +110,14 @@ pub async fn execute(
 
     // Revisions, in plan order (few; creations first in the planner's order).
     let mut revision_create_failed = false;
+    let mut name_taken = false;
     for change in &plan.revisions {
         total += 1;
         let r = revision(ctx, mwrs, &ns, change).await;
         if let Err(e) = r {
             if matches!(change, RevisionChange::Create { .. }) {
                 revision_create_failed = true;
+                name_taken |= matches!(e, Error::RevisionNameTaken { .. });
             }
             failures.push(e);
         } else {
@@ -151,8 +154,24 @@ pub async fn execute(
         }
     }
 
+    // A revision name held by another object: only the collision count moves (as
+    // Kubernetes' history helpers do), so the next pass names the revision anew; the
+    // rest of the plan's status describes a revision that could not be stored.
+    let collided;
+    let status = match &plan.status {
+        Some(new) if name_taken => {
+            let mut bumped = mwrs.status.clone().unwrap_or_default();
+            let used = new.collision_count.unwrap_or(0);
+            bumped.collision_count = Some(used.saturating_add(1));
+            tracing::warn!(mwrs = %format!("{ns}/{name}"), collision_count = used.saturating_add(1),
+                "revision name taken by another object; collisionCount bumped");
+            collided = bumped;
+            Some(&collided)
+        }
+        other => other.as_ref(),
+    };
     // Status: only when it changed, guarded by the version it was computed from.
-    if let Some(new) = &plan.status {
+    if let Some(new) = status {
         let ser = |v| {
             serde_json::to_value(v).map_err(|source| Error::Serialize {
                 what: "status",
@@ -336,16 +355,23 @@ async fn revision(
                         .get(name)
                         .await
                         .map_err(|e| Error::kube(format!("revision {ns}/{name}"), e))?;
+                    // Ours only with our marks and this very template; anything else
+                    // (another owner, other content, no template) is a collision.
                     let same = existing
                         .data
                         .as_ref()
                         .is_some_and(|d| hash::digest(&d.0) == hash::digest(template));
+                    let empty = Default::default();
+                    let owned = OwnerKey::new(ns, mwrs.name_any()).owns(
+                        existing.metadata.labels.as_ref().unwrap_or(&empty),
+                        existing.metadata.annotations.as_ref().unwrap_or(&empty),
+                    );
                     ctx.metrics.write(CR, "create", "exists");
-                    if same {
+                    if same && owned {
                         return Ok(());
                     }
-                    Err(Error::Conflict {
-                        what: format!("revision {ns}/{name} holds other content (hash collision)"),
+                    Err(Error::RevisionNameTaken {
+                        what: format!("{ns}/{name}"),
                     })
                 }
                 Err(e) => Err(Error::kube(format!("create revision {ns}/{name}"), e)),

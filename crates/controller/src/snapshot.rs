@@ -69,7 +69,17 @@ impl Snapshot {
             &namespace,
             mwrs.spec.placement_refs.iter().map(|r| r.name.as_str()),
         );
-        let revisions = stores.owned_revisions(&owner);
+        // Only revisions whose every ownership mark names this MWRS: pruning deletes them.
+        let revisions: Vec<_> = stores
+            .owned_revisions(&owner)
+            .into_iter()
+            .filter(|cr| {
+                owns(
+                    cr.metadata.labels.as_ref(),
+                    cr.metadata.annotations.as_ref(),
+                )
+            })
+            .collect();
         let inner = EngineSnapshot::with_work_views(
             mwrs,
             placements.iter().map(AsRef::as_ref),

@@ -300,3 +300,91 @@ async fn hash_collision_bumps_collision_count() {
         );
     }
 }
+
+/// ControllerRevisions on the names the next revisions would get, which this MWRS does
+/// not own: one with no owner label and other content, one with our owner label but
+/// another owner's annotation (marks that disagree prove nothing, SPEC §11.4). Each is a collision: collisionCount moves on, the squatter is left
+/// alone and the rollout converges (issue #12; before, a 409 every 300 ms for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn squatting_revisions_are_collisions() {
+    let Some((hub, _controller)) = common::started("squat", 2).await else {
+        return;
+    };
+    let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
+    let unlabelled = |name: String| ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(hub.namespace.clone()),
+            ..Default::default()
+        },
+        data: Some(RawExtension(configmap_template("someone else's"))),
+        revision: 1,
+    };
+    let mixed_marks = |name: String, hash: &str| ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(hub.namespace.clone()),
+            labels: Some(
+                [
+                    (
+                        labels::MWRS_OWNER.to_string(),
+                        format!("{}.app", hub.namespace),
+                    ),
+                    (labels::CONTROLLER_HASH.to_string(), hash.to_string()),
+                ]
+                .into(),
+            ),
+            annotations: Some(
+                [(
+                    labels::MWRS_OWNER_ANNOTATION.to_string(),
+                    "other/app".to_string(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        data: Some(RawExtension(json!({"not": "a template"}))),
+        revision: 1,
+    };
+    let (t1, t2) = (configmap_template("v1"), configmap_template("v2"));
+    let h1 = revision_hash(&t1, 0);
+    let h2 = revision_hash(&t2, 1);
+    crs_api(&hub)
+        .create(&PostParams::default(), &unlabelled(format!("app-{h1}")))
+        .await
+        .expect("create the unlabelled squatter");
+    hub.create_mwrs(&mwrs("app", t1.clone(), &[("p", json!({"type": "All"}))]))
+        .await;
+    let m = wait_complete(&hub, "app", None).await;
+    let s = m.status.clone().unwrap_or_default();
+    assert_eq!(s.collision_count, Some(1), "{}", describe(&m));
+    assert_eq!(s.current_revision, Some(revision_hash(&t1, 1)));
+
+    // The next template, with collisionCount 1, would be named app-<h2>: squatted too.
+    crs_api(&hub)
+        .create(
+            &PostParams::default(),
+            &mixed_marks(format!("app-{h2}"), &h2),
+        )
+        .await
+        .expect("create the squatter with mixed marks");
+    hub.set_template("app", t2.clone()).await;
+    let m = wait_complete(&hub, "app", s.current_revision.as_deref()).await;
+    let s = m.status.clone().unwrap_or_default();
+    assert_eq!(s.collision_count, Some(2), "{}", describe(&m));
+    assert_eq!(s.current_revision, Some(revision_hash(&t2, 2)));
+    // The squatters are left alone.
+    let first = crs_api(&hub)
+        .get(&format!("app-{h1}"))
+        .await
+        .expect("squatter 1");
+    assert_eq!(
+        first.data.map(|d| d.0),
+        Some(configmap_template("someone else's"))
+    );
+    let second = crs_api(&hub)
+        .get(&format!("app-{h2}"))
+        .await
+        .expect("squatter 2");
+    assert_eq!(second.data.map(|d| d.0), Some(json!({"not": "a template"})));
+}
