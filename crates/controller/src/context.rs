@@ -14,6 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::PlanConfig;
 
+use crate::crd::SchemaWatch;
 use crate::leader::WriteGate;
 use crate::metrics::Metrics;
 use crate::watch::Stores;
@@ -88,6 +89,8 @@ pub struct Context {
     /// the planner counts those clusters as failed and nothing is sent there until the
     /// entry expires ([`TAKEN_RECHECK`]).
     pub(crate) taken: Mutex<HashMap<(String, String), Instant>>,
+    /// Whether the installed CRD can hold this controller's state; no write without it.
+    pub schema: SchemaWatch,
 }
 
 /// How long a name found taken is believed taken before one write tries again (the
@@ -117,7 +120,13 @@ impl Context {
 }
 
 impl Context {
-    pub fn new(client: Client, stores: Stores, metrics: Arc<Metrics>, config: Config) -> Self {
+    pub fn new(
+        client: Client,
+        stores: Stores,
+        metrics: Arc<Metrics>,
+        config: Config,
+        schema: SchemaWatch,
+    ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -134,6 +143,7 @@ impl Context {
             failures: Mutex::default(),
             written: Mutex::default(),
             taken: Mutex::default(),
+            schema,
         }
     }
 }

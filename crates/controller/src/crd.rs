@@ -1,12 +1,17 @@
-//! Start-up check (SPEC §10.15): the installed MWRS CRD must carry the fields this
-//! controller stores its state in. Upstream's schema would silently prune them (the
-//! API server drops unknown fields), losing the abort hold and the revision pointers,
-//! so the controller refuses to run against it and says which fields are missing.
+//! The installed MWRS CRD must carry the fields this controller stores its state in
+//! (SPEC §10.15, §11.6). Upstream's schema would silently prune them (the API server
+//! drops unknown fields on every read and write), losing the abort hold and the revision
+//! pointers: the controller refuses to start against it, and [`SchemaWatch`] watches the
+//! CRD for as long as it runs, so that an operator re-applying upstream's CRD stops every
+//! write until the CRD is restored.
 
+use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 
@@ -46,6 +51,88 @@ pub async fn check(client: &Client) -> Result<()> {
          (upstream's schema would silently drop the revision and abort state)",
         missing.join(", ")
     )))
+}
+
+/// Why a CRD (as read) cannot hold this controller's state; None when it can.
+pub fn unusable(crd: &CustomResourceDefinition) -> Option<String> {
+    let v = match serde_json::to_value(crd) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("CRD {CRD_NAME} cannot be read: {e}")),
+    };
+    match missing_fields(&v) {
+        Ok(m) if m.is_empty() => None,
+        Ok(m) => Some(format!(
+            "CRD {CRD_NAME} version {VERSION} lacks {} (re-applied by another installer?); \
+             install deploy/crds from this project",
+            m.join(", ")
+        )),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// The CRD as last seen: Ok while it can hold this controller's state, else why not.
+/// Fed by a watch of the one CRD for the whole run.
+#[derive(Clone)]
+pub struct SchemaWatch {
+    rx: watch::Receiver<Result<(), String>>,
+}
+
+impl SchemaWatch {
+    /// Starts watching; until the first read, the schema counts as unusable.
+    pub fn start(client: Client, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        let (tx, rx) = watch::channel(Err("the CRD has not been read yet".to_string()));
+        let api: Api<CustomResourceDefinition> = Api::all(client);
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={CRD_NAME}"));
+        tokio::spawn(async move {
+            let mut events = watcher::watcher(api, cfg).default_backoff().boxed();
+            while let Some(ev) = events.next().await {
+                let state = match ev {
+                    Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
+                        unusable(&c).map_or(Ok(()), Err)
+                    }
+                    Ok(watcher::Event::Delete(_)) => Err(format!("CRD {CRD_NAME} was deleted")),
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "CRD watch error");
+                        continue;
+                    }
+                };
+                metrics.crd_usable.set(i64::from(state.is_ok()));
+                let changed = *tx.borrow() != state;
+                if changed {
+                    match &state {
+                        Ok(()) => tracing::info!(
+                            "the ManifestWorkReplicaSet CRD holds this controller's state; writes resume"
+                        ),
+                        Err(why) => {
+                            tracing::error!(%why, "the ManifestWorkReplicaSet CRD cannot hold this controller's state; every write stops")
+                        }
+                    }
+                }
+                if tx.send(state).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { rx }
+    }
+
+    /// Ok while the CRD can hold this controller's state.
+    pub fn state(&self) -> Result<(), String> {
+        self.rx.borrow().clone()
+    }
+
+    /// Resolves once the CRD can hold the state (at once if it can).
+    pub async fn usable(&self) {
+        let mut rx = self.rx.clone();
+        let _ = rx.wait_for(Result::is_ok).await;
+    }
+
+    /// Resolves once the CRD can no longer hold the state.
+    pub async fn lost(&self) {
+        let mut rx = self.rx.clone();
+        let _ = rx.wait_for(Result::is_err).await;
+    }
 }
 
 /// Paths of [`REQUIRED`] the CRD (as JSON) does not define. A schema node that keeps

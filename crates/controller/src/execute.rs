@@ -61,6 +61,14 @@ fn may_write(ctx: &Context, verb: &str, what: &str) -> Result<()> {
         tracing::warn!(verb, what, "write refused: leadership not confirmed");
         return Err(Error::NotLeader);
     }
+    if let Err(why) = ctx.schema.state() {
+        tracing::warn!(
+            verb,
+            what,
+            "write refused: the CRD cannot hold this controller's state"
+        );
+        return Err(Error::Crd(why));
+    }
     tracing::debug!(verb, what, "write");
     Ok(())
 }

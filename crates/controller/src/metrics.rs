@@ -43,6 +43,8 @@ pub struct Metrics {
     pub foreign_works: Counter,
     pub rollout_clusters: Family<RolloutLabels, Gauge>,
     pub invalid_specs: Counter,
+    /// 1 while the installed MWRS CRD can hold this controller's state, else 0.
+    pub crd_usable: Gauge,
 }
 
 impl Default for Metrics {
@@ -63,6 +65,12 @@ impl Metrics {
         let foreign_works = Counter::default();
         let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
         let invalid_specs = Counter::default();
+        let crd_usable = Gauge::default();
+        registry.register(
+            "crd_usable",
+            "1 while the installed ManifestWorkReplicaSet CRD has the fields this controller stores its state in; 0 stops every write",
+            crd_usable.clone(),
+        );
         registry.register("reconciles", "Reconciles started", reconciles.clone());
         registry.register(
             "reconcile_errors",
@@ -117,6 +125,7 @@ impl Metrics {
             foreign_works,
             rollout_clusters,
             invalid_specs,
+            crd_usable,
         }
     }
 

@@ -22,7 +22,9 @@ use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
 use crate::snapshot::Snapshot;
 use crate::watch::{self, GuardedMwrs};
-use crate::{execute, guard};
+use crate::{crd, execute, guard};
+use kube::Resource as _;
+use kube::runtime::events::EventType;
 
 /// Shortest requeue: a plan asking to look again "now" still lets the watch deliver
 /// the writes it just made.
@@ -211,13 +213,57 @@ pub fn backoff(n: u32) -> Duration {
     BACKOFF_START.saturating_mul(factor).min(BACKOFF_MAX)
 }
 
-/// Runs the controller until `shutdown` resolves. Sets `shared.ready` once every store
-/// has synced.
+/// Runs the controller until `shutdown` resolves, for as long as the installed MWRS CRD
+/// can hold its state (SPEC §11.6): when the CRD loses those fields, every write stops,
+/// the process turns not ready and each MWRS gets an Event; when the CRD is restored,
+/// the controller starts again on fresh stores (objects read through the pruning schema
+/// must not be acted on). Sets `shared.ready` once every store has synced.
 pub async fn run(
     client: Client,
     config: Config,
     shared: Shared,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    use futures::FutureExt;
+    let schema = crd::SchemaWatch::start(client.clone(), shared.metrics.clone());
+    let shutdown = shutdown.boxed().shared();
+    loop {
+        shared.ready.store(false, Ordering::Release);
+        tokio::select! {
+            _ = schema.usable() => {}
+            _ = shutdown.clone() => return,
+        }
+        let stop = {
+            let (schema, shutdown) = (schema.clone(), shutdown.clone());
+            async move {
+                tokio::select! {
+                    _ = schema.lost() => {}
+                    _ = shutdown => {}
+                }
+            }
+        };
+        run_while(
+            client.clone(),
+            config.clone(),
+            shared.clone(),
+            schema.clone(),
+            stop,
+        )
+        .await;
+        if shutdown.peek().is_some() {
+            return;
+        }
+    }
+}
+
+/// One run of the controller on fresh stores, until `stop`; when it stops because the
+/// CRD lost this controller's fields, every MWRS it knew gets a Warning Event.
+async fn run_while(
+    client: Client,
+    config: Config,
+    shared: Shared,
+    schema: crd::SchemaWatch,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Not ready until this instance's own stores have synced.
     shared.ready.store(false, Ordering::Release);
@@ -228,6 +274,7 @@ pub async fn run(
         stores.clone(),
         shared.metrics.clone(),
         config,
+        schema.clone(),
     ));
     {
         let stores = stores.clone();
@@ -254,8 +301,8 @@ pub async fn run(
                 // serves them all.
                 .debounce(Duration::from_millis(100)),
         )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .graceful_shutdown_on(stop)
+        .run(reconcile, error_policy, ctx.clone())
         .for_each(|r| async move {
             match r {
                 Ok((obj, _)) => tracing::trace!(mwrs = %obj, "reconciled"),
@@ -269,6 +316,21 @@ pub async fn run(
             }
         })
         .await;
+    shared.ready.store(false, Ordering::Release);
+    if let Err(why) = schema.state() {
+        for m in stores.mwrs.state() {
+            let regarding = m.object_ref(&());
+            let note = format!("writes stopped until the CRD is restored: {why}");
+            execute::publish_on(
+                &ctx,
+                &regarding,
+                EventType::Warning,
+                "StateFieldsMissing",
+                &note,
+            )
+            .await;
+        }
+    }
 }
 
 #[cfg(test)]
