@@ -519,10 +519,19 @@ async fn update_work(
     let r = api
         .patch(&a.name, &pp(), &Patch::Json::<()>(p))
         .await
-        .map(|_| ())
+        .map(|written| remember(ctx, a, &written))
         .map_err(|e| Error::kube(format!("update work {}/{}", a.cluster, a.name), e));
     ctx.metrics.write(MW, "update", result_label(&r));
     r
+}
+
+/// Records the generation the server gave the ManifestWork this write produced: at that
+/// generation its spec is the revision's template as the server stores it.
+fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
+    let key = (a.cluster.clone(), a.name.clone());
+    ctx.stores
+        .written
+        .record(key, &a.revision, written.metadata.generation.unwrap_or(0));
 }
 
 async fn create_work(
@@ -543,8 +552,9 @@ async fn create_work(
     mw.metadata.annotations = Some(a.annotations.clone());
     let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
     match api.create(&post(), &mw).await {
-        Ok(_) => {
+        Ok(created) => {
             ctx.metrics.write(MW, "create", "ok");
+            remember(ctx, a, &created);
             Ok(())
         }
         Err(e) if is_status(&e, 409) => {

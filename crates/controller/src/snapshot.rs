@@ -55,9 +55,9 @@ impl Snapshot {
             .map(|mw| {
                 let mut v = WorkView::from_work_with_digest(mw, stored_digest(mw));
                 v.annotations.remove(SPEC_DIGEST_ANNOTATION);
-                v.status_seen = stores
-                    .work_changes
-                    .get(&(v.cluster.clone(), v.name.clone()));
+                let key = (v.cluster.clone(), v.name.clone());
+                v.status_seen = stores.work_changes.get(&key);
+                v.written_generation = v.hash().and_then(|h| stores.written.generation_of(&key, h));
                 v
             })
             .collect();

@@ -34,7 +34,7 @@ use mwrs_api::work::ManifestWork;
 use mwrs_engine::hash::{self, Digest};
 use mwrs_engine::owner::OwnerKey;
 
-use crate::changes::{LastChanges, fingerprint};
+use crate::changes::{LastChanges, Written, fingerprint};
 use crate::index::{ObjKey, SharedIndex};
 
 /// In-memory annotation carrying the hex SHA-256 digest of a stored ManifestWork's
@@ -65,6 +65,8 @@ pub struct Stores {
     pub work_changes: LastChanges,
     /// When each placement's decisions last changed, by (namespace, placement name).
     pub placement_changes: LastChanges,
+    /// What this controller last wrote into each ManifestWork, and at which generation.
+    pub written: Written,
 }
 
 /// The objects of `owner` in one of the store/index pairs: the index names them, the
@@ -221,6 +223,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
 
     let work_changes = LastChanges::default();
     let placement_changes = LastChanges::default();
+    let written = Written::default();
     let work_watch = |key: &'static str, bit: u8| {
         let (r, w) = reflector::store();
         let index = SharedIndex::new(key);
@@ -230,6 +233,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
             // Before the store: the index never lacks an object the store holds.
             .inspect(index_events(&index))
             .inspect(change_events(&work_changes, work_change))
+            .inspect(forget_deleted(&written))
             .reflect(w)
             .inspect(ready.track(bit))
             // Deletions too: Foreground deletion waits for works to disappear.
@@ -302,6 +306,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         decision_index,
         work_changes,
         placement_changes,
+        written,
     };
     let triggers = Triggers {
         mwrs,
@@ -351,6 +356,18 @@ fn change_events<K: Resource + 'static>(
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// Forgets what was written into a ManifestWork once it is gone.
+fn forget_deleted(
+    written: &Written,
+) -> impl FnMut(&Result<watcher::Event<ManifestWork>, watcher::Error>) + Send + 'static {
+    let written = written.clone();
+    move |ev| {
+        if let Ok(watcher::Event::Delete(o)) = ev {
+            written.forget(&obj_key(o));
         }
     }
 }

@@ -176,6 +176,7 @@ fn fixture(n: usize) -> Fixture {
                 ],
                 status_seen: None,
                 applied_note: None,
+                written_generation: None,
             }
         })
         .collect();

@@ -1825,7 +1825,13 @@ impl Facts {
             available: w.is_true(wc::AVAILABLE),
             progressing: w.is_true(wc::PROGRESSING),
             degraded: w.is_true(wc::DEGRADED),
-            content: w.spec_digest.map(|d| e.known.with_content(d)),
+            content: if w.written_generation.is_some_and(|g| g == w.generation) {
+                // Written by this controller and unchanged since: the revision its label
+                // names, even when the server's defaults make the digest differ.
+                Some(w.hash().and_then(|h| e.known.id(h)))
+            } else {
+                w.spec_digest.map(|d| e.known.with_content(d))
+            },
             labelled,
         }
     }

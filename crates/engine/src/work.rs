@@ -45,6 +45,11 @@ pub struct WorkView {
     /// The agent's word on an `Applied` condition that is not True at the current
     /// generation (`reason: message`), for status messages (SPEC §11.2).
     pub applied_note: Option<String>,
+    /// The generation the API server gave this ManifestWork when this controller last
+    /// wrote into it the revision its label names (None: not known, e.g. after a
+    /// restart). At that generation the spec is that revision's template as the server
+    /// stores it, defaults included, whatever its digest.
+    pub written_generation: Option<i64>,
 }
 
 /// A value of a small string map, found by a scan that compares lengths before bytes.
@@ -111,6 +116,7 @@ impl WorkView {
             conditions,
             status_seen: None,
             applied_note,
+            written_generation: None,
         }
     }
 
@@ -160,6 +166,7 @@ impl WorkView {
             conditions: Vec::new(),
             status_seen: None,
             applied_note: None,
+            written_generation: None,
         }
     }
 

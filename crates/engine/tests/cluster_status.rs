@@ -42,6 +42,7 @@ fn work(generation: i64, conditions: Vec<CondView>) -> WorkView {
         conditions,
         status_seen: None,
         applied_note: None,
+        written_generation: None,
     }
 }
 

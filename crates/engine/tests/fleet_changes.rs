@@ -238,6 +238,7 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
         conditions: Vec::new(),
         status_seen: None,
         applied_note: None,
+        written_generation: None,
     }
 }
 

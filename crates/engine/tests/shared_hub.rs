@@ -419,3 +419,25 @@ fn a_taken_name_counts_as_a_failed_cluster() {
         "AbortAll acts on it"
     );
 }
+
+/// A spec the API server defaulted beyond what the template says has another digest;
+/// at the generation this controller's own write produced it is still that revision.
+/// Only a change after that write (a new generation) is an edit to undo (issue #12).
+#[test]
+fn a_spec_defaulted_by_the_server_is_not_a_hand_edit() {
+    let mut h = Hub::new(all("None"), &[&["c1"]]);
+    h.reconcile();
+    let w = h.works.get_mut("c1").unwrap();
+    w.spec_digest = Some(mwrs_engine::hash::digest(&json!({"defaulted": true})));
+    w.written_generation = Some(w.generation);
+    for _ in 0..3 {
+        h.step(secs(5));
+        assert_eq!(applies(&h), 0, "{:?}", h.last_plan);
+    }
+    assert!(complete(&h), "{:?}", h.conditions());
+    // Someone edits it: a new generation, not written by us.
+    let w = h.works.get_mut("c1").unwrap();
+    w.generation += 1;
+    h.step(secs(5));
+    assert_eq!(applies(&h), 1, "the edit is undone");
+}
