@@ -519,6 +519,11 @@ impl Bench {
         }))?)
     }
 
+    async fn current_revision(&self, ns: &str, name: &str) -> anyhow::Result<Option<String>> {
+        let m = self.mwrs_api(ns).get(name).await?;
+        Ok(m.status.and_then(|s| s.current_revision))
+    }
+
     async fn set_version(&self, ns: &str, name: &str, version: &str) -> anyhow::Result<()> {
         let body = json!({"spec": {"manifestWorkTemplate": template(version)}});
         self.mwrs_api(ns)
@@ -605,11 +610,15 @@ impl Bench {
         self.wait_mwrs(ns, "app", "complete on v1", complete)
             .await?;
 
+        let v1 = self.current_revision(ns, "app").await?;
         let t0 = Instant::now();
         self.set_version(ns, "app", "v2").await?;
         row.fanout_s = (self.wait_version("v2", n).await? - t0).as_secs_f64();
+        // Promoted past v1: a status read just after the writes may still show v1 as
+        // both current and update revision.
         let v2_done = |m: &ManifestWorkReplicaSet| {
             complete(m)
+                && m.status.as_ref().and_then(|s| s.current_revision.as_ref()) != v1.as_ref()
                 && m.status
                     .as_ref()
                     .is_some_and(|s| s.summary.updated == n as i64)

@@ -225,15 +225,57 @@ pub struct ServiceAccountSubject {
     pub name: String,
 }
 
-/// ManifestWork status as the work agent writes it.
+/// ManifestWork status as the work agent writes it. Read leniently: the API server
+/// accepts condition times our types cannot parse (e.g. `2026-01-01T00:00:00x1Z`, an
+/// offset of `+99:99`), and one such object must not make a whole list unreadable (SPEC
+/// §11.7). A condition that cannot be read is left out and named in
+/// [`ManifestWorkStatus::unreadable`].
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "RawWorkStatus")]
 pub struct ManifestWorkStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     /// Per-manifest status; kept raw because the controller only passes it through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_status: Option<Value>,
+    /// Why some condition could not be read (never serialized).
+    #[serde(skip)]
+    pub unreadable: Option<String>,
+}
+
+/// [`ManifestWorkStatus`] as it comes off the wire, before its conditions are read.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawWorkStatus {
+    #[serde(default)]
+    conditions: Option<Vec<Value>>,
+    #[serde(default)]
+    resource_status: Option<Value>,
+}
+
+impl From<RawWorkStatus> for ManifestWorkStatus {
+    fn from(raw: RawWorkStatus) -> Self {
+        let mut errors = Vec::new();
+        let conditions = raw.conditions.map(|list| {
+            list.into_iter()
+                .filter_map(|c| {
+                    let type_ = c
+                        .get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string();
+                    serde_json::from_value::<Condition>(c)
+                        .map_err(|e| errors.push(format!("condition {type_}: {e}")))
+                        .ok()
+                })
+                .collect()
+        });
+        Self {
+            conditions,
+            resource_status: raw.resource_status,
+            unreadable: (!errors.is_empty()).then(|| errors.join("; ")),
+        }
+    }
 }
 
 /// ManifestWork condition types.
@@ -244,4 +286,39 @@ pub mod condition {
     pub const DEGRADED: &str = "Degraded";
     pub const COMPLETE: &str = "Complete";
     pub const DELETING: &str = "Deleting";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The API server accepts this time; our types do not. The other conditions and the
+    /// rest of the object still read, and the failure is named.
+    #[test]
+    fn a_condition_time_we_cannot_parse_leaves_the_rest_readable() {
+        let status: ManifestWorkStatus = serde_json::from_value(json!({
+            "conditions": [
+                {"type": "Applied", "status": "True", "reason": "r", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+                {"type": "Progressing", "status": "False", "reason": "r", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00x1Z", "observedGeneration": 1}
+            ],
+            "resourceStatus": {"manifests": []}
+        }))
+        .expect("lenient");
+        let conditions = status.conditions.expect("conditions");
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].type_, "Applied");
+        let why = status.unreadable.expect("named");
+        assert!(why.starts_with("condition Progressing:"), "{why}");
+        // Never written back.
+        let v = serde_json::to_value(ManifestWorkStatus {
+            conditions: None,
+            resource_status: None,
+            unreadable: Some("x".into()),
+        })
+        .expect("json");
+        assert_eq!(v, json!({}));
+    }
 }

@@ -94,3 +94,89 @@ async fn unreadable_mwrs_is_reported_and_isolated() {
     wait_mwrs(&hub, "bad", "complete once fixed", is_complete).await;
     assert_eq!(works_by_cluster(&hub, "bad").await.len(), 2);
 }
+
+/// One owned ManifestWork whose status our types cannot read (a condition time the API
+/// server accepts): after a restart the controller still becomes ready, the MWRS beside
+/// it rolls out, and the owner reports the cluster, never taking it for done (SPEC
+/// §11.7; before, the whole ManifestWork list failed and nothing was ever ready).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_work_status_stalls_nothing_across_a_restart() {
+    use mwrs_controller::{Config, Shared};
+    use mwrs_fleet::placement::DecisionGroup;
+    use mwrs_testsupport::{TaskGuard, TestHub};
+    use std::sync::atomic::Ordering;
+
+    let Some(hub) = TestHub::from_env("badwork", 2).await else {
+        return;
+    };
+    let c = hub.clusters.clone();
+    let start = |shared: Shared| {
+        let config = Config {
+            namespace: Some(hub.namespace.clone()),
+            ..Config::default()
+        };
+        let client = hub.client.clone();
+        TaskGuard::spawn(async move {
+            mwrs_controller::run(client, config, shared, std::future::pending()).await
+        })
+    };
+    let controller = start(Shared::default());
+    let _agent = start_agent(&hub, |_| QUICK);
+    hub.publish("pa", &[DecisionGroup::new("", vec![c[0].clone()])])
+        .await;
+    hub.publish("pb", &[DecisionGroup::new("", vec![c[1].clone()])])
+        .await;
+    for (name, p) in [("a", "pa"), ("b", "pb")] {
+        hub.create_mwrs(&mwrs(
+            name,
+            configmap_template("v1"),
+            &[(p, json!({"type": "All"}))],
+        ))
+        .await;
+        wait_complete(&hub, name, None).await;
+    }
+    drop(controller);
+
+    // As a work agent could: a condition time the API server accepts.
+    let mw_api = ApiResource::erase::<mwrs_api::work::ManifestWork>(&());
+    let works: Api<DynamicObject> = Api::namespaced_with(hub.client.clone(), &c[0], &mw_api);
+    let name = format!("{}.a", hub.namespace);
+    let w = works.get(&name).await.unwrap();
+    let mut conditions = w.data["status"]["conditions"].clone();
+    for cond in conditions.as_array_mut().unwrap() {
+        if cond["type"] == "Progressing" {
+            cond["lastTransitionTime"] = json!("2026-01-01T00:00:00x1Z");
+        }
+    }
+    works
+        .patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"conditions": conditions}})),
+        )
+        .await
+        .unwrap();
+
+    let shared = Shared::default();
+    let _controller = start(shared.clone());
+    wait_for("ready after the restart", common::WAIT, || async {
+        if shared.ready.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err("not ready".to_string())
+        }
+    })
+    .await;
+    hub.set_template("b", configmap_template("v2")).await;
+    let b = wait_complete(
+        &hub,
+        "b",
+        common::current(&hub.get_mwrs("b").await.unwrap()).as_deref(),
+    )
+    .await;
+    assert!(is_complete(&b));
+    wait_mwrs(&hub, "a", "the unreadable status reported", |m| {
+        common::message(m, "ManifestworkApplied").contains("its status cannot be read")
+    })
+    .await;
+}

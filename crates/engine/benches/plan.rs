@@ -177,6 +177,7 @@ fn fixture(n: usize) -> Fixture {
                 status_seen: None,
                 applied_note: None,
                 written_generation: None,
+                status_error: None,
             }
         })
         .collect();

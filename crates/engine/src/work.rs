@@ -50,6 +50,9 @@ pub struct WorkView {
     /// restart). At that generation the spec is that revision's template as the server
     /// stores it, defaults included, whatever its digest.
     pub written_generation: Option<i64>,
+    /// Why part of the status cannot be read (a condition time the API server accepted
+    /// and our types do not): the cluster is never taken for done meanwhile.
+    pub status_error: Option<String>,
 }
 
 /// A value of a small string map, found by a scan that compares lengths before bytes.
@@ -117,6 +120,7 @@ impl WorkView {
             status_seen: None,
             applied_note,
             written_generation: None,
+            status_error: mw.status.as_ref().and_then(|s| s.unreadable.clone()),
         }
     }
 
@@ -167,6 +171,7 @@ impl WorkView {
             status_seen: None,
             applied_note: None,
             written_generation: None,
+            status_error: None,
         }
     }
 
@@ -221,6 +226,13 @@ pub fn cluster_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
 /// ToApply, which would rewrite it on every pass. Upstream's mapping is
 /// [`cluster_status`].
 pub fn written_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
+    if work.status_error.is_some() {
+        // What cannot be read might have said "not done": never count it as done.
+        return (
+            RolloutStatus::Progressing,
+            work.applied_at().or(work.created),
+        );
+    }
     match cluster_status(work) {
         (RolloutStatus::ToApply, _) => (
             RolloutStatus::Progressing,
@@ -233,6 +245,9 @@ pub fn written_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
 /// Why a written ManifestWork is not applied yet, in words for status messages: the
 /// agent's own reason and message, or how long it has been silent.
 pub fn awaiting_note(work: &WorkView) -> String {
+    if let Some(e) = &work.status_error {
+        return format!("its status cannot be read: {e}");
+    }
     match (&work.applied_note, work.applied_at().or(work.created)) {
         (Some(n), _) => n.clone(),
         (None, Some(t)) => format!("no report from the agent since {t}"),
@@ -240,9 +255,10 @@ pub fn awaiting_note(work: &WorkView) -> String {
     }
 }
 
-/// Has the agent applied this generation (`Applied` True at it)?
+/// Has the agent applied this generation (`Applied` True at it), in a status this
+/// controller can read?
 pub fn is_applied(work: &WorkView) -> bool {
-    work.is_true(condition::APPLIED)
+    work.status_error.is_none() && work.is_true(condition::APPLIED)
 }
 
 fn note_of(status: &str, reason: &str, message: &str) -> String {

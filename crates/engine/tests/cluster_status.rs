@@ -43,6 +43,7 @@ fn work(generation: i64, conditions: Vec<CondView>) -> WorkView {
         status_seen: None,
         applied_note: None,
         written_generation: None,
+        status_error: None,
     }
 }
 

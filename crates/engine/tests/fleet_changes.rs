@@ -239,6 +239,7 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
         status_seen: None,
         applied_note: None,
         written_generation: None,
+        status_error: None,
     }
 }
 
