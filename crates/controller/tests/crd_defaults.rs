@@ -13,13 +13,13 @@
 
 mod common;
 
-use common::{QUICK, patch_mwrs, start_agent, wait_complete};
+use common::{QUICK, patch_mwrs, start_agent, start_controller_sharing, wait_complete};
 use futures::FutureExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
+use mwrs_controller::Shared;
 use mwrs_controller::metrics::WriteLabels;
-use mwrs_controller::{Config, Shared};
-use mwrs_testsupport::{TaskGuard, TestHub, configmap_template, mwrs, wait_for};
+use mwrs_testsupport::{TestHub, configmap_template, mwrs, wait_for};
 use serde_json::json;
 
 const MW_CRD: &str = "manifestworks.work.open-cluster-management.io";
@@ -70,16 +70,7 @@ async fn a_server_default_is_not_a_hand_edit() {
 
     let run = async {
         let shared = Shared::default();
-        let _controller = {
-            let config = Config {
-                namespace: Some(hub.namespace.clone()),
-                ..Config::default()
-            };
-            let (client, shared) = (hub.client.clone(), shared.clone());
-            TaskGuard::spawn(async move {
-                mwrs_controller::run(client, config, shared, std::future::pending()).await
-            })
-        };
+        let _controller = start_controller_sharing(&hub, shared.clone());
         let _agent = start_agent(&hub, |_| QUICK);
         hub.publish_all("p").await;
         let mut template = configmap_template("v1");

@@ -23,9 +23,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use mwrs_api::work::ManifestWork;
+use mwrs_controller::Shared;
 use mwrs_controller::crd::CRD_NAME;
-use mwrs_controller::{Config, Shared};
-use mwrs_testsupport::{TaskGuard, TestHub, configmap_template, has_condition, mwrs, wait_for};
+use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
 
 /// This project's CRD without its own fields: what upstream's schema keeps.
 fn without_our_fields(crd: &CustomResourceDefinition) -> CustomResourceDefinition {
@@ -81,18 +81,8 @@ async fn a_crd_without_our_fields_stops_every_write_until_restored() {
     let Some(hub) = TestHub::from_env("crdswap", 2).await else {
         return;
     };
-    mwrs_testsupport::init_tracing();
     let shared = Shared::default();
-    let _controller = {
-        let config = Config {
-            namespace: Some(hub.namespace.clone()),
-            ..Config::default()
-        };
-        let (client, shared) = (hub.client.clone(), shared.clone());
-        TaskGuard::spawn(async move {
-            mwrs_controller::run(client, config, shared, std::future::pending()).await
-        })
-    };
+    let _controller = common::start_controller_sharing(&hub, shared.clone());
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
     hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(

@@ -101,25 +101,16 @@ async fn unreadable_mwrs_is_reported_and_isolated() {
 /// §11.7; before, the whole ManifestWork list failed and nothing was ever ready).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_work_status_stalls_nothing_across_a_restart() {
-    use mwrs_controller::{Config, Shared};
+    use mwrs_controller::Shared;
     use mwrs_fleet::placement::DecisionGroup;
-    use mwrs_testsupport::{TaskGuard, TestHub};
+    use mwrs_testsupport::TestHub;
     use std::sync::atomic::Ordering;
 
     let Some(hub) = TestHub::from_env("badwork", 2).await else {
         return;
     };
     let c = hub.clusters.clone();
-    let start = |shared: Shared| {
-        let config = Config {
-            namespace: Some(hub.namespace.clone()),
-            ..Config::default()
-        };
-        let client = hub.client.clone();
-        TaskGuard::spawn(async move {
-            mwrs_controller::run(client, config, shared, std::future::pending()).await
-        })
-    };
+    let start = |shared: Shared| common::start_controller_sharing(&hub, shared);
     let controller = start(Shared::default());
     let _agent = start_agent(&hub, |_| QUICK);
     hub.publish("pa", &[DecisionGroup::new("", vec![c[0].clone()])])

@@ -93,6 +93,12 @@ pub fn version_of(spec: &Value) -> Option<&str> {
 /// on one hub; each controller only handles its own test's MWRS). Dropping the guard
 /// stops it at once, as a crash would.
 pub fn start_controller(hub: &TestHub) -> TaskGuard {
+    start_controller_sharing(hub, Shared::default())
+}
+
+/// [`start_controller`] reporting readiness and metrics into `shared`, which the test
+/// keeps to read them.
+pub fn start_controller_sharing(hub: &TestHub, shared: Shared) -> TaskGuard {
     // Controller logs show up in a failing test's output (the test writer captures them).
     mwrs_testsupport::init_tracing();
     let config = Config {
@@ -101,8 +107,40 @@ pub fn start_controller(hub: &TestHub) -> TaskGuard {
     };
     let client = hub.client.clone();
     TaskGuard::spawn(async move {
-        mwrs_controller::run(client, config, Shared::default(), std::future::pending()).await
+        mwrs_controller::run(client, config, shared, std::future::pending()).await
     })
+}
+
+/// Watches `api` with `cfg` and hands every applied (`deleted` false) or deleted object
+/// to `on`, from the initial list on; returns once that list is in.
+pub async fn watch_objects<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    mut on: impl FnMut(K, bool) + Send + 'static,
+) -> TaskGuard
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let task = TaskGuard::spawn(async move {
+        let mut ready = Some(ready_tx);
+        let mut events = watch_fn(api, cfg).default_backoff().boxed();
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => on(o, false),
+                Ok(Event::Delete(o)) => on(o, true),
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(Event::Init) | Err(_) => {}
+            }
+        }
+    });
+    let _ = tokio::time::timeout(WAIT, ready_rx).await;
+    task
 }
 
 /// The common start of a test: its slice of the hub, the in-process controller, and
