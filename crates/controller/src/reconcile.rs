@@ -198,13 +198,23 @@ pub fn error_policy(obj: Arc<GuardedMwrs>, err: &Error, ctx: Arc<Context>) -> Ac
             *n
         })
         .unwrap_or(1);
+    let delay = retry_delay(n, err.is_conflict());
     if err.is_conflict() && n == 1 {
         tracing::debug!(mwrs = %key, error = %err, "conflict; retrying");
-        return Action::requeue(CONFLICT_REQUEUE);
+    } else {
+        tracing::warn!(mwrs = %key, error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
     }
-    let delay = backoff(n.saturating_sub(u32::from(err.is_conflict())));
-    tracing::warn!(mwrs = %key, error = %err, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// Delay before retrying after the `n`-th consecutive failure (1-based) of one MWRS: a
+/// first lost race at once, anything else (a repeated conflict too) [`backoff`].
+pub fn retry_delay(n: u32, conflict: bool) -> Duration {
+    match (conflict, n) {
+        (true, 1) => CONFLICT_REQUEUE,
+        (true, n) => backoff(n.saturating_sub(1)),
+        (false, n) => backoff(n),
+    }
 }
 
 /// Delay before retry number `n` (1-based).
@@ -336,6 +346,21 @@ async fn run_while(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A conflict that persists (a squatter, a refused patch) backs off like any error
+    /// instead of retrying every 300 ms for ever.
+    #[test]
+    fn persistent_conflicts_back_off() {
+        let delays: Vec<Duration> = (1..=4).map(|n| retry_delay(n, true)).collect();
+        assert_eq!(
+            delays,
+            [300, 1_000, 2_000, 4_000]
+                .map(Duration::from_millis)
+                .to_vec()
+        );
+        assert_eq!(retry_delay(40, true), BACKOFF_MAX);
+        assert_eq!(retry_delay(1, false), Duration::from_secs(1));
+    }
 
     #[test]
     fn backoff_doubles_to_cap() {
