@@ -64,9 +64,9 @@ async fn a_frozen_leader_writes_nothing_after_it_wakes() {
     };
     let ns = hub.namespace.clone();
     let flags = ["--leader-elect", "--lease-namespace", ns.as_str()];
-    let old = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED);
+    let old = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED).await;
     wait_holder(&hub, old.id(), common::WAIT).await;
-    let new = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED);
+    let new = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED).await;
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
     hub.publish_all("p").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});

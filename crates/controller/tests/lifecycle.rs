@@ -86,7 +86,7 @@ async fn restart_mid_rollout_resumes_without_duplicates() {
     };
     let _agent = start_agent_succeeding(&hub, Duration::from_secs(1));
     hub.publish_all("p").await;
-    let mut first = spawn_controller_binary(&hub, &[]);
+    let mut first = spawn_controller_binary(&hub, &[]).await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
@@ -100,7 +100,7 @@ async fn restart_mid_rollout_resumes_without_duplicates() {
     })
     .await;
     first.kill();
-    let _second = spawn_controller_binary(&hub, &[]);
+    let _second = spawn_controller_binary(&hub, &[]).await;
     let m = wait_complete(&hub, "app", None).await;
 
     let hash = update(&m).expect("update revision");

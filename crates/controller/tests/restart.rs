@@ -30,7 +30,7 @@ async fn restart_mid_abort_resumes_it() {
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
     hub.publish_all("p").await;
     // One write at a time, so the revert spans many requests.
-    let mut first = spawn_controller_binary(&hub, &["--concurrency", "1"]);
+    let mut first = spawn_controller_binary(&hub, &["--concurrency", "1"]).await;
     let strategy = all_aborting("3s");
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
@@ -66,7 +66,7 @@ async fn restart_mid_abort_resumes_it() {
     let held_since = aborted(&m).expect("abortedTime persisted before the first revert write");
     assert_eq!(current(&m).as_deref(), Some(v1.as_str()));
 
-    let second = spawn_controller_binary(&hub, &[]);
+    let second = spawn_controller_binary(&hub, &[]).await;
     wait_works(&hub, "app", &all(&v1)).await;
     let m = wait_mwrs(&hub, "app", "the abort to settle", |m| {
         has_condition(m, "ManifestworkApplied", "True", "AsExpected")

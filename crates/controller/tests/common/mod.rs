@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod rbac;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,8 +107,12 @@ pub fn start_controller_sharing(hub: &TestHub, shared: Shared) -> TaskGuard {
         namespace: Some(hub.namespace.clone()),
         ..Config::default()
     };
-    let client = hub.client.clone();
+    let site = rbac::Site::of(hub);
     TaskGuard::spawn(async move {
+        // Under the shipped ClusterRole, so a verb the code uses and it lacks fails here.
+        let client = rbac::shipped_role_client(&site)
+            .await
+            .unwrap_or_else(|e| panic!("cannot set up the shipped RBAC: {e:#}"));
         mwrs_controller::run(client, config, shared, std::future::pending()).await
     })
 }
@@ -152,15 +158,23 @@ pub async fn started(test: &str, clusters: usize) -> Option<(TestHub, TaskGuard)
     Some((hub, controller))
 }
 
-/// Runs the controller binary for the test's namespace, with `extra` flags.
-pub fn spawn_controller_binary(hub: &TestHub, extra: &[&str]) -> ChildProcess {
-    spawn_controller_binary_logging(hub, extra, "info")
+/// Runs the controller binary for the test's namespace, with `extra` flags, under the
+/// shipped RBAC.
+pub async fn spawn_controller_binary(hub: &TestHub, extra: &[&str]) -> ChildProcess {
+    spawn_controller_binary_logging(hub, extra, "info").await
 }
 
 /// [`spawn_controller_binary`] with `RUST_LOG` set to `log`.
-pub fn spawn_controller_binary_logging(hub: &TestHub, extra: &[&str], log: &str) -> ChildProcess {
+pub async fn spawn_controller_binary_logging(
+    hub: &TestHub,
+    extra: &[&str],
+    log: &str,
+) -> ChildProcess {
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_mwrs-controller"));
-    let kubeconfig = hub.kubeconfig.to_string_lossy().to_string();
+    let kubeconfig = rbac::shipped_role_kubeconfig(&rbac::Site::of(hub))
+        .await
+        .unwrap_or_else(|e| panic!("cannot set up the shipped RBAC: {e:#}"));
+    let kubeconfig = kubeconfig.to_string_lossy().to_string();
     let mut args = vec![
         "--kubeconfig",
         kubeconfig.as_str(),
