@@ -120,7 +120,10 @@ pub async fn shipped_role_kubeconfig(site: &Site) -> anyhow::Result<std::path::P
             ..Default::default()
         });
     }
-    let path = std::env::temp_dir().join(format!("kubeconfig-shipped-role-{ns}.json"));
+    // Beside the hub's own kubeconfig: gone with the hub's state.
+    let path = site
+        .kubeconfig
+        .with_file_name(format!("kubeconfig-shipped-role-{ns}.json"));
     std::fs::write(&path, serde_json::to_vec(&kc)?)?;
     Ok(path)
 }
