@@ -173,6 +173,14 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
+    /// A server on a free loopback port.
+    async fn start(limits: Limits) -> SocketAddr {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        serve_with(any, Shared::default(), limits)
+            .await
+            .expect("bind")
+    }
+
     async fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
         let mut s = TcpStream::connect(addr).await?;
         s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
@@ -191,13 +199,7 @@ mod tests {
             header_timeout: Duration::from_secs(60),
             connection_timeout: Duration::from_secs(60),
         };
-        let addr = serve_with(
-            "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()),
-            Shared::default(),
-            limits,
-        )
-        .await
-        .expect("bind");
+        let addr = start(limits).await;
         let mut idle = Vec::new();
         for _ in 0..1000 {
             let mut s = TcpStream::connect(addr).await.expect("connect");
@@ -233,13 +235,7 @@ mod tests {
             header_timeout: Duration::from_millis(200),
             ..Limits::default()
         };
-        let addr = serve_with(
-            "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()),
-            Shared::default(),
-            limits,
-        )
-        .await
-        .expect("bind");
+        let addr = start(limits).await;
         let mut s = TcpStream::connect(addr).await.expect("connect");
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;

@@ -506,7 +506,7 @@ impl<'a> Pass<'a> {
                 }
             }
         }
-        let (reports, existing) = self.classify(self.known.id(&target));
+        let (reports, existing, settling) = self.classify(self.known.id(&target));
         let results = self.evaluate(&existing);
 
         // 4. Abort decision, before any update write.
@@ -547,7 +547,7 @@ impl<'a> Pass<'a> {
             }
         }
         // A success still settling is looked at again once it has, whatever the state.
-        if let Some(settles) = self.settle_recheck(&reports) {
+        if let Some(settles) = settling.map(|t| t.duration_since(self.now)) {
             p.recheck = Some(p.recheck.map_or(settles, |r| r.min(settles)));
         }
         self.relabel_and_delete(&target, &mut p);
@@ -727,10 +727,17 @@ impl<'a> Pass<'a> {
     /// and — in the same walk over the ManifestWorks — the engine's input per placementRef:
     /// only clusters whose ManifestWork carries the target revision (SPEC §10.1), with the
     /// status as the agent reports it (the engine applies deadlines itself).
+    /// Also returns when the first success still settling will have settled.
+    #[allow(clippy::type_complexity)]
     fn classify(
         &self,
         target: Option<usize>,
-    ) -> (Vec<ClusterReport>, Vec<Vec<ClusterRolloutStatus>>) {
+    ) -> (
+        Vec<ClusterReport>,
+        Vec<Vec<ClusterRolloutStatus>>,
+        Option<Timestamp>,
+    ) {
+        let mut settling: Option<Timestamp> = None;
         let mut out = Vec::with_capacity(self.clusters.desired_len);
         let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
         let names: Vec<Arc<str>> = self
@@ -752,6 +759,9 @@ impl<'a> Pass<'a> {
                 Rev::Foreign(h) => Arc::from(h),
             });
             let (mut status, since, note) = self.observed_status(cluster, slot, target);
+            if let Some(t) = self.settles_at(slot, status) {
+                settling = Some(settling.map_or(t, |s| s.min(t)));
+            }
             if status != RolloutStatus::ToApply {
                 existing[d.placement].push(ClusterRolloutStatus {
                     cluster: cluster.to_string(),
@@ -787,7 +797,18 @@ impl<'a> Pass<'a> {
                 note,
             });
         }
-        (out, existing)
+        (out, existing, settling)
+    }
+
+    /// When a success reported for this slot settles, if it is still settling (`status`
+    /// is what [`Self::observed_status`] made of it).
+    fn settles_at(&self, slot: &Slot<'a>, status: RolloutStatus) -> Option<Timestamp> {
+        let f = &slot.facts;
+        let t = f.seen?.saturating_add(self.cfg.settle).ok()?;
+        (status == RolloutStatus::Progressing
+            && f.status == RolloutStatus::Succeeded
+            && self.now < t)
+            .then_some(t)
     }
 
     /// A desired cluster's status against the target as the hub shows it, before
@@ -812,30 +833,15 @@ impl<'a> Pass<'a> {
             return (RolloutStatus::ToApply, None, None);
         }
         let f = &slot.facts;
-        let settles = f
-            .seen
-            .map(|t| t.saturating_add(self.cfg.settle).unwrap_or(t));
         match (f.status, slot.work) {
-            (RolloutStatus::Succeeded, _) if settles.is_some_and(|t| self.now < t) => {
+            (RolloutStatus::Succeeded, _)
+                if self.settles_at(slot, RolloutStatus::Progressing).is_some() =>
+            {
                 (RolloutStatus::Progressing, f.since, None)
             }
             (_, Some(w)) if f.awaiting => (f.status, f.since, Some(work::awaiting_note(w))),
             (status, _) => (status, f.since, None),
         }
-    }
-
-    /// When the first success that is still settling will have settled.
-    fn settle_recheck(&self, reports: &[ClusterReport]) -> Option<SignedDuration> {
-        reports
-            .iter()
-            .filter(|c| c.status == RolloutStatus::Progressing)
-            .filter_map(|c| {
-                let slot = self.clusters.get(&c.cluster)?;
-                let t = slot.facts.seen?.saturating_add(self.cfg.settle).ok()?;
-                (slot.facts.status == RolloutStatus::Succeeded && self.now < t)
-                    .then(|| t.duration_since(self.now))
-            })
-            .min()
     }
 
     /// The first breach among placementRefs: its kind and whether that placementRef
