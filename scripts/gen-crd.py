@@ -14,6 +14,8 @@ import sys
 import yaml
 
 API_VERSION = "v1.3.0"
+OPERATOR_VERSION_ANNOTATION = "operator.open-cluster-management.io/version"
+OPERATOR_VERSION_GUARD = "999.0.0"
 UPSTREAM = "work/v1alpha1/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
 OUT = os.path.join(os.path.dirname(__file__), "..", "deploy", "crds",
                    "0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml")
@@ -30,8 +32,13 @@ def module_dir():
 def main():
     with open(os.path.join(module_dir(), UPSTREAM)) as f:
         crd = yaml.safe_load(f)
-    crd["metadata"].setdefault("annotations", {})[
-        "mwrs.rollout.open-cluster-management.io/schema"] = "revisions"
+    annotations = crd["metadata"].setdefault("annotations", {})
+    annotations["mwrs.rollout.open-cluster-management.io/schema"] = "revisions"
+    # Upstream's cluster-manager operator re-applies its own copy of this CRD over any
+    # copy whose version annotation is missing or lower than the operator's version
+    # (ocm pkg/operator/operators/crdmanager, shouldUpdate), which would prune every
+    # field added below. A version above any OCM release keeps the operator off it.
+    annotations[OPERATOR_VERSION_ANNOTATION] = OPERATOR_VERSION_GUARD
     version = crd["spec"]["versions"][0]
     root = version["schema"]["openAPIV3Schema"]
     spec = root["properties"]["spec"]["properties"]

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds upstream OCM's work binary (open-cluster-management.io/ocm/cmd/work, whose
+# Builds one of upstream OCM's commands from the Go module proxy: `work` (default; its
 # `manager` subcommand is the hub work controller with the ManifestWorkReplicaSet
-# controller) from the Go module proxy, for side-by-side benchmarks with our controller.
-# Nothing of upstream is vendored: go.mod only requires the module (as a `tool`).
+# controller, our benchmark peer) or `registration-operator` (its `hub` subcommand is the
+# cluster-manager operator, run by the operator-coexistence test). Nothing of upstream is
+# vendored: go.mod only lists the commands as `tool`s.
 #
-#   bench/peer/build.sh      stdout: the binary path only; progress goes to stderr.
+#   bench/peer/build.sh [work|registration-operator]
+#                            stdout: the binary path only; progress goes to stderr.
 #
-# The binary is cached under ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-peer/<hash>/work, keyed
-# by the Go version, the link flags, go.mod and go.sum, so a second call returns at once.
+# The binary is cached under ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-peer/<hash>/<command>,
+# keyed by the Go version, the link flags, go.mod and go.sum, so a second call returns at
+# once.
 # Environment:
 #   MWRS_PEER_BUILD_TRIES   attempts at fetching modules (default 3; the proxy's checksum
 #                           database lookup has answered a transient 404 here once)
@@ -15,7 +18,15 @@ set -euo pipefail
 
 PEER_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-peer
-PKG=open-cluster-management.io/ocm/cmd/work
+COMMAND=${1:-work}
+case $COMMAND in
+  work | registration-operator) ;;
+  *)
+    echo "peer/build.sh: unknown command '$COMMAND' (work or registration-operator)" >&2
+    exit 2
+    ;;
+esac
+PKG=open-cluster-management.io/ocm/cmd/$COMMAND
 TRIES=${MWRS_PEER_BUILD_TRIES:-3}
 
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
@@ -56,7 +67,7 @@ hash=$(
   } | sha256sum | cut -c1-16
 )
 dir=$CACHE_ROOT/$hash
-bin=$dir/work
+bin=$dir/$COMMAND
 if [ -x "$bin" ]; then
   log "cached: $bin"
   echo "$bin"
@@ -93,7 +104,7 @@ fi
 mv -f "$tmp" "$bin"
 log "built in $(($(now_s) - t0))s: $bin ($(du -h "$bin" | cut -f1))"
 
-# Keep the cache small: drop all but the three newest builds.
+# Keep the cache small: drop all but the three newest builds (each holds both commands).
 for old in $(ls -1td -- "$CACHE_ROOT"/*/ 2>/dev/null | tail -n +4); do
   rm -rf -- "$old"
 done

@@ -2,7 +2,10 @@ module mwrs.local/bench/peer
 
 go 1.25.0
 
-tool open-cluster-management.io/ocm/cmd/work
+tool (
+	open-cluster-management.io/ocm/cmd/registration-operator
+	open-cluster-management.io/ocm/cmd/work
+)
 
 require (
 	cel.dev/expr v0.24.0 // indirect
