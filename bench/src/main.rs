@@ -300,6 +300,16 @@ impl Proc {
 
     /// Peak resident set size in bytes, summed over the tree.
     fn peak_rss(&self) -> anyhow::Result<u64> {
+        self.status_bytes("VmHWM:")
+    }
+
+    /// Resident set size now, in bytes, summed over the tree.
+    fn rss(&self) -> anyhow::Result<u64> {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// A kB field of `/proc/PID/status`, in bytes, summed over the tree.
+    fn status_bytes(&self, field: &str) -> anyhow::Result<u64> {
         let mut total = 0;
         for p in self.tree()? {
             let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
@@ -307,7 +317,7 @@ impl Proc {
             };
             total += s
                 .lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0)
@@ -416,6 +426,13 @@ struct Row {
     silent_idle_reconciles_per_min: f64,
     silent_idle_writes_per_min: f64,
     peak_rss_bytes: u64,
+    /// RSS of the controller that ran every phase, at the end (idle).
+    steady_rss_bytes: u64,
+    /// A restarted controller over the same N ManifestWorks: time to ready, peak RSS
+    /// once its first passes are done, and its writes (0 expected).
+    restart_ready_s: f64,
+    startup_peak_rss_bytes: u64,
+    restart_writes: f64,
     peer_fanout_s: Option<f64>,
     peer_fanout_ratio: Option<f64>,
     peer_peak_rss_bytes: Option<u64>,
@@ -573,7 +590,8 @@ impl Bench {
         Ok(((cpu1 - cpu0) / mins, (r1 - r0 - 1.0).max(0.0) / mins))
     }
 
-    async fn controller(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
+    /// Starts our controller on `ns` and waits until it is ready.
+    async fn start_controller(&self, ns: &str, log: &str) -> anyhow::Result<(Proc, String)> {
         let port = free_port()?;
         let addr = format!("127.0.0.1:{port}");
         let args = vec![
@@ -588,15 +606,55 @@ impl Bench {
             "--log-format".into(),
             "json".into(),
         ];
-        let log = self.args.workdir.join(format!("controller-{n}.log"));
+        let log = self.args.workdir.join(log);
         let p = Proc::spawn("controller", &self.args.controller, &args, &log)?;
         let t = Instant::now();
         while http_get(&addr, "/readyz").await.is_none() {
-            if t.elapsed() > Duration::from_secs(60) {
-                bail!("controller not ready after 60s; see {}", log.display());
+            if t.elapsed() > Duration::from_secs(120) {
+                bail!("controller not ready after 120s; see {}", log.display());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        Ok((p, addr))
+    }
+
+    /// Restarts the controller over the N ManifestWorks it owns: its start-up peak RSS
+    /// (ready, and its first passes done) against the steady RSS of the one that ran
+    /// every phase, and what the restart wrote (nothing is due).
+    async fn restart(&self, n: usize, ns: &str, p: Proc, row: &mut Row) -> anyhow::Result<Proc> {
+        row.steady_rss_bytes = p.rss()?;
+        p.stop().await;
+        let t0 = Instant::now();
+        let (p, addr) = self
+            .start_controller(ns, &format!("controller-{n}-restart.log"))
+            .await?;
+        row.restart_ready_s = t0.elapsed().as_secs_f64();
+        // First passes done: at least one reconcile, then none for 3 s.
+        let mut last = (f64::NAN, Instant::now());
+        loop {
+            let (r, w) = controller_counts(&addr).await;
+            if r != last.0 {
+                last = (r, Instant::now());
+            } else if r >= 1.0 && last.1.elapsed() > Duration::from_secs(3) {
+                row.restart_writes = w;
+                break;
+            }
+            if t0.elapsed() > self.timeout() {
+                bail!(
+                    "the restarted controller kept reconciling for {:?}",
+                    self.timeout()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        row.startup_peak_rss_bytes = p.peak_rss()?;
+        Ok(p)
+    }
+
+    async fn controller(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
+        let (p, addr) = self
+            .start_controller(ns, &format!("controller-{n}.log"))
+            .await?;
         let complete = |m: &ManifestWorkReplicaSet| {
             m.status.as_ref().is_some_and(|s| {
                 s.current_revision.is_some() && s.current_revision == s.update_revision
@@ -674,6 +732,7 @@ impl Bench {
         row.idle_writes_per_min = (w1 - w0) / mins;
         self.idle_with_silent_clusters(n, ns, &addr, row).await?;
         row.peak_rss_bytes = p.peak_rss()?;
+        let p = self.restart(n, ns, p, row).await?;
 
         api.delete("app", &DeleteParams::default()).await?;
         self.wait_no_works().await?;
@@ -816,6 +875,14 @@ impl Bench {
             row.silent_idle_writes_per_min,
             row.peak_rss_bytes as f64 / 1048576.0
         );
+        eprintln!(
+            "   restart: ready in {:.2}s, start-up peak rss {:.1} MiB vs steady {:.1} MiB ({:.2}x), {} writes",
+            row.restart_ready_s,
+            row.startup_peak_rss_bytes as f64 / 1048576.0,
+            row.steady_rss_bytes as f64 / 1048576.0,
+            row.startup_peak_rss_bytes as f64 / row.steady_rss_bytes.max(1) as f64,
+            row.restart_writes
+        );
         if let Some(peer) = &self.args.peer {
             eprintln!("== N={n}: peer");
             match self.peer(peer, n, &ns, &mut row).await {
@@ -847,6 +914,10 @@ fn json_row(r: &Row) -> Value {
         "silent_idle_reconciles_per_min": r.silent_idle_reconciles_per_min,
         "silent_idle_writes_per_min": r.silent_idle_writes_per_min,
         "peak_rss_bytes": r.peak_rss_bytes,
+        "steady_rss_bytes": r.steady_rss_bytes,
+        "restart_ready_s": r.restart_ready_s,
+        "startup_peak_rss_bytes": r.startup_peak_rss_bytes,
+        "restart_writes": r.restart_writes,
         "peer_fanout_s": r.peer_fanout_s, "peer_fanout_ratio": r.peer_fanout_ratio,
         "peer_peak_rss_bytes": r.peer_peak_rss_bytes,
         "peer_idle_cpu_s_per_min": r.peer_idle_cpu_s_per_min,
@@ -857,14 +928,14 @@ fn report(rows: &[Row]) {
     let mib = |b: u64| b as f64 / 1048576.0;
     println!();
     println!(
-        "| N | bare update | fan-out | ratio | abort | ratio | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | idle writes/min, 1% silent | peak RSS | peer fan-out | peer ratio | peer RSS |"
+        "| N | bare update | fan-out | ratio | abort | ratio | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | idle writes/min, 1% silent | peak RSS | steady RSS | restart: start-up peak (ratio), writes | peer fan-out | peer ratio | peer RSS |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let opt =
             |v: Option<f64>, unit: &str| v.map_or("–".to_string(), |x| format!("{x:.2}{unit}"));
         println!(
-            "| {} | {:.2} s | {:.2} s | {:.2} | {:.2} s | {:.2} | {:.3} | {:.1} ({:.1}) | {:.1} | {:.1} ({} silent) | {:.1} MiB | {} | {} | {} |",
+            "| {} | {:.2} s | {:.2} s | {:.2} | {:.2} s | {:.2} | {:.3} | {:.1} ({:.1}) | {:.1} | {:.1} ({} silent) | {:.1} MiB | {:.1} MiB | {:.1} MiB ({:.2}), {} | {} | {} | {} |",
             r.n,
             r.bare_update_s,
             r.fanout_s,
@@ -878,6 +949,10 @@ fn report(rows: &[Row]) {
             r.silent_idle_writes_per_min,
             r.silent_clusters,
             mib(r.peak_rss_bytes),
+            mib(r.steady_rss_bytes),
+            mib(r.startup_peak_rss_bytes),
+            r.startup_peak_rss_bytes as f64 / r.steady_rss_bytes.max(1) as f64,
+            r.restart_writes,
             opt(r.peer_fanout_s, " s"),
             opt(r.peer_fanout_ratio, ""),
             r.peer_peak_rss_bytes

@@ -255,25 +255,59 @@ struct RawWorkStatus {
 
 impl From<RawWorkStatus> for ManifestWorkStatus {
     fn from(raw: RawWorkStatus) -> Self {
-        let mut errors = Vec::new();
-        let conditions = raw.conditions.map(|list| {
-            list.into_iter()
-                .filter_map(|c| {
-                    let type_ = c
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_string();
-                    serde_json::from_value::<Condition>(c)
-                        .map_err(|e| errors.push(format!("condition {type_}: {e}")))
-                        .ok()
-                })
-                .collect()
-        });
+        let (conditions, unreadable) = read_conditions(raw.conditions);
         Self {
             conditions,
             resource_status: raw.resource_status,
-            unreadable: (!errors.is_empty()).then(|| errors.join("; ")),
+            unreadable,
+        }
+    }
+}
+
+/// The conditions of a status list, each decoded on its own: one the API server accepted
+/// and our types cannot read is left out and named in the error string instead of
+/// failing the whole object.
+fn read_conditions(list: Option<Vec<Value>>) -> (Option<Vec<Condition>>, Option<String>) {
+    let mut errors = Vec::new();
+    let conditions = list.map(|list| {
+        list.into_iter()
+            .filter_map(|c| {
+                let type_ = c
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
+                serde_json::from_value::<Condition>(c)
+                    .map_err(|e| errors.push(format!("condition {type_}: {e}")))
+                    .ok()
+            })
+            .collect()
+    });
+    (conditions, (!errors.is_empty()).then(|| errors.join("; ")))
+}
+
+/// The part of a ManifestWork's status a controller reads: its conditions, decoded as
+/// leniently as [`ManifestWorkStatus`]'s. `resourceStatus` is skipped unread, so a cache
+/// of these never holds the agent's per-manifest report.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(from = "RawWorkConditions")]
+pub struct WorkConditions {
+    pub conditions: Option<Vec<Condition>>,
+    pub unreadable: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawWorkConditions {
+    #[serde(default)]
+    conditions: Option<Vec<Value>>,
+}
+
+impl From<RawWorkConditions> for WorkConditions {
+    fn from(raw: RawWorkConditions) -> Self {
+        let (conditions, unreadable) = read_conditions(raw.conditions);
+        Self {
+            conditions,
+            unreadable,
         }
     }
 }

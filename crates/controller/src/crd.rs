@@ -30,6 +30,30 @@ pub const REQUIRED: &[&str] = &[
     "status.handledControls",
 ];
 
+/// The annotation by which OCM's cluster-manager operator decides whether to re-apply
+/// its own copy of a hub CRD: it does unless the installed copy names a version at least
+/// its own. `deploy/crds` sets [`OPERATOR_GUARD_VERSION`], above any OCM release.
+pub const OPERATOR_VERSION_ANNOTATION: &str = "operator.open-cluster-management.io/version";
+pub const OPERATOR_GUARD_VERSION: &str = "999.0.0";
+
+/// A warning when the CRD lacks the operator guard (a hub run by OCM's cluster-manager
+/// operator would get upstream's CRD back on the operator's next reconcile).
+pub fn operator_guard_warning(crd: &CustomResourceDefinition) -> Option<String> {
+    let version = crd
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(OPERATOR_VERSION_ANNOTATION));
+    (version.map(String::as_str) != Some(OPERATOR_GUARD_VERSION)).then(|| {
+        format!(
+            "CRD {CRD_NAME} has {OPERATOR_VERSION_ANNOTATION}={version:?}, not \
+             {OPERATOR_GUARD_VERSION}: on a hub run by OCM's cluster-manager operator, its next \
+             reconcile replaces this CRD with upstream's (writes would then stop); install \
+             deploy/crds from this project"
+        )
+    })
+}
+
 /// Reads the CRD and checks it.
 pub async fn check(client: &Client) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -44,6 +68,9 @@ pub async fn check(client: &Client) -> Result<()> {
     })?;
     let missing = missing_fields(&v)?;
     if missing.is_empty() {
+        if let Some(w) = operator_guard_warning(&crd) {
+            tracing::warn!("{w}");
+        }
         return Ok(());
     }
     Err(Error::Crd(format!(
@@ -185,6 +212,24 @@ fn has_path(schema: &Value, path: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The shipped CRD carries the guard; one without it (or with the operator's own
+    /// version, as after the operator replaced it) is warned about.
+    #[test]
+    fn the_shipped_crd_is_guarded_against_the_operator() {
+        let shipped: CustomResourceDefinition = serde_saphyr::from_str(include_str!(
+            "../../../deploy/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
+        ))
+        .expect("the shipped CRD parses");
+        assert_eq!(operator_guard_warning(&shipped), None);
+        let mut replaced = shipped.clone();
+        replaced.metadata.annotations =
+            Some([(OPERATOR_VERSION_ANNOTATION.to_string(), "1.2.0".to_string())].into());
+        let w = operator_guard_warning(&replaced).expect("warned");
+        assert!(w.contains("1.2.0") && w.contains("deploy/crds"), "{w}");
+        replaced.metadata.annotations = None;
+        assert!(operator_guard_warning(&replaced).is_some());
+    }
 
     fn crd_with(status_props: Value) -> Value {
         json!({"spec": {"versions": [{"name": "v1alpha1", "subresources": {"status": {}},

@@ -40,6 +40,9 @@ pub enum Error {
     /// This replica cannot prove it still holds the leader lease; it writes nothing.
     #[error("not the leader: the lease was not confirmed in time; write refused")]
     NotLeader,
+    /// The metrics endpoint's certificate cannot be made or read.
+    #[error("metrics TLS: {0}")]
+    Tls(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -67,6 +70,7 @@ impl Error {
             Error::MissingField(_) => "missing_field",
             Error::Crd(_) => "crd",
             Error::NotLeader => "not_leader",
+            Error::Tls(_) => "tls",
             Error::RevisionNameTaken { .. } => "revision_name_taken",
         }
     }

@@ -435,7 +435,7 @@ async fn work(
                 let stored = snap
                     .work_objects
                     .get(&(a.cluster.clone(), a.name.clone()))
-                    .map(|o| server_meta(o));
+                    .map(|o| o.metadata.clone());
                 let meta = match stored {
                     Some(m) => m,
                     None => get_work(ctx, &a.cluster, &a.name).await?.metadata,
@@ -450,7 +450,7 @@ async fn work(
             annotations,
         } => {
             let meta = match snap.work_objects.get(&(cluster.clone(), name.clone())) {
-                Some(o) => server_meta(o),
+                Some(o) => o.metadata.clone(),
                 None => get_work(ctx, cluster, name).await?.metadata,
             };
             let p =
@@ -479,21 +479,6 @@ async fn work(
             r
         }
     }
-}
-
-/// A stored ManifestWork's metadata as the server has it: without the in-memory digest
-/// annotation. A JSON Patch built against the cached map would otherwise add keys under
-/// `/metadata/annotations` on an object that has no annotations at all (a ManifestWork
-/// written by upstream's controller), which the server refuses (422).
-fn server_meta(o: &ManifestWork) -> ObjectMeta {
-    let mut meta = o.metadata.clone();
-    if let Some(a) = meta.annotations.as_mut() {
-        a.remove(crate::watch::SPEC_DIGEST_ANNOTATION);
-        if a.is_empty() {
-            meta.annotations = None;
-        }
-    }
-    meta
 }
 
 async fn get_work(ctx: &Context, cluster: &str, name: &str) -> Result<ManifestWork> {
@@ -611,8 +596,9 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// An upstream-written ManifestWork has no annotations; the cached copy carries the
-    /// in-memory digest. The relabel patch must be built against the server's form.
+    /// An upstream-written ManifestWork has no annotations; the relabel patch is built
+    /// against the stored form and must apply on the server's object (a patch that adds
+    /// keys under a missing `/metadata/annotations` is refused with 422).
     #[test]
     fn relabel_of_a_work_without_annotations_applies_on_the_server_form() {
         let spec = json!({"workload": {"manifests": []}});
@@ -625,32 +611,21 @@ mod tests {
             "ns.app".to_string(),
         )]));
         let on_server = serde_json::to_value(&mw).expect("json");
-        crate::watch::strip_work(&mut mw);
-        assert!(
-            mw.annotations()
-                .contains_key(crate::watch::SPEC_DIGEST_ANNOTATION)
-        );
+        let stored: crate::stored::StoredWork =
+            serde_json::from_value(on_server.clone()).expect("decodes");
+        assert_eq!(stored.metadata.annotations, None);
 
-        let meta = server_meta(&mw);
-        assert_eq!(meta.annotations, None);
         let ann = BTreeMap::from([("o/a".to_string(), "ns/app".to_string())]);
         let labels = BTreeMap::from([("h".to_string(), "x".to_string())]);
-        let p = patch::relabel(&meta, &labels, &ann)
+        let p = patch::relabel(&stored.metadata, &labels, &ann)
             .expect("patch")
             .expect("changes");
-        let mut doc = on_server.clone();
+        let mut doc = on_server;
         json_patch::patch(&mut doc, &p).expect("applies to the server's object");
         assert_eq!(doc["metadata"]["annotations"], json!({"o/a": "ns/app"}));
         assert_eq!(
             doc["metadata"]["labels"],
             json!({"owner": "ns.app", "h": "x"})
         );
-
-        // Built against the cached form, the same patch fails as the server did (422).
-        let cached = patch::relabel(&mw.metadata, &labels, &ann)
-            .expect("patch")
-            .expect("changes");
-        let mut doc = on_server;
-        assert!(json_patch::patch(&mut doc, &cached).is_err());
     }
 }

@@ -3,6 +3,10 @@
 //! leads or stands by ready), served within [`Limits`]: one request per connection, a
 //! header timeout, a connection cap that evicts the oldest idle connection, so that a
 //! flood of idle connections can neither exhaust the process nor starve the probes.
+//!
+//! [`Serving`] says how: plain HTTP with `/metrics` open (loopback, or asked for), or
+//! TLS with `/metrics` behind [`Access`] while the probes stay open (kubelet probes
+//! neither present a token nor verify a certificate).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -12,37 +16,86 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::{AbortHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use crate::access::{Access, Decision};
 use crate::context::Shared;
 
-pub fn router(shared: Shared) -> Router {
+/// How the endpoints are served.
+#[derive(Clone)]
+pub enum Serving {
+    /// Plain HTTP; `/metrics` open to anyone who can connect.
+    Plain,
+    /// TLS; `/metrics` only for a token allowed to `get` it.
+    Secure {
+        tls: TlsAcceptor,
+        access: Arc<Access>,
+    },
+}
+
+/// The `--metrics-security` choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Security {
+    /// Plain HTTP on a loopback address, TLS with authorization on any other.
+    Auto,
+    /// TLS with authorization.
+    Secure,
+    /// Plain HTTP, `/metrics` open, on any address (ask for it explicitly).
+    Insecure,
+}
+
+/// Is the endpoint on `addr` served with TLS and authorization?
+pub fn is_secure(addr: &SocketAddr, choice: Security) -> bool {
+    match choice {
+        Security::Auto => !addr.ip().is_loopback(),
+        Security::Secure => true,
+        Security::Insecure => false,
+    }
+}
+
+#[derive(Clone)]
+struct Endpoints {
+    shared: Shared,
+    access: Option<Arc<Access>>,
+}
+
+fn router(shared: Shared, access: Option<Arc<Access>>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(shared)
+        .with_state(Endpoints { shared, access })
 }
 
-async fn metrics(State(s): State<Shared>) -> impl IntoResponse {
+async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> axum::response::Response {
+    if let Some(access) = &e.access {
+        let decision = access.check(&headers).await;
+        if decision != Decision::Allowed {
+            return (decision.status(), format!("{decision:?}\n")).into_response();
+        }
+    }
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.metrics.encode(),
+        e.shared.metrics.encode(),
     )
+        .into_response()
 }
 
-async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
-    if s.ready.load(Ordering::Acquire) {
+async fn readyz(State(e): State<Endpoints>) -> impl IntoResponse {
+    if e.shared.ready.load(Ordering::Acquire) {
         (StatusCode::OK, "ready")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "stores not synced")
@@ -74,26 +127,40 @@ impl Default for Limits {
 
 /// Binds `addr` and serves until the process ends; returns the bound address (useful
 /// with port 0).
-pub async fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAddr> {
-    serve_with(addr, shared, Limits::default()).await
+pub async fn serve(
+    addr: SocketAddr,
+    shared: Shared,
+    serving: Serving,
+) -> std::io::Result<SocketAddr> {
+    serve_with(addr, shared, serving, Limits::default()).await
 }
 
 /// [`serve`] with explicit [`Limits`].
 pub async fn serve_with(
     addr: SocketAddr,
     shared: Shared,
+    serving: Serving,
     limits: Limits,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(accept(listener, router(shared), limits));
+    let (tls, access) = match serving {
+        Serving::Plain => (None, None),
+        Serving::Secure { tls, access } => (Some(tls), Some(access)),
+    };
+    tokio::spawn(accept(listener, router(shared, access), tls, limits));
     Ok(bound)
 }
 
 /// Connections accepted and not yet past their request header, oldest first.
 type Waiting = Arc<Mutex<VecDeque<(u64, AbortHandle)>>>;
 
-async fn accept(listener: tokio::net::TcpListener, app: Router, limits: Limits) {
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+) {
     let waiting: Waiting = Arc::default();
     let mut connections = JoinSet::new();
     for id in 0u64.. {
@@ -112,8 +179,12 @@ async fn accept(listener: tokio::net::TcpListener, app: Router, limits: Limits) 
             drop(stream);
             continue;
         }
-        let handle =
-            connections.spawn(connection(stream, app.clone(), limits, id, waiting.clone()));
+        let stay = Stay {
+            limits,
+            id,
+            waiting: waiting.clone(),
+        };
+        let handle = connections.spawn(connection(stream, app.clone(), tls.clone(), stay));
         if let Ok(mut w) = waiting.lock() {
             w.push_back((id, handle));
         }
@@ -134,37 +205,64 @@ fn evict_oldest_waiting(waiting: &Waiting) -> bool {
     false
 }
 
-/// Serves one request on one connection, within the limits.
-async fn connection(
-    stream: tokio::net::TcpStream,
-    app: Router,
+/// What a connection is held to, and its place among the waiting ones.
+struct Stay {
     limits: Limits,
     id: u64,
     waiting: Waiting,
+}
+
+impl Stay {
+    /// No longer evictable (its request is in, or it is over).
+    fn leave(&self) {
+        if let Ok(mut w) = self.waiting.lock() {
+            w.retain(|(i, _)| *i != self.id);
+        }
+    }
+}
+
+/// Serves one request on one connection, within the limits; with TLS the handshake
+/// counts towards the header timeout.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    stay: Stay,
 ) {
-    let leave = {
-        let waiting = waiting.clone();
-        move || {
-            if let Ok(mut w) = waiting.lock() {
-                w.retain(|(i, _)| *i != id);
+    let stay = Arc::new(stay);
+    let deadline = stay.limits.connection_timeout;
+    let served = async {
+        match tls {
+            None => serve_one(stream, app, stay.clone()).await,
+            Some(tls) => {
+                let handshake =
+                    tokio::time::timeout(stay.limits.header_timeout, tls.accept(stream));
+                if let Ok(Ok(stream)) = handshake.await {
+                    serve_one(stream, app, stay.clone()).await;
+                }
             }
         }
     };
-    let service = {
-        let leave = leave.clone();
-        hyper::service::service_fn(move |req: Request<Incoming>| {
-            // Its header is in: no longer evictable.
-            leave();
-            app.clone().oneshot(req)
-        })
-    };
-    let served = hyper::server::conn::http1::Builder::new()
+    let _ = tokio::time::timeout(deadline, served).await;
+    stay.leave();
+}
+
+async fn serve_one<I>(io: I, app: Router, stay: Arc<Stay>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let header_timeout = stay.limits.header_timeout;
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        // Its header is in: no longer evictable.
+        stay.leave();
+        app.clone().oneshot(req)
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
+        .header_read_timeout(header_timeout)
         .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service);
-    let _ = tokio::time::timeout(limits.connection_timeout, served).await;
-    leave();
+        .serve_connection(TokioIo::new(io), service)
+        .await;
 }
 
 #[cfg(test)]
@@ -176,7 +274,7 @@ mod tests {
     /// A server on a free loopback port.
     async fn start(limits: Limits) -> SocketAddr {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        serve_with(any, Shared::default(), limits)
+        serve_with(any, Shared::default(), Serving::Plain, limits)
             .await
             .expect("bind")
     }
@@ -226,6 +324,20 @@ mod tests {
             closed >= 1000 - 64,
             "only {closed} of 1,000 idle connections closed"
         );
+    }
+
+    #[test]
+    fn plain_http_only_on_loopback_or_when_asked_for() {
+        let lo: SocketAddr = "127.0.0.1:8080".parse().expect("addr");
+        let lo6: SocketAddr = "[::1]:8080".parse().expect("addr");
+        let any: SocketAddr = "0.0.0.0:8443".parse().expect("addr");
+        let pod: SocketAddr = "10.1.2.3:8443".parse().expect("addr");
+        assert!(!is_secure(&lo, Security::Auto));
+        assert!(!is_secure(&lo6, Security::Auto));
+        assert!(is_secure(&any, Security::Auto));
+        assert!(is_secure(&pod, Security::Auto));
+        assert!(is_secure(&lo, Security::Secure));
+        assert!(!is_secure(&any, Security::Insecure));
     }
 
     /// A connection that sends nothing is closed after the header timeout.

@@ -4,6 +4,7 @@
 //!
 //! - [`watch`]: reflectors and trigger streams (MWRS, ManifestWorks, ControllerRevisions,
 //!   Placements, PlacementDecisions) and the mappers from each to its MWRS;
+//! - [`stored`]: the cached form of a ManifestWork (no manifests, ever);
 //! - [`snapshot`]: the planner's input for one MWRS, read from the stores only;
 //! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
 //! - [`changes`]: when ManifestWork conditions and placement decisions last changed;
@@ -11,9 +12,12 @@
 //! - [`guard`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
 //! - [`metrics`], [`http`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server;
-//! - [`crd`]: the start-up check that the installed CRD carries this project's fields;
+//! - [`tls`], [`access`]: its serving certificate, and who may read `/metrics` (TokenReview,
+//!   SubjectAccessReview);
+//! - [`crd`]: the watch that the installed CRD keeps carrying this project's fields;
 //! - [`leader`]: leader election on a Lease.
 
+pub mod access;
 pub mod changes;
 pub mod context;
 pub mod crd;
@@ -27,6 +31,8 @@ pub mod metrics;
 pub mod patch;
 pub mod reconcile;
 pub mod snapshot;
+pub mod stored;
+pub mod tls;
 pub mod watch;
 
 pub use context::{Config, Context, Shared};

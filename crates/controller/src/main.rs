@@ -38,6 +38,16 @@ struct Args {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:8080")]
     metrics_addr: SocketAddr,
+    /// How they are served. auto: plain HTTP on a loopback address; on any other, TLS
+    /// with /metrics only for callers whose bearer token may `get` the non-resource URL
+    /// /metrics (TokenReview + SubjectAccessReview; the probes stay open). secure /
+    /// insecure force either (insecure: anyone who can connect reads /metrics).
+    #[arg(long, value_enum, default_value = "auto")]
+    metrics_security: http::Security,
+    /// Directory holding tls.crt and tls.key (PEM) for the secure endpoint, re-read when
+    /// they change; without it a self-signed certificate is made at start.
+    #[arg(long)]
+    metrics_cert_dir: Option<std::path::PathBuf>,
     /// Run only while holding the leader lease.
     #[arg(long)]
     leader_elect: bool,
@@ -134,16 +144,39 @@ fn compat(quirks: &[mwrs_engine::rollout::Quirk]) -> mwrs_engine::rollout::Compa
     compat
 }
 
+/// How the endpoints are served (`--metrics-security`, `--metrics-cert-dir`).
+fn serving(args: &Args, client: &kube::Client) -> anyhow::Result<http::Serving> {
+    if !http::is_secure(&args.metrics_addr, args.metrics_security) {
+        if !args.metrics_addr.ip().is_loopback() {
+            tracing::warn!(addr = %args.metrics_addr, "serving /metrics over plain HTTP to anyone who can connect (--metrics-security insecure)");
+        }
+        return Ok(http::Serving::Plain);
+    }
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "mwrs-controller".into());
+    let names = vec!["localhost".to_string(), host];
+    let tls = mwrs_controller::tls::acceptor(args.metrics_cert_dir.as_deref(), &names)?;
+    let access = mwrs_controller::access::Access::new(client.clone());
+    Ok(http::Serving::Secure {
+        tls,
+        access: std::sync::Arc::new(access),
+    })
+}
+
 async fn main_inner(args: Args) -> anyhow::Result<()> {
     let client = client(&args).await?;
     if !args.skip_crd_check {
         crd::check(&client).await?;
     }
     let shared = Shared::default();
-    let bound = http::serve(args.metrics_addr, shared.clone())
+    let serving = serving(&args, &client)?;
+    let scheme = match serving {
+        http::Serving::Plain => "http",
+        http::Serving::Secure { .. } => "https",
+    };
+    let bound = http::serve(args.metrics_addr, shared.clone(), serving)
         .await
         .with_context(|| format!("binding {}", args.metrics_addr))?;
-    tracing::info!(addr = %bound, "serving /metrics, /healthz, /readyz");
+    tracing::info!(addr = %bound, scheme, "serving /metrics, /healthz, /readyz");
 
     let identity = context::default_identity();
     let config = Config {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
-use mwrs_api::work::ManifestWork;
 use mwrs_engine::Observed;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::placement::PlacementView;
@@ -16,7 +15,8 @@ use mwrs_engine::revision::RevisionView;
 use mwrs_engine::snapshot::Snapshot as EngineSnapshot;
 use mwrs_engine::work::WorkView;
 
-use crate::watch::{SPEC_DIGEST_ANNOTATION, Stores, stored_digest};
+use crate::stored::StoredWork;
+use crate::watch::Stores;
 
 /// Everything the stores hold about one MWRS.
 pub struct Snapshot {
@@ -26,8 +26,8 @@ pub struct Snapshot {
     pub revisions: Vec<RevisionView>,
     /// Clusters where this MWRS's ManifestWork name is held by another owner.
     pub taken: Vec<String>,
-    /// Stored (stripped) ManifestWorks by (cluster, name).
-    pub work_objects: BTreeMap<(String, String), Arc<ManifestWork>>,
+    /// Stored ManifestWorks by (cluster, name).
+    pub work_objects: BTreeMap<(String, String), Arc<StoredWork>>,
 }
 
 impl Snapshot {
@@ -53,8 +53,7 @@ impl Snapshot {
         let works = work_objects
             .values()
             .map(|mw| {
-                let mut v = WorkView::from_work_with_digest(mw, stored_digest(mw));
-                v.annotations.remove(SPEC_DIGEST_ANNOTATION);
+                let mut v = mw.view();
                 let key = (v.cluster.clone(), v.name.clone());
                 v.status_seen = stores.work_changes.get(&key);
                 v.written_generation = v.hash().and_then(|h| stores.written.generation_of(&key, h));

@@ -6,9 +6,8 @@
 //! keys, and owned works carry either the dotted owner label or (for long owners) the
 //! hashed one, so there are two watchers and two stores per kind that uses owner labels,
 //! each with an owner index ([`crate::index`]) fed by the same events, so a reconcile
-//! reads only its own objects. Stored ManifestWorks are stripped of their spec (the
-//! manifests dominate their size) after the spec digest is recorded in an in-memory
-//! annotation.
+//! reads only its own objects. ManifestWorks are watched and stored as
+//! [`StoredWork`]: decoded without their manifests, which dominate their size.
 //!
 //! PlacementDecisions are indexed by their placement label the same way, and Placements
 //! are read by name, so a reconcile never scans every placement of the hub.
@@ -30,16 +29,11 @@ use kube::{Client, Resource, ResourceExt};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::placement::{Placement, PlacementDecision};
-use mwrs_api::work::ManifestWork;
-use mwrs_engine::hash::{self, Digest};
 use mwrs_engine::owner::OwnerKey;
 
 use crate::changes::{LastChanges, Written, fingerprint};
 use crate::index::{ObjKey, SharedIndex};
-
-/// In-memory annotation carrying the hex SHA-256 digest of a stored ManifestWork's
-/// stripped spec. Never written to the hub.
-pub const SPEC_DIGEST_ANNOTATION: &str = "mwrs.internal/spec-digest";
+use crate::stored::StoredWork;
 
 /// The owner label keys an owned object may carry.
 const OWNER_KEYS: [&str; 2] = [labels::MWRS_OWNER, labels::OWNER_KEY_HASH];
@@ -53,7 +47,7 @@ pub struct Stores {
     pub ready: Readiness,
     pub mwrs: Store<GuardedMwrs>,
     /// One store per owner label key, with its index (same key order as `OWNER_KEYS`).
-    pub works: [Store<ManifestWork>; 2],
+    pub works: [Store<StoredWork>; 2],
     pub work_index: [SharedIndex; 2],
     pub revisions: [Store<ControllerRevision>; 2],
     pub revision_index: [SharedIndex; 2],
@@ -94,7 +88,7 @@ impl Stores {
     }
 
     /// ManifestWorks carrying `owner`'s selector label, looked up in the owner index.
-    pub fn owned_works(&self, owner: &OwnerKey) -> Vec<Arc<ManifestWork>> {
+    pub fn owned_works(&self, owner: &OwnerKey) -> Vec<Arc<StoredWork>> {
         owned(&self.works, &self.work_index, owner)
     }
 
@@ -189,7 +183,7 @@ type Trigger<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>
 /// The trigger streams; they must be polled (by the Controller) for the stores to fill.
 pub struct Triggers {
     pub mwrs: Trigger<GuardedMwrs>,
-    pub works: Trigger<ManifestWork>,
+    pub works: Trigger<StoredWork>,
     pub revisions: Trigger<ControllerRevision>,
     pub placements: Trigger<Placement>,
     pub decisions: Trigger<PlacementDecision>,
@@ -227,9 +221,12 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let work_watch = |key: &'static str, bit: u8| {
         let (r, w) = reflector::store();
         let index = SharedIndex::new(key);
-        let stream = watch_fn(Api::<ManifestWork>::all(client.clone()), cfg().labels(key))
+        // A paged, consistent list: a list at any resource version is served whole from
+        // the watch cache (the API server ignores `limit` there), and one response
+        // holding every owned ManifestWork was the controller's start-up peak.
+        let config = watcher::Config::default().labels(key);
+        let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
             .default_backoff()
-            .modify(strip_work)
             // Before the store: the index never lacks an object the store holds.
             .inspect(index_events(&index))
             .inspect(change_events(&work_changes, work_change))
@@ -332,7 +329,7 @@ fn index_events<K: Resource>(
 
 /// What a watched object contributes to a [`LastChanges`]: its own key, its group and
 /// the fingerprint of what matters (None: not tracked).
-type ChangeOf<K> = fn(&K) -> Option<(ObjKey, ObjKey, u64)>;
+type ChangeOf<K> = fn(&K) -> Option<Change>;
 
 /// Feeds a watch stream's events into `changes`; deleting a ManifestWork forgets it,
 /// deleting a decision page is a change of its placement.
@@ -345,14 +342,14 @@ fn change_events<K: Resource + 'static>(
         let now = jiff::Timestamp::now();
         match ev {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                if let Some((obj, group, print)) = of(o) {
-                    changes.seen(obj, group, print, now);
+                if let Some(c) = of(o) {
+                    changes.seen(c.obj, c.group, c.print, now, c.since);
                 }
             }
             Ok(watcher::Event::Delete(o)) => {
-                if let Some((obj, group, _)) = of(o) {
-                    let own_group = obj == group;
-                    changes.gone(&obj, group, now, own_group);
+                if let Some(c) = of(o) {
+                    let own_group = c.obj == c.group;
+                    changes.gone(&c.obj, c.group, now, own_group);
                 }
             }
             _ => {}
@@ -363,7 +360,7 @@ fn change_events<K: Resource + 'static>(
 /// Forgets what was written into a ManifestWork once it is gone.
 fn forget_deleted(
     written: &Written,
-) -> impl FnMut(&Result<watcher::Event<ManifestWork>, watcher::Error>) + Send + 'static {
+) -> impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static {
     let written = written.clone();
     move |ev| {
         if let Ok(watcher::Event::Delete(o)) = ev {
@@ -376,8 +373,18 @@ fn obj_key<K: Resource>(o: &K) -> ObjKey {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
 
-/// A ManifestWork's conditions as the agent reports them.
-fn work_change(mw: &ManifestWork) -> Option<(ObjKey, ObjKey, u64)> {
+/// A watched object as change tracking sees it: itself, the group whose settle time it
+/// moves, a fingerprint of what matters, and when it says it last changed.
+struct Change {
+    obj: ObjKey,
+    group: ObjKey,
+    print: u64,
+    since: Option<jiff::Timestamp>,
+}
+
+/// A ManifestWork's conditions as the agent reports them; it last changed at its latest
+/// condition transition.
+fn work_change(mw: &StoredWork) -> Option<Change> {
     let conditions: Vec<_> = mw
         .status
         .as_ref()
@@ -390,34 +397,44 @@ fn work_change(mw: &ManifestWork) -> Option<(ObjKey, ObjKey, u64)> {
                 &c.status,
                 &c.reason,
                 c.observed_generation,
-                c.last_transition_time.0.as_second(),
+                c.last_transition_time.0,
             )
         })
         .collect();
+    let since = conditions.iter().map(|c| c.4).max();
+    let print = fingerprint(&(
+        mw.metadata.generation,
+        conditions
+            .iter()
+            .map(|c| (c.0, c.1, c.2, c.3, c.4.as_second()))
+            .collect::<Vec<_>>(),
+    ));
     let key = obj_key(mw);
-    Some((
-        key.clone(),
-        key,
-        fingerprint(&(mw.metadata.generation, conditions)),
-    ))
+    Some(Change {
+        obj: key.clone(),
+        group: key,
+        print,
+        since,
+    })
 }
 
 /// A Placement's count of selected clusters.
-fn placement_change(p: &Placement) -> Option<(ObjKey, ObjKey, u64)> {
+fn placement_change(p: &Placement) -> Option<Change> {
     let (ns, name) = obj_key(p);
     let count = p
         .status
         .as_ref()
         .and_then(|s| s.number_of_selected_clusters);
-    Some((
-        (ns.clone(), format!("placement/{name}")),
-        (ns, name),
-        fingerprint(&count),
-    ))
+    Some(Change {
+        obj: (ns.clone(), format!("placement/{name}")),
+        group: (ns, name),
+        print: fingerprint(&count),
+        since: None,
+    })
 }
 
 /// A decision page: its group labels and the clusters it lists.
-fn decision_change(pd: &PlacementDecision) -> Option<(ObjKey, ObjKey, u64)> {
+fn decision_change(pd: &PlacementDecision) -> Option<Change> {
     let (ns, name) = obj_key(pd);
     let l = pd.labels();
     let placement = l.get(labels::PLACEMENT_LABEL)?.clone();
@@ -427,42 +444,12 @@ fn decision_change(pd: &PlacementDecision) -> Option<(ObjKey, ObjKey, u64)> {
         pd.status.is_some(),
         pd.cluster_names().collect::<Vec<_>>(),
     ));
-    Some((
-        (ns.clone(), format!("decision/{name}")),
-        (ns, placement),
+    Some(Change {
+        obj: (ns.clone(), format!("decision/{name}")),
+        group: (ns, placement),
         print,
-    ))
-}
-
-/// Records the spec digest, then drops everything the planner never reads.
-pub fn strip_work(mw: &mut ManifestWork) {
-    if !mw.spec.fields.is_empty() {
-        let d = hash::digest(&mw.spec.to_value());
-        mw.annotations_mut()
-            .insert(SPEC_DIGEST_ANNOTATION.to_string(), hex(&d.0));
-        mw.spec.fields.clear();
-    }
-    mw.managed_fields_mut().clear();
-    if let Some(s) = mw.status.as_mut() {
-        s.resource_status = None;
-    }
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The digest recorded by [`strip_work`].
-pub fn stored_digest(mw: &ManifestWork) -> Option<Digest> {
-    let h = mw.annotations().get(SPEC_DIGEST_ANNOTATION)?;
-    if h.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(Digest(out))
+        since: None,
+    })
 }
 
 /// The MWRS an owned object (ManifestWork, ControllerRevision) belongs to.
@@ -530,24 +517,7 @@ pub fn revision_mapper(cr: ControllerRevision) -> Option<ObjectRef<GuardedMwrs>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mwrs_api::work::ManifestWorkTemplate;
-    use serde_json::json;
-
-    #[test]
-    fn strip_records_digest_and_drops_spec() {
-        let spec = json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a"}}]}});
-        let mut mw = ManifestWork::new(
-            "w",
-            ManifestWorkTemplate::from_value(spec.clone()).expect("object"),
-        );
-        strip_work(&mut mw);
-        assert!(mw.spec.fields.is_empty());
-        assert_eq!(stored_digest(&mw), Some(hash::digest(&spec)));
-        // Idempotent: a second strip keeps the digest.
-        strip_work(&mut mw);
-        assert_eq!(stored_digest(&mw), Some(hash::digest(&spec)));
-    }
+    use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 
     #[test]
     fn owner_ref_splits_at_first_dot() {

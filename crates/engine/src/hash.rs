@@ -66,6 +66,89 @@ fn write_string(s: &str, out: &mut String) {
     }
 }
 
+/// The canonical JSON of a document read straight from a deserializer, byte for byte what
+/// [`canonical_json`] gives for the same document, without building a [`Value`] tree: a
+/// watched ManifestWork's spec (its manifests) becomes one string, then a digest, while
+/// the object is decoded. Of a key repeated in one object the last value counts, as
+/// `serde_json` does.
+pub struct CanonicalJson(pub String);
+
+impl<'de> serde::Deserialize<'de> for CanonicalJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CanonicalVisitor).map(CanonicalJson)
+    }
+}
+
+struct CanonicalVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CanonicalVisitor {
+    type Value = String;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<String, E> {
+        Ok("null".into())
+    }
+    fn visit_none<E>(self) -> Result<String, E> {
+        Ok("null".into())
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<String, E> {
+        Ok(if b { "true" } else { "false" }.into())
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<String, E> {
+        Ok(serde_json::Number::from(n).to_string())
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<String, E> {
+        Ok(serde_json::Number::from(n).to_string())
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<String, E> {
+        // Non-finite numbers cannot come from JSON; `Value` would hold them as null.
+        Ok(serde_json::Number::from_f64(n).map_or_else(|| "null".into(), |n| n.to_string()))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<String, E> {
+        let mut out = String::with_capacity(s.len() + 2);
+        write_string(s, &mut out);
+        Ok(out)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<String, A::Error> {
+        let mut out = String::from("[");
+        while let Some(CanonicalJson(item)) = seq.next_element()? {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&item);
+        }
+        out.push(']');
+        Ok(out)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        let mut entries: Vec<(String, String)> = Vec::new();
+        while let Some((k, CanonicalJson(v))) = map.next_entry::<String, CanonicalJson>()? {
+            entries.push((k, v));
+        }
+        // Stable sort, then keep the last of equal keys.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = String::from("{");
+        for (i, (k, v)) in entries.iter().enumerate() {
+            if entries.get(i + 1).is_some_and(|next| next.0 == *k) {
+                continue;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            write_string(k, &mut out);
+            out.push(':');
+            out.push_str(v);
+        }
+        out.push('}');
+        Ok(out)
+    }
+}
+
 /// 32-bit FNV-1a.
 pub fn fnv1a32(bytes: &[u8]) -> u32 {
     bytes.iter().fold(FNV_OFFSET, |h, b| {
@@ -156,6 +239,21 @@ mod tests {
         assert_eq!(canonical_json(&a), canonical_json(&b));
         assert_eq!(revision_hash(&a, 0), revision_hash(&b, 0));
         assert_eq!(digest(&a), digest(&b));
+    }
+
+    #[test]
+    fn canonical_read_from_text_matches_canonical_of_the_value() {
+        let texts = [
+            r#"{"b": 1, "a": {"d": [true, null, "x\"y\u00e9"], "c": 1.5}, "é": "ü"}"#,
+            r#"{"n": [-3, 18446744073709551615, 1e3, 0.1, -0.0, 2.50], "e": {}, "l": []}"#,
+            r#"{"k": 1, "k": {"z": 2}, "a": "\n\t\u0001"}"#,
+            r#"[{"y": 1, "x": [{"q": null}]}, "s", 7]"#,
+        ];
+        for text in texts {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let read: CanonicalJson = serde_json::from_str(text).unwrap();
+            assert_eq!(read.0, canonical_json(&value), "{text}");
+        }
     }
 
     // Golden vectors: FNV-1a 32 reference values (from the FNV specification's test

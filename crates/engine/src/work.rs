@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use compact_str::CompactString;
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use mwrs_api::Condition;
 use mwrs_api::labels;
 use mwrs_api::work::{ManifestWork, condition};
 
@@ -82,30 +84,38 @@ impl WorkView {
 
     /// Builds the view of an object whose spec was stripped after `digest` was taken.
     pub fn from_work_with_digest(mw: &ManifestWork, spec_digest: Option<Digest>) -> Self {
-        let meta = &mw.metadata;
-        let conditions = mw
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .map(|cs| {
-                cs.iter()
-                    .map(|c| CondView {
-                        type_: c.type_.as_str().into(),
-                        status: c.status.as_str().into(),
-                        observed_generation: c.observed_generation,
-                        last_transition_time: c.last_transition_time.0,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let status = mw.status.as_ref();
+        Self::from_parts(
+            &mw.metadata,
+            status.and_then(|s| s.conditions.as_deref()),
+            status.and_then(|s| s.unreadable.clone()),
+            spec_digest,
+        )
+    }
+
+    /// Builds the view from a ManifestWork's metadata, its conditions, why part of its
+    /// status could not be read, and the digest of its spec.
+    pub fn from_parts(
+        meta: &ObjectMeta,
+        conditions: Option<&[Condition]>,
+        status_error: Option<String>,
+        spec_digest: Option<Digest>,
+    ) -> Self {
         let generation = meta.generation.unwrap_or(0);
-        let applied_note = mw
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
+        let applied_note = conditions
             .and_then(|cs| cs.iter().find(|c| c.type_ == condition::APPLIED))
             .filter(|c| c.status != "True" && c.observed_generation == Some(generation))
             .map(|c| note_of(&c.status, &c.reason, &c.message));
+        let conditions = conditions
+            .unwrap_or_default()
+            .iter()
+            .map(|c| CondView {
+                type_: c.type_.as_str().into(),
+                status: c.status.as_str().into(),
+                observed_generation: c.observed_generation,
+                last_transition_time: c.last_transition_time.0,
+            })
+            .collect();
         Self {
             cluster: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
@@ -120,7 +130,7 @@ impl WorkView {
             status_seen: None,
             applied_note,
             written_generation: None,
-            status_error: mw.status.as_ref().and_then(|s| s.unreadable.clone()),
+            status_error,
         }
     }
 

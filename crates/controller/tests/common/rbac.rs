@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 const SHIPPED: &str = include_str!("../../../../deploy/rbac/rbac.yaml");
 const SA: &str = "mwrs-controller";
 
-/// The shipped document of `kind`.
-fn shipped(kind: &str) -> Value {
+/// The shipped document of `kind` named `name`.
+pub fn shipped(kind: &str, name: &str) -> Value {
     serde_saphyr::from_multiple::<Value>(SHIPPED)
         .expect("deploy/rbac/rbac.yaml parses")
         .into_iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("deploy/rbac/rbac.yaml has a {kind}"))
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("deploy/rbac/rbac.yaml has no {kind} {name}"))
 }
 
 fn apply() -> PatchParams {
@@ -55,13 +55,37 @@ pub async fn shipped_role_client(site: &Site) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
+/// A token of ServiceAccount `ns/sa` (created if missing), from the TokenRequest API.
+pub async fn service_account_token(c: &Client, ns: &str, sa: &str) -> anyhow::Result<String> {
+    let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": sa, "namespace": ns}});
+    Api::<ServiceAccount>::namespaced(c.clone(), ns)
+        .patch(sa, &apply(), &Patch::Apply(&body))
+        .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: None,
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token: TokenRequest = Api::<ServiceAccount>::namespaced(c.clone(), ns)
+        .create_subresource("token", sa, &PostParams::default(), &request)
+        .await?;
+    token
+        .status
+        .and_then(|s| s.token)
+        .ok_or_else(|| anyhow::anyhow!("TokenRequest without a token"))
+}
+
 /// Sets up the ServiceAccount and bindings in `hub`'s namespace; writes a kubeconfig that
 /// authenticates as it (for the controller binary) and returns its path.
 pub async fn shipped_role_kubeconfig(site: &Site) -> anyhow::Result<std::path::PathBuf> {
     let ns = site.namespace.as_str();
     let c = site.client.clone();
     // The shipped ClusterRole itself, under its own name (the same for every test).
-    let role = shipped("ClusterRole");
+    let role = shipped("ClusterRole", "mwrs-controller");
     let name = role["metadata"]["name"].as_str().unwrap_or(SA).to_string();
     Api::<ClusterRole>::all(c.clone())
         .patch(&name, &apply(), &Patch::Apply(&role))
@@ -81,7 +105,7 @@ pub async fn shipped_role_kubeconfig(site: &Site) -> anyhow::Result<std::path::P
         .patch(&binding_name, &apply(), &Patch::Apply(&binding))
         .await?;
     // Leader election's Role, in the test's namespace (tests pass it as --lease-namespace).
-    let mut leader = shipped("Role");
+    let mut leader = shipped("Role", "mwrs-controller-leader-election");
     leader["metadata"]["namespace"] = json!(ns);
     let leader_name = leader["metadata"]["name"]
         .as_str()
@@ -98,21 +122,7 @@ pub async fn shipped_role_kubeconfig(site: &Site) -> anyhow::Result<std::path::P
         .patch(&leader_name, &apply(), &Patch::Apply(&rb))
         .await?;
 
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: None,
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token: TokenRequest = Api::<ServiceAccount>::namespaced(c, ns)
-        .create_subresource("token", SA, &PostParams::default(), &request)
-        .await?;
-    let token = token
-        .status
-        .and_then(|s| s.token)
-        .ok_or_else(|| anyhow::anyhow!("TokenRequest without a token"))?;
+    let token = service_account_token(&c, ns, SA).await?;
     let mut kc = Kubeconfig::read_from(&site.kubeconfig)?;
     for user in &mut kc.auth_infos {
         user.auth_info = Some(kube::config::AuthInfo {
