@@ -13,6 +13,8 @@
 # Environment:
 #   MWRS_HUB_DIR       state dir (default /tmp/mwrs-hub): hub.pid, hub.log, kubeconfig, data/
 #   MWRS_HUB_TIMEOUT   seconds to wait for readiness (default 300)
+#   MWRS_HUB_EXTRA_CRDS  more CRD files to install, colon-separated (e2e: AppliedManifestWork
+#                      on a spoke, AddOnPlacementScore for the placement controller)
 #   XDG_CACHE_HOME     binary cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub/<hash>/testhub
 set -euo pipefail
 
@@ -142,6 +144,13 @@ crd_args() {
     work/v1alpha1/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml; do
     [ -f "$api_dir/$f" ] || die "missing $f in $OCM_API_MODULE"
     CRD_ARGS+=(--crd "$api_dir/$f")
+  done
+  local extra=()
+  IFS=: read -r -a extra <<<"${MWRS_HUB_EXTRA_CRDS:-}"
+  for f in "${extra[@]}"; do
+    [ -n "$f" ] || continue
+    [ -f "$f" ] || die "MWRS_HUB_EXTRA_CRDS: no file $f"
+    CRD_ARGS+=(--crd "$f")
   done
   if [ -d "$REPO_ROOT/deploy/crds" ]; then
     for f in "$REPO_ROOT"/deploy/crds/*.yaml; do

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds one of upstream OCM's commands from the Go module proxy: `work` (default; its
 # `manager` subcommand is the hub work controller with the ManifestWorkReplicaSet
-# controller, our benchmark peer) or `registration-operator` (its `hub` subcommand is the
-# cluster-manager operator, run by the operator-coexistence test). Nothing of upstream is
-# vendored: go.mod only lists the commands as `tool`s.
+# controller, our benchmark peer; its `agent` subcommand is the work agent of e2e/env.sh),
+# `placement` (its `controller` subcommand, for e2e/env.sh) or `registration-operator` (its
+# `hub` subcommand is the cluster-manager operator, run by the operator-coexistence test).
+# Nothing of upstream is vendored: go.mod only lists the commands as `tool`s.
 #
-#   bench/peer/build.sh [work|registration-operator]
+#   bench/peer/build.sh [work|registration-operator|placement]
 #                            stdout: the binary path only; progress goes to stderr.
 #
 # The binary is cached under ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-peer/<hash>/<command>,
@@ -20,9 +21,9 @@ PEER_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-peer
 COMMAND=${1:-work}
 case $COMMAND in
-  work | registration-operator) ;;
+  work | registration-operator | placement) ;;
   *)
-    echo "peer/build.sh: unknown command '$COMMAND' (work or registration-operator)" >&2
+    echo "peer/build.sh: unknown command '$COMMAND' (work, registration-operator or placement)" >&2
     exit 2
     ;;
 esac

@@ -3,6 +3,7 @@ module mwrs.local/bench/peer
 go 1.25.0
 
 tool (
+	open-cluster-management.io/ocm/cmd/placement
 	open-cluster-management.io/ocm/cmd/registration-operator
 	open-cluster-management.io/ocm/cmd/work
 )

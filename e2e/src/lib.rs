@@ -1,0 +1,300 @@
+//! The end-to-end environment as the tests see it (started by `e2e/env.sh up`): the hub
+//! with upstream's placement controller, three spokes each with upstream's work agent.
+//! [`Env::from_env`] registers the clusters on the hub (idempotently) and gives each test
+//! its own namespace bound to the cluster set, a Placement with decision groups, and our
+//! controller; assertions read the spokes' objects.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use mwrs_testsupport::{TaskGuard, TestHub, client_from, wait_for};
+use rand::Rng;
+use serde_json::{Value, json};
+
+/// The cluster set every test's namespace is bound to.
+pub const CLUSTER_SET: &str = "e2e";
+/// Default deadline of a wait: upstream's agent reports within its sync interval.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// One spoke: its cluster name, its API, its agent.
+pub struct Spoke {
+    pub name: String,
+    pub client: Client,
+    pub agent_pid_file: PathBuf,
+}
+
+/// The environment of one test.
+pub struct Env {
+    /// The hub, with this test's namespace and the three clusters.
+    pub hub: TestHub,
+    pub spokes: Vec<Spoke>,
+}
+
+fn ssa() -> PatchParams {
+    PatchParams::apply("mwrs-e2e").force()
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `a=x,b=y` as pairs.
+fn pairs(s: &str) -> BTreeMap<String, String> {
+    s.split(',')
+        .filter_map(|p| p.split_once('='))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn suffix() -> String {
+    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..6)
+        .map(|_| char::from(CHARS[rng.random_range(0..CHARS.len())]))
+        .collect()
+}
+
+impl Env {
+    /// The environment for test `test`, or None (skipped) when `e2e/env.sh` has not been
+    /// sourced; with CI=true that is a failure instead.
+    pub async fn from_env(test: &str) -> Option<Self> {
+        mwrs_testsupport::init_tracing();
+        let (Some(hub_kc), Some(clusters), Some(pids)) = (
+            var("MWRS_E2E_HUB_KUBECONFIG"),
+            var("MWRS_E2E_CLUSTERS"),
+            var("MWRS_E2E_AGENT_PIDS"),
+        ) else {
+            let why = "the e2e environment is not up: `. \"$(e2e/env.sh up)\"`";
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true and {why}"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            return None;
+        };
+        let hub_kc = PathBuf::from(hub_kc);
+        let client = client_from(&hub_kc).await.expect("hub client");
+        let pids = pairs(&pids);
+        let mut spokes = Vec::new();
+        for (name, kc) in pairs(&clusters) {
+            let spoke = client_from(&PathBuf::from(&kc))
+                .await
+                .expect("spoke client");
+            spokes.push(Spoke {
+                agent_pid_file: PathBuf::from(pids.get(&name).cloned().unwrap_or_default()),
+                name,
+                client: spoke,
+            });
+        }
+        let namespace = format!("e2e-{}-{}", test.to_ascii_lowercase(), suffix());
+        let hub = TestHub {
+            client,
+            kubeconfig: hub_kc,
+            namespace,
+            clusters: spokes.iter().map(|s| s.name.clone()).collect(),
+        };
+        let env = Self { hub, spokes };
+        env.register().await;
+        Some(env)
+    }
+
+    /// ManagedClusters (cluster1 is the canary), their namespaces, the set, and this
+    /// test's namespace with its binding. Idempotent.
+    async fn register(&self) {
+        let c = &self.hub.client;
+        let namespaces: Api<Namespace> = Api::all(c.clone());
+        let clusters: Api<DynamicObject> = Api::all_with(
+            c.clone(),
+            &resource(
+                "cluster.open-cluster-management.io",
+                "v1",
+                "ManagedCluster",
+                "managedclusters",
+            ),
+        );
+        for (i, name) in self.hub.clusters.iter().enumerate() {
+            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            namespaces
+                .patch(name, &ssa(), &Patch::Apply(ns))
+                .await
+                .expect("cluster namespace");
+            let mc = json!({"apiVersion": "cluster.open-cluster-management.io/v1",
+                "kind": "ManagedCluster",
+                "metadata": {"name": name, "labels": {
+                    "cluster.open-cluster-management.io/clusterset": CLUSTER_SET,
+                    "canary": (i == 0).to_string()}},
+                "spec": {"hubAcceptsClient": true}});
+            clusters
+                .patch(name, &ssa(), &Patch::Apply(mc))
+                .await
+                .expect("ManagedCluster");
+        }
+        let sets: Api<DynamicObject> = Api::all_with(
+            c.clone(),
+            &resource(
+                "cluster.open-cluster-management.io",
+                "v1beta2",
+                "ManagedClusterSet",
+                "managedclustersets",
+            ),
+        );
+        let set = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSet", "metadata": {"name": CLUSTER_SET},
+            "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}}});
+        sets.patch(CLUSTER_SET, &ssa(), &Patch::Apply(set))
+            .await
+            .expect("ManagedClusterSet");
+
+        let ns = &self.hub.namespace;
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        namespaces
+            .patch(ns, &ssa(), &Patch::Apply(body))
+            .await
+            .expect("test namespace");
+        let bindings: Api<DynamicObject> = Api::namespaced_with(
+            c.clone(),
+            ns,
+            &resource(
+                "cluster.open-cluster-management.io",
+                "v1beta2",
+                "ManagedClusterSetBinding",
+                "managedclustersetbindings",
+            ),
+        );
+        let binding = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": CLUSTER_SET, "namespace": ns},
+            "spec": {"clusterSet": CLUSTER_SET}});
+        bindings
+            .patch(CLUSTER_SET, &ssa(), &Patch::Apply(binding))
+            .await
+            .expect("binding");
+    }
+
+    /// A Placement over every cluster of the set in two decision groups: `canary`
+    /// (cluster1) first, then the others. Returns once its decisions list all three.
+    pub async fn canary_placement(&self, name: &str) {
+        let ns = &self.hub.namespace;
+        let placements: Api<DynamicObject> = Api::namespaced_with(
+            self.hub.client.clone(),
+            ns,
+            &resource(
+                "cluster.open-cluster-management.io",
+                "v1beta1",
+                "Placement",
+                "placements",
+            ),
+        );
+        let body = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1",
+            "kind": "Placement", "metadata": {"name": name, "namespace": ns},
+            "spec": {"clusterSets": [CLUSTER_SET],
+                "decisionStrategy": {"groupStrategy": {
+                    "decisionGroups": [{"groupName": "canary",
+                        "groupClusterSelector": {"labelSelector": {"matchLabels": {"canary": "true"}}}}],
+                    "clustersPerDecisionGroup": "100%"}}}});
+        placements
+            .patch(name, &ssa(), &Patch::Apply(body))
+            .await
+            .expect("Placement");
+        let decisions: Api<DynamicObject> = Api::namespaced_with(
+            self.hub.client.clone(),
+            ns,
+            &resource(
+                "cluster.open-cluster-management.io",
+                "v1beta1",
+                "PlacementDecision",
+                "placementdecisions",
+            ),
+        );
+        let label = format!("cluster.open-cluster-management.io/placement={name}");
+        wait_for("the placement controller's decisions", WAIT, || async {
+            let list = decisions
+                .list(&kube::api::ListParams::default().labels(&label))
+                .await
+                .map_err(|e| e.to_string())?;
+            let n: usize = list
+                .items
+                .iter()
+                .map(|d| d.data["status"]["decisions"].as_array().map_or(0, Vec::len))
+                .sum();
+            if n == 3 {
+                Ok(())
+            } else {
+                Err(format!("{n} clusters decided"))
+            }
+        })
+        .await;
+    }
+
+    /// Our controller, in this process, for this test's namespace.
+    pub fn start_controller(&self) -> TaskGuard {
+        let config = mwrs_controller::Config {
+            namespace: Some(self.hub.namespace.clone()),
+            ..mwrs_controller::Config::default()
+        };
+        let client = self.hub.client.clone();
+        TaskGuard::spawn(async move {
+            let shared = mwrs_controller::Shared::default();
+            mwrs_controller::run(client, config, shared, std::future::pending()).await
+        })
+    }
+
+    /// The spoke named `cluster`.
+    pub fn spoke(&self, cluster: &str) -> &Spoke {
+        self.spokes
+            .iter()
+            .find(|s| s.name == cluster)
+            .unwrap_or_else(|| panic!("no spoke {cluster}"))
+    }
+
+    /// `data.version` of ConfigMap `name` in namespace `default` of each spoke.
+    pub async fn spoke_versions(&self, name: &str) -> BTreeMap<String, Option<String>> {
+        let mut out = BTreeMap::new();
+        for s in &self.spokes {
+            let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), "default");
+            let v = api
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|cm| cm.data)
+                .and_then(|d| d.get("version").cloned());
+            out.insert(s.name.clone(), v);
+        }
+        out
+    }
+
+    /// Waits until every spoke's ConfigMap `name` has `version`.
+    pub async fn wait_spokes_on(&self, name: &str, version: &str) {
+        wait_for(&format!("every spoke on {version}"), WAIT, || async {
+            let v = self.spoke_versions(name).await;
+            if v.values().all(|x| x.as_deref() == Some(version)) {
+                Ok(())
+            } else {
+                Err(format!("{v:?}"))
+            }
+        })
+        .await;
+    }
+}
+
+/// A template of one ConfigMap `name` in namespace `default` with `data.version`.
+pub fn configmap_template(name: &str, version: &str) -> Value {
+    json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"version": version}}]}})
+}
