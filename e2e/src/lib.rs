@@ -106,6 +106,8 @@ impl Env {
             kubeconfig: hub_kc,
             namespace,
             clusters: spokes.iter().map(|s| s.name.clone()).collect(),
+            // Every test shares the three clusters.
+            owns_clusters: false,
         };
         let env = Self { hub, spokes };
         env.register().await;
@@ -253,6 +255,20 @@ impl Env {
         })
     }
 
+    /// Waits until MWRS `name` has completed a rollout (its current revision is its update
+    /// revision); returns that revision.
+    pub async fn wait_complete(&self, name: &str) -> String {
+        wait_for(&format!("{name} complete"), WAIT, || async {
+            let m = self.hub.get_mwrs(name).await.ok_or("no MWRS")?;
+            let s = m.status.unwrap_or_default();
+            match (s.current_revision, s.update_revision) {
+                (Some(c), Some(u)) if c == u => Ok(c),
+                other => Err(format!("current/update {other:?}")),
+            }
+        })
+        .await
+    }
+
     /// The spoke named `cluster`.
     pub fn spoke(&self, cluster: &str) -> &Spoke {
         self.spokes
@@ -297,4 +313,19 @@ pub fn configmap_template(name: &str, version: &str) -> Value {
     json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": "default"},
         "data": {"version": version}}]}})
+}
+
+/// [`configmap_template`] with a CEL condition rule that reports the ConfigMap Progressing
+/// while its `data.version` is `stuck`: the agent then keeps the ManifestWork's
+/// `Progressing` True on every cluster that gets that version.
+pub fn configmap_template_stuck_on(name: &str, version: &str, stuck: &str) -> Value {
+    let mut t = configmap_template(name, version);
+    t["manifestConfigs"] = json!([{
+        "resourceIdentifier": {"group": "", "resource": "configmaps", "name": name,
+            "namespace": "default"},
+        "conditionRules": [{"condition": "Progressing", "type": "CEL",
+            "celExpressions": [format!("object.data.version == '{stuck}'")],
+            "message": format!("version {stuck} never settles")}]
+    }]);
+    t
 }

@@ -64,6 +64,7 @@ async fn a_revision_reaches_the_canary_group_first_then_the_rest() {
         ))
         .await;
     env.wait_spokes_on(&cm, "v1").await;
+    env.wait_complete("app").await;
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let work_name = format!("{}.app", env.hub.namespace);
@@ -112,5 +113,79 @@ async fn a_revision_reaches_the_canary_group_first_then_the_rest() {
             s_now.written[c] >= canary_done,
             "{c} got v2 before the canary was Available: {s}"
         );
+    }
+}
+
+/// A revision that a CEL condition rule keeps Progressing: only the canary group gets it,
+/// it times out at `progressDeadline`, `AbortAll` puts the canary's spoke back on the
+/// stable revision, and the other clusters' ManifestWorks are never rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
+    use mwrs_e2e::configmap_template_stuck_on;
+    let Some(env) = Env::from_env("abort").await else {
+        return;
+    };
+    env.canary_placement("p").await;
+    let _controller = env.start_controller();
+    let cm = env.hub.namespace.clone();
+    let strategy = json!({"type": "ProgressivePerGroup",
+        "progressivePerGroup": {"progressDeadline": "10s", "maxFailures": 0},
+        "failureStrategy": "AbortAll"});
+    env.hub
+        .create_mwrs(&mwrs(
+            "app",
+            configmap_template_stuck_on(&cm, "v1", "v2"),
+            &[("p", strategy)],
+        ))
+        .await;
+    env.wait_spokes_on(&cm, "v1").await;
+    let v1 = env.wait_complete("app").await;
+    let generations = |works: Vec<ManifestWork>| -> BTreeMap<String, Option<i64>> {
+        works
+            .into_iter()
+            .map(|w| {
+                (
+                    w.metadata.namespace.unwrap_or_default(),
+                    w.metadata.generation,
+                )
+            })
+            .collect()
+    };
+    let before = generations(env.hub.works_of("app").await);
+
+    env.hub
+        .set_template("app", configmap_template_stuck_on(&cm, "v2", "v2"))
+        .await;
+    wait_for("the canary's spoke on v2", WAIT, || async {
+        let v = env.spoke_versions(&cm).await;
+        match v["cluster1"].as_deref() {
+            Some("v2") => Ok(()),
+            _ => Err(format!("{v:?}")),
+        }
+    })
+    .await;
+    let m = wait_for("the abort", WAIT, || async {
+        let m = env.hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        if m.status.as_ref().is_some_and(|s| s.aborted_time.is_some()) {
+            Ok(m)
+        } else {
+            Err(format!("{:?}", m.status))
+        }
+    })
+    .await;
+    let status = m.status.unwrap_or_default();
+    assert_eq!(
+        status.current_revision,
+        Some(v1),
+        "the stable revision stays current"
+    );
+    assert_ne!(
+        status.update_revision, status.current_revision,
+        "v2 is held"
+    );
+    env.wait_spokes_on(&cm, "v1").await;
+    let after = generations(env.hub.works_of("app").await);
+    for c in ["cluster2", "cluster3"] {
+        assert_eq!(after[c], before[c], "{c}'s ManifestWork was rewritten");
     }
 }

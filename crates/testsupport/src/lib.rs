@@ -40,6 +40,9 @@ pub struct TestHub {
     pub namespace: String,
     /// Cluster namespaces (namespace name == cluster name).
     pub clusters: Vec<String>,
+    /// Whether the cluster namespaces are this test's own, deleted with it (false when
+    /// tests share clusters, as the end-to-end tests do).
+    pub owns_clusters: bool,
 }
 
 /// Initialises test logging once (RUST_LOG, default `warn,mwrs_controller=info`).
@@ -106,6 +109,7 @@ impl TestHub {
             clusters: (0..clusters)
                 .map(|i| format!("{short}-{suffix}-{i:03}"))
                 .collect(),
+            owns_clusters: true,
         };
         let mut all = vec![hub.namespace.clone()];
         all.extend(hub.clusters.iter().cloned());
@@ -201,7 +205,11 @@ impl Drop for TestHub {
         }
         let kubeconfig = self.kubeconfig.clone();
         let namespace = self.namespace.clone();
-        let clusters = self.clusters.clone();
+        let clusters = if self.owns_clusters {
+            self.clusters.clone()
+        } else {
+            Vec::new()
+        };
         // Drop cannot await, and the test's runtime may be shutting down: clean up on a
         // thread with a runtime (and a client) of its own.
         let cleanup = std::thread::spawn(move || {
