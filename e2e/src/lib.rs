@@ -329,3 +329,56 @@ pub fn configmap_template_stuck_on(name: &str, version: &str, stuck: &str) -> Va
     }]);
     t
 }
+
+/// The `mwrs` binary of this workspace's build (cargo builds every binary before it runs
+/// the tests of `--workspace --all-targets`).
+pub fn mwrs_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> → target/<profile>/mwrs
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("mwrs"))
+        .expect("target directory");
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo build -p mwrs-cli`",
+        bin.display()
+    );
+    bin
+}
+
+impl Env {
+    /// Runs `mwrs ARGS -n <test namespace>` against the hub; (exit code, stdout, stderr).
+    pub fn mwrs(&self, args: &[&str]) -> (i32, String, String) {
+        let out = std::process::Command::new(mwrs_binary())
+            .args(args)
+            .args(["-n", &self.hub.namespace, "--color", "never"])
+            .env("KUBECONFIG", &self.hub.kubeconfig)
+            .output()
+            .expect("mwrs runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
+    /// Deletes MWRS `name` and waits until its objects are gone from every spoke.
+    pub async fn delete_and_wait_gone(&self, name: &str, configmap: &str) {
+        self.hub
+            .mwrs_api()
+            .delete(name, &Default::default())
+            .await
+            .expect("delete the MWRS");
+        wait_for("the spokes' objects gone", WAIT, || async {
+            let v = self.spoke_versions(configmap).await;
+            if v.values().all(Option::is_none) {
+                Ok(())
+            } else {
+                Err(format!("{v:?}"))
+            }
+        })
+        .await;
+    }
+}

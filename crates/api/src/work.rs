@@ -287,19 +287,25 @@ fn read_conditions(list: Option<Vec<Value>>) -> (Option<Vec<Condition>>, Option<
 }
 
 /// The part of a ManifestWork's status a controller reads: its conditions, decoded as
-/// leniently as [`ManifestWorkStatus`]'s. `resourceStatus` is skipped unread, so a cache
-/// of these never holds the agent's per-manifest report.
+/// leniently as [`ManifestWorkStatus`]'s, and of the agent's per-manifest report only the
+/// first manifest it could not apply, as one line (upstream's agent says only "Failed to
+/// apply manifest work" at the top; the reason is on the manifest). A cache of these
+/// never holds the rest of `resourceStatus`.
 #[derive(Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(from = "RawWorkConditions")]
 pub struct WorkConditions {
     pub conditions: Option<Vec<Condition>>,
     pub unreadable: Option<String>,
+    pub failed_manifest: Option<String>,
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawWorkConditions {
     #[serde(default)]
     conditions: Option<Vec<Value>>,
+    #[serde(default)]
+    resource_status: Option<ManifestReports>,
 }
 
 impl From<RawWorkConditions> for WorkConditions {
@@ -308,7 +314,68 @@ impl From<RawWorkConditions> for WorkConditions {
         Self {
             conditions,
             unreadable,
+            failed_manifest: raw.resource_status.and_then(|r| r.first_failed()),
         }
+    }
+}
+
+/// `resourceStatus` as far as "which manifest failed to apply, and why" goes.
+#[derive(Deserialize, Default)]
+pub struct ManifestReports {
+    #[serde(default)]
+    manifests: Vec<ManifestReport>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ManifestReport {
+    #[serde(default)]
+    resource_meta: ReportedMeta,
+    #[serde(default)]
+    conditions: Vec<ReportedCondition>,
+}
+
+#[derive(Deserialize, Default)]
+struct ReportedMeta {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct ReportedCondition {
+    #[serde(rename = "type", default)]
+    type_: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    message: String,
+}
+
+impl ManifestReports {
+    /// `Kind namespace/name: message` of the first manifest whose `Applied` is False.
+    pub fn first_failed(&self) -> Option<String> {
+        self.manifests.iter().find_map(|m| {
+            let c = m
+                .conditions
+                .iter()
+                .find(|c| c.type_ == condition::APPLIED && c.status == "False")?;
+            let r = &m.resource_meta;
+            let at = if r.namespace.is_empty() {
+                r.name.clone()
+            } else {
+                format!("{}/{}", r.namespace, r.name)
+            };
+            Some(format!("{} {at}: {}", r.kind, c.message))
+        })
+    }
+
+    /// The same, read from a `resourceStatus` value.
+    pub fn from_value(v: &Value) -> Self {
+        serde_json::from_value(v.clone()).unwrap_or_default()
     }
 }
 

@@ -36,6 +36,7 @@ impl StoredWork {
             &self.metadata,
             status.and_then(|s| s.conditions.as_deref()),
             status.and_then(|s| s.unreadable.clone()),
+            status.and_then(|s| s.failed_manifest.as_deref()),
             self.spec_digest,
         )
     }
@@ -164,6 +165,33 @@ mod tests {
         assert_eq!(stored.metadata.generation, Some(3));
         let view = stored.view();
         assert_eq!(view, WorkView::from_work(&full));
+    }
+
+    /// Upstream's agent says only "Failed to apply manifest work" at the top; the note
+    /// carries the first failed manifest's own message, and nothing else of
+    /// `resourceStatus` is kept.
+    #[test]
+    fn an_apply_error_is_told_in_the_manifests_words() {
+        let mut v = api_json();
+        v["status"]["conditions"][0] = json!({"type": "Applied", "status": "False",
+            "reason": "AppliedManifestWorkFailed", "message": "Failed to apply manifest work",
+            "observedGeneration": 3, "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        v["status"]["resourceStatus"] = json!({"manifests": [
+            {"resourceMeta": {"kind": "Service", "name": "ok", "namespace": "default"},
+             "conditions": [{"type": "Applied", "status": "True", "message": "Apply manifest complete"}]},
+            {"resourceMeta": {"kind": "ConfigMap", "name": "x", "namespace": "gone"},
+             "conditions": [{"type": "Applied", "status": "False",
+                "message": "Failed to apply manifest: namespaces \"gone\" not found"}]}]});
+        let stored: StoredWork = serde_json::from_value(v.clone()).unwrap();
+        let note = stored.view().applied_note.unwrap();
+        assert!(
+            note.contains(
+                "ConfigMap gone/x: Failed to apply manifest: namespaces \"gone\" not found"
+            ),
+            "{note}"
+        );
+        let full: ManifestWork = serde_json::from_value(v).unwrap();
+        assert_eq!(WorkView::from_work(&full).applied_note, Some(note));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mwrs_api::Condition;
 use mwrs_api::labels;
-use mwrs_api::work::{ManifestWork, condition};
+use mwrs_api::work::{ManifestReports, ManifestWork, condition};
 
 use crate::hash::{self, Digest};
 use crate::rollout::RolloutStatus;
@@ -85,27 +85,35 @@ impl WorkView {
     /// Builds the view of an object whose spec was stripped after `digest` was taken.
     pub fn from_work_with_digest(mw: &ManifestWork, spec_digest: Option<Digest>) -> Self {
         let status = mw.status.as_ref();
+        let failed_manifest = status
+            .and_then(|s| s.resource_status.as_ref())
+            .and_then(|r| ManifestReports::from_value(r).first_failed());
         Self::from_parts(
             &mw.metadata,
             status.and_then(|s| s.conditions.as_deref()),
             status.and_then(|s| s.unreadable.clone()),
+            failed_manifest.as_deref(),
             spec_digest,
         )
     }
 
     /// Builds the view from a ManifestWork's metadata, its conditions, why part of its
-    /// status could not be read, and the digest of its spec.
+    /// status could not be read, the agent's line on the first manifest it could not
+    /// apply, and the digest of its spec.
     pub fn from_parts(
         meta: &ObjectMeta,
         conditions: Option<&[Condition]>,
         status_error: Option<String>,
+        failed_manifest: Option<&str>,
         spec_digest: Option<Digest>,
     ) -> Self {
         let generation = meta.generation.unwrap_or(0);
+        // The manifest's own words say more than the top-level "Failed to apply manifest
+        // work" of upstream's agent.
         let applied_note = conditions
             .and_then(|cs| cs.iter().find(|c| c.type_ == condition::APPLIED))
             .filter(|c| c.status != "True" && c.observed_generation == Some(generation))
-            .map(|c| note_of(&c.status, &c.reason, &c.message));
+            .map(|c| note_of(&c.status, &c.reason, failed_manifest.unwrap_or(&c.message)));
         let conditions = conditions
             .unwrap_or_default()
             .iter()
