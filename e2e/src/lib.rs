@@ -382,3 +382,35 @@ impl Env {
         .await;
     }
 }
+
+/// A spoke's agent stopped with SIGSTOP; continued (SIGCONT) when dropped, so a failing
+/// test does not leave it frozen for the others.
+pub struct StoppedAgent {
+    pid: String,
+}
+
+impl Spoke {
+    /// Stops this spoke's work agent until the guard is dropped.
+    pub fn stop_agent(&self) -> StoppedAgent {
+        let pid = std::fs::read_to_string(&self.agent_pid_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", self.agent_pid_file.display()))
+            .trim()
+            .to_string();
+        signal(&pid, "-STOP");
+        StoppedAgent { pid }
+    }
+}
+
+impl Drop for StoppedAgent {
+    fn drop(&mut self) {
+        signal(&self.pid, "-CONT");
+    }
+}
+
+fn signal(pid: &str, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {pid} failed");
+}
