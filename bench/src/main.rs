@@ -370,7 +370,9 @@ fn metric_sum(text: &str, metric: &str) -> f64 {
                 .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
         })
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+        // An empty f64 sum is -0.0; print 0.
+        .sum::<f64>()
+        + 0.0
 }
 
 /// (reconciles, writes) the controller has counted so far.
