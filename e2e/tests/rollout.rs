@@ -153,6 +153,26 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     };
     let before = generations(env.hub.works_of("app").await);
 
+    // Every currentRevision the MWRS shows from here on: the held revision is never
+    // promoted, not even for a moment. (This scenario does not provoke the agent's early
+    // condition report of SPEC §11.3: with the settle time at 0 it passes too.)
+    let currents = Arc::new(Mutex::new(Vec::<String>::new()));
+    let recorder = currents.clone();
+    let mwrs_watch = watcher::watcher(
+        env.hub.mwrs_api(),
+        watcher::Config::default().fields("metadata.name=app"),
+    );
+    let _watch = mwrs_testsupport::TaskGuard::spawn(async move {
+        use futures::StreamExt;
+        let mut stream = std::pin::pin!(mwrs_watch);
+        while let Some(ev) = stream.next().await {
+            if let Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m)) = ev
+                && let Some(c) = m.status.and_then(|s| s.current_revision)
+            {
+                recorder.lock().unwrap().push(c);
+            }
+        }
+    });
     env.hub
         .set_template("app", configmap_template_stuck_on(&cm, "v2", "v2"))
         .await;
@@ -176,8 +196,13 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     let status = m.status.unwrap_or_default();
     assert_eq!(
         status.current_revision,
-        Some(v1),
+        Some(v1.clone()),
         "the stable revision stays current"
+    );
+    let seen = currents.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|c| *c == v1),
+        "v2 was current at some point: {seen:?}"
     );
     assert_ne!(
         status.update_revision, status.current_revision,
