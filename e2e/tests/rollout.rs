@@ -46,6 +46,22 @@ fn available(mw: &ManifestWork) -> bool {
         })
 }
 
+/// Success reported for the ManifestWork's generation (Available True, Progressing
+/// False) while `Applied` is not yet at that generation.
+fn early_report(mw: &ManifestWork) -> bool {
+    let g = mw.metadata.generation;
+    let cond = |t: &str| {
+        mw.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .map(|c| (c.status.clone(), c.observed_generation))
+    };
+    cond("Available") == Some(("True".into(), g))
+        && cond("Progressing") == Some(("False".into(), g))
+        && cond("Applied").is_some_and(|(_, at)| at != g)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revision_reaches_the_canary_group_first_then_the_rest() {
     let Some(env) = Env::from_env("groups").await else {
@@ -153,9 +169,30 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     };
     let before = generations(env.hub.works_of("app").await);
 
+    // The canary's ManifestWork as the agent reports it: upstream's agent (v1.2.0) first
+    // writes the new generation's Available/Progressing evaluated against the old object
+    // (the rule reads v1: not Progressing) while Applied is still at the old generation —
+    // an early success report (SPEC §11.2–11.3). Seen every time here.
+    let early = Arc::new(Mutex::new(false));
+    let flag = early.clone();
+    let canary_works: Api<ManifestWork> = Api::namespaced(env.hub.client.clone(), "cluster1");
+    let canary_watch = watcher::watcher(
+        canary_works,
+        watcher::Config::default().fields(&format!("metadata.name={}.app", env.hub.namespace)),
+    );
+    let _canary = mwrs_testsupport::TaskGuard::spawn(async move {
+        use futures::StreamExt;
+        let mut stream = std::pin::pin!(canary_watch);
+        while let Some(ev) = stream.next().await {
+            if let Ok(watcher::Event::Apply(mw)) = ev
+                && early_report(&mw)
+            {
+                *flag.lock().unwrap() = true;
+            }
+        }
+    });
     // Every currentRevision the MWRS shows from here on: the held revision is never
-    // promoted, not even for a moment. (This scenario does not provoke the agent's early
-    // condition report of SPEC §11.3: with the settle time at 0 it passes too.)
+    // promoted, not even for a moment.
     let currents = Arc::new(Mutex::new(Vec::<String>::new()));
     let recorder = currents.clone();
     let mwrs_watch = watcher::watcher(
@@ -203,6 +240,10 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     assert!(
         seen.iter().all(|c| *c == v1),
         "v2 was current at some point: {seen:?}"
+    );
+    assert!(
+        *early.lock().unwrap(),
+        "upstream's agent made no early success report this time (the test relies on it)"
     );
     assert_ne!(
         status.update_revision, status.current_revision,
