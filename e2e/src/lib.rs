@@ -11,6 +11,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::ManifestWork;
 use mwrs_testsupport::{TaskGuard, TestHub, client_from, wait_for};
 use rand::Rng;
 use serde_json::{Value, json};
@@ -269,6 +271,28 @@ impl Env {
         .await
     }
 
+    /// Creates MWRS `app` on Placement `p` with `template` and `strategy` and waits until
+    /// that first rollout has completed; returns its revision.
+    pub async fn create_app(&self, template: Value, strategy: Value) -> String {
+        self.hub
+            .create_mwrs(&mwrs_testsupport::mwrs("app", template, &[("p", strategy)]))
+            .await;
+        self.wait_complete("app").await
+    }
+
+    /// Waits until MWRS `name` holds an abort; returns it.
+    pub async fn wait_aborted(&self, name: &str) -> ManifestWorkReplicaSet {
+        wait_for(&format!("{name} aborted"), WAIT, || async {
+            let m = self.hub.get_mwrs(name).await.ok_or("no MWRS")?;
+            if m.status.as_ref().is_some_and(|s| s.aborted_time.is_some()) {
+                Ok(m)
+            } else {
+                Err(format!("{:?}", m.status))
+            }
+        })
+        .await
+    }
+
     /// The spoke named `cluster`.
     pub fn spoke(&self, cluster: &str) -> &Spoke {
         self.spokes
@@ -306,6 +330,16 @@ impl Env {
         })
         .await;
     }
+}
+
+/// `data.version` of a ManifestWork's first manifest (the templates below).
+pub fn manifest_version(mw: &ManifestWork) -> Option<String> {
+    mw.spec
+        .manifests()
+        .first()
+        .and_then(|m| m.pointer("/data/version"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// A template of one ConfigMap `name` in namespace `default` with `data.version`.

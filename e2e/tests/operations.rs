@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mwrs_e2e::{Env, WAIT, configmap_template};
-use mwrs_testsupport::{mwrs, wait_for};
+use mwrs_testsupport::wait_for;
 use serde_json::json;
 
 /// A template the agent cannot apply: the ConfigMap's namespace does not exist on the
@@ -28,14 +28,8 @@ async fn an_apply_error_is_shown_in_the_agents_words_and_aborted() {
     let cm = env.hub.namespace.clone();
     let strategy = json!({"type": "All", "all": {"progressDeadline": "15s"},
         "failureStrategy": "AbortAll"});
-    env.hub
-        .create_mwrs(&mwrs(
-            "app",
-            configmap_template(&cm, "v1"),
-            &[("p", strategy)],
-        ))
+    env.create_app(configmap_template(&cm, "v1"), strategy)
         .await;
-    env.wait_complete("app").await;
     env.hub.set_template("app", unappliable(&cm)).await;
 
     // The manifest's own words (upstream's agent says only "Failed to apply manifest
@@ -54,15 +48,7 @@ async fn an_apply_error_is_shown_in_the_agents_words_and_aborted() {
         },
     )
     .await;
-    wait_for("the abort", WAIT, || async {
-        let m = env.hub.get_mwrs("app").await.ok_or("no MWRS")?;
-        if m.status.as_ref().is_some_and(|s| s.aborted_time.is_some()) {
-            Ok(())
-        } else {
-            Err(format!("{:?}", m.status))
-        }
-    })
-    .await;
+    env.wait_aborted("app").await;
     env.wait_spokes_on(&cm, "v1").await;
     env.delete_and_wait_gone("app", &cm).await;
 }
@@ -76,14 +62,9 @@ async fn undo_to_revision_1_reaches_the_spokes_and_deletion_cleans_them() {
     let _controller = env.start_controller();
     let cm = env.hub.namespace.clone();
     let strategy = json!({"type": "All"});
-    env.hub
-        .create_mwrs(&mwrs(
-            "app",
-            configmap_template(&cm, "v1"),
-            &[("p", strategy)],
-        ))
+    let v1 = env
+        .create_app(configmap_template(&cm, "v1"), strategy)
         .await;
-    let v1 = env.wait_complete("app").await;
     env.hub
         .set_template("app", configmap_template(&cm, "v2"))
         .await;

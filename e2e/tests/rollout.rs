@@ -13,8 +13,8 @@ use std::time::Instant;
 use kube::api::Api;
 use kube::runtime::watcher;
 use mwrs_api::work::ManifestWork;
-use mwrs_e2e::{Env, WAIT, configmap_template};
-use mwrs_testsupport::{mwrs, wait_for};
+use mwrs_e2e::{Env, WAIT, configmap_template, manifest_version};
+use mwrs_testsupport::{wait_for, watch_objects};
 use serde_json::json;
 
 /// When each cluster's ManifestWork was first seen carrying `version`, and first seen
@@ -23,15 +23,6 @@ use serde_json::json;
 struct Seen {
     written: BTreeMap<String, Instant>,
     available: BTreeMap<String, Instant>,
-}
-
-fn version(mw: &ManifestWork) -> Option<String> {
-    mw.spec
-        .manifests()
-        .first()
-        .and_then(|m| m.pointer("/data/version"))
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
 }
 
 fn available(mw: &ManifestWork) -> bool {
@@ -72,42 +63,28 @@ async fn a_revision_reaches_the_canary_group_first_then_the_rest() {
     let cm = env.hub.namespace.clone();
     let strategy = json!({"type": "ProgressivePerGroup",
         "progressivePerGroup": {"progressDeadline": "90s"}});
-    env.hub
-        .create_mwrs(&mwrs(
-            "app",
-            configmap_template(&cm, "v1"),
-            &[("p", strategy)],
-        ))
+    env.create_app(configmap_template(&cm, "v1"), strategy)
         .await;
     env.wait_spokes_on(&cm, "v1").await;
-    env.wait_complete("app").await;
 
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let work_name = format!("{}.app", env.hub.namespace);
     let recorder = seen.clone();
-    let watched = work_name.clone();
     let works: Api<ManifestWork> = Api::all(env.hub.client.clone());
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={watched}"));
-    let stream = watcher::watcher(works, cfg);
-    let _watch = mwrs_testsupport::TaskGuard::spawn(async move {
-        use futures::StreamExt;
-        let mut stream = std::pin::pin!(stream);
-        while let Some(ev) = stream.next().await {
-            let Ok(watcher::Event::Apply(mw) | watcher::Event::InitApply(mw)) = ev else {
-                continue;
-            };
-            if version(&mw).as_deref() != Some("v2") {
-                continue;
-            }
-            let cluster = mw.metadata.namespace.clone().unwrap_or_default();
-            let now = Instant::now();
-            let mut s = recorder.lock().unwrap();
-            s.written.entry(cluster.clone()).or_insert(now);
-            if available(&mw) {
-                s.available.entry(cluster).or_insert(now);
-            }
+    let cfg =
+        watcher::Config::default().fields(&format!("metadata.name={}.app", env.hub.namespace));
+    let _watch = watch_objects(works, cfg, move |mw, gone| {
+        if gone || manifest_version(&mw).as_deref() != Some("v2") {
+            return;
         }
-    });
+        let cluster = mw.metadata.namespace.clone().unwrap_or_default();
+        let now = Instant::now();
+        let mut s = recorder.lock().unwrap();
+        s.written.entry(cluster.clone()).or_insert(now);
+        if available(&mw) {
+            s.available.entry(cluster).or_insert(now);
+        }
+    })
+    .await;
 
     env.hub
         .set_template("app", configmap_template(&cm, "v2"))
@@ -147,15 +124,10 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     let strategy = json!({"type": "ProgressivePerGroup",
         "progressivePerGroup": {"progressDeadline": "10s", "maxFailures": 0},
         "failureStrategy": "AbortAll"});
-    env.hub
-        .create_mwrs(&mwrs(
-            "app",
-            configmap_template_stuck_on(&cm, "v1", "v2"),
-            &[("p", strategy)],
-        ))
+    let v1 = env
+        .create_app(configmap_template_stuck_on(&cm, "v1", "v2"), strategy)
         .await;
     env.wait_spokes_on(&cm, "v1").await;
-    let v1 = env.wait_complete("app").await;
     let generations = |works: Vec<ManifestWork>| -> BTreeMap<String, Option<i64>> {
         works
             .into_iter()
@@ -176,40 +148,25 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     let early = Arc::new(Mutex::new(false));
     let flag = early.clone();
     let canary_works: Api<ManifestWork> = Api::namespaced(env.hub.client.clone(), "cluster1");
-    let canary_watch = watcher::watcher(
-        canary_works,
-        watcher::Config::default().fields(&format!("metadata.name={}.app", env.hub.namespace)),
-    );
-    let _canary = mwrs_testsupport::TaskGuard::spawn(async move {
-        use futures::StreamExt;
-        let mut stream = std::pin::pin!(canary_watch);
-        while let Some(ev) = stream.next().await {
-            if let Ok(watcher::Event::Apply(mw)) = ev
-                && early_report(&mw)
-            {
-                *flag.lock().unwrap() = true;
-            }
+    let canary_cfg =
+        watcher::Config::default().fields(&format!("metadata.name={}.app", env.hub.namespace));
+    let _canary = watch_objects(canary_works, canary_cfg, move |mw, gone| {
+        if !gone && early_report(&mw) {
+            *flag.lock().unwrap() = true;
         }
-    });
+    })
+    .await;
     // Every currentRevision the MWRS shows from here on: the held revision is never
     // promoted, not even for a moment.
     let currents = Arc::new(Mutex::new(Vec::<String>::new()));
     let recorder = currents.clone();
-    let mwrs_watch = watcher::watcher(
-        env.hub.mwrs_api(),
-        watcher::Config::default().fields("metadata.name=app"),
-    );
-    let _watch = mwrs_testsupport::TaskGuard::spawn(async move {
-        use futures::StreamExt;
-        let mut stream = std::pin::pin!(mwrs_watch);
-        while let Some(ev) = stream.next().await {
-            if let Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m)) = ev
-                && let Some(c) = m.status.and_then(|s| s.current_revision)
-            {
-                recorder.lock().unwrap().push(c);
-            }
+    let mwrs_cfg = watcher::Config::default().fields("metadata.name=app");
+    let _watch = watch_objects(env.hub.mwrs_api(), mwrs_cfg, move |m, _| {
+        if let Some(c) = m.status.and_then(|s| s.current_revision) {
+            recorder.lock().unwrap().push(c);
         }
-    });
+    })
+    .await;
     env.hub
         .set_template("app", configmap_template_stuck_on(&cm, "v2", "v2"))
         .await;
@@ -221,15 +178,7 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
         }
     })
     .await;
-    let m = wait_for("the abort", WAIT, || async {
-        let m = env.hub.get_mwrs("app").await.ok_or("no MWRS")?;
-        if m.status.as_ref().is_some_and(|s| s.aborted_time.is_some()) {
-            Ok(m)
-        } else {
-            Err(format!("{:?}", m.status))
-        }
-    })
-    .await;
+    let m = env.wait_aborted("app").await;
     let status = m.status.unwrap_or_default();
     assert_eq!(
         status.current_revision,

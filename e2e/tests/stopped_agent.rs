@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use kube::api::Api;
 use mwrs_api::work::ManifestWork;
-use mwrs_e2e::{Env, WAIT, configmap_template};
-use mwrs_testsupport::{mwrs, wait_for};
+use mwrs_e2e::{Env, WAIT, configmap_template, manifest_version};
+use mwrs_testsupport::wait_for;
 use serde_json::json;
 
 async fn work_version(env: &Env, cluster: &str) -> (Option<String>, Option<String>) {
@@ -23,13 +23,7 @@ async fn work_version(env: &Env, cluster: &str) -> (Option<String>, Option<Strin
         .get(&format!("{}.app", env.hub.namespace))
         .await
         .unwrap();
-    let v = w
-        .spec
-        .manifests()
-        .first()
-        .and_then(|m| m.pointer("/data/version"))
-        .and_then(|v| v.as_str())
-        .map(str::to_string);
+    let v = manifest_version(&w);
     (v, w.metadata.resource_version)
 }
 
@@ -41,14 +35,8 @@ async fn a_stopped_agent_is_left_alone_and_a_killed_controller_resumes() {
     env.canary_placement("p").await;
     let controller = env.start_controller();
     let cm = env.hub.namespace.clone();
-    env.hub
-        .create_mwrs(&mwrs(
-            "app",
-            configmap_template(&cm, "v1"),
-            &[("p", json!({"type": "All"}))],
-        ))
+    env.create_app(configmap_template(&cm, "v1"), json!({"type": "All"}))
         .await;
-    env.wait_complete("app").await;
 
     let stopped = env.spoke("cluster2").stop_agent();
     env.hub

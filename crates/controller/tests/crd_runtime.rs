@@ -15,17 +15,14 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use common::{
-    aborted, all_aborting, current, start_agent_hanging, update, wait_complete, wait_mwrs,
-};
+use common::{HeldAbort, aborted, current, start_agent_hanging, update, work_versions};
 use futures::FutureExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use mwrs_api::work::ManifestWork;
 use mwrs_controller::Shared;
 use mwrs_controller::crd::CRD_NAME;
-use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
+use mwrs_testsupport::{TestHub, wait_for};
 
 /// This project's CRD without its own fields: what upstream's schema keeps.
 fn without_our_fields(crd: &CustomResourceDefinition) -> CustomResourceDefinition {
@@ -65,17 +62,6 @@ async fn replace_crd(api: &Api<CustomResourceDefinition>, with: &CustomResourceD
         .unwrap();
 }
 
-/// resourceVersions of the MWRS's ManifestWorks, by cluster.
-async fn work_versions(hub: &TestHub) -> Vec<(String, Option<String>)> {
-    let mut out = Vec::new();
-    for c in &hub.clusters {
-        let api: Api<ManifestWork> = Api::namespaced(hub.client.clone(), c);
-        let w = api.get(&format!("{}.app", hub.namespace)).await.unwrap();
-        out.push((c.clone(), w.resource_version()));
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_without_our_fields_stops_every_write_until_restored() {
     let Some(hub) = TestHub::from_env("crdswap", 2).await else {
@@ -84,22 +70,7 @@ async fn a_crd_without_our_fields_stops_every_write_until_restored() {
     let shared = Shared::default();
     let _controller = common::start_controller_sharing(&hub, shared.clone());
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
-    hub.publish_all("p").await;
-    hub.create_mwrs(&mwrs(
-        "app",
-        configmap_template("v1"),
-        &[("p", all_aborting("3s"))],
-    ))
-    .await;
-    let v1 = current(&wait_complete(&hub, "app", None).await).unwrap();
-    hub.set_template("app", configmap_template("v2")).await;
-    let held = wait_mwrs(&hub, "app", "the abort holding v1", |m| {
-        has_condition(m, "Progressing", "False", "RolloutAborted")
-            && common::message(m, "Progressing").contains("on all 2 clusters")
-    })
-    .await;
-    let v2 = update(&held).unwrap();
-    let since = aborted(&held).unwrap();
+    let HeldAbort { v1, v2, since } = common::hold_an_abort(&hub).await;
     let versions = work_versions(&hub).await;
 
     let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());

@@ -20,19 +20,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use common::{
-    aborted, all_aborting, current, start_agent_hanging, update, wait_complete, wait_mwrs,
-};
+use common::{HeldAbort, aborted, current, start_agent_hanging, update, work_versions};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use mwrs_api::work::ManifestWork;
 use mwrs_controller::Shared;
 use mwrs_controller::crd::CRD_NAME;
-use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, has_condition, mwrs, wait_for};
+use mwrs_testsupport::{ChildProcess, TestHub, wait_for};
 use serde_json::json;
 
 const OPERATOR_NAMESPACE: &str = "open-cluster-management";
@@ -118,17 +115,6 @@ fn cluster_manager(poke: usize) -> serde_json::Value {
     })
 }
 
-/// resourceVersions of the MWRS's ManifestWorks, by cluster.
-async fn work_versions(hub: &TestHub) -> Vec<(String, Option<String>)> {
-    let mut out = Vec::new();
-    for c in &hub.clusters {
-        let api: Api<ManifestWork> = Api::namespaced(hub.client.clone(), c);
-        let w = api.get(&format!("{}.app", hub.namespace)).await.unwrap();
-        out.push((c.clone(), w.resource_version()));
-    }
-    out
-}
-
 /// Puts back every CRD the operator replaced, as it was before the test.
 async fn restore(
     crds: &Api<CustomResourceDefinition>,
@@ -193,22 +179,7 @@ async fn upstreams_operator_leaves_our_crd_and_an_abort_hold_alone() {
     let shared = Shared::default();
     let _controller = common::start_controller_sharing(&hub, shared.clone());
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
-    hub.publish_all("p").await;
-    hub.create_mwrs(&mwrs(
-        "app",
-        configmap_template("v1"),
-        &[("p", all_aborting("3s"))],
-    ))
-    .await;
-    let v1 = current(&wait_complete(&hub, "app", None).await).unwrap();
-    hub.set_template("app", configmap_template("v2")).await;
-    let held = wait_mwrs(&hub, "app", "the abort holding v1", |m| {
-        has_condition(m, "Progressing", "False", "RolloutAborted")
-            && common::message(m, "Progressing").contains("on all 2 clusters")
-    })
-    .await;
-    let v2 = update(&held).unwrap();
-    let since = aborted(&held).unwrap();
+    let HeldAbort { v1, v2, since } = common::hold_an_abort(&hub).await;
     let versions = work_versions(&hub).await;
 
     let before: BTreeMap<String, CustomResourceDefinition> = crds

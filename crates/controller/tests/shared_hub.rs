@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     QUICK, WAIT, current, describe, message, patch_mwrs, start_agent, start_controller, update,
-    version_of, wait_complete, wait_mwrs, watch_objects,
+    version_of, wait_complete, wait_mwrs,
 };
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -26,7 +26,9 @@ use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 use mwrs_fleet::Behaviour;
 use mwrs_fleet::agent::APPLY_ERROR;
 use mwrs_fleet::placement::{DecisionGroup, decision_name};
-use mwrs_testsupport::{TaskGuard, TestHub, configmap_template, has_condition, mwrs, wait_for};
+use mwrs_testsupport::{
+    TaskGuard, TestHub, configmap_template, has_condition, mwrs, wait_for, watch_objects,
+};
 use serde_json::json;
 
 /// Every event on the ManifestWorks of some cluster namespaces, in order.

@@ -14,9 +14,12 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::Event;
 use kube::{Client, Config, ResourceExt};
 use mwrs_api::labels;
 use mwrs_api::mwrs::{LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec};
@@ -409,4 +412,36 @@ pub fn has_condition(m: &ManifestWorkReplicaSet, type_: &str, status: &str, reas
     conditions(m)
         .get(type_)
         .is_some_and(|(s, r, _)| s == status && r == reason)
+}
+
+/// Watches `api` with `cfg` and hands every applied (`deleted` false) or deleted object
+/// to `on`, from the initial list on; returns once that list is in.
+pub async fn watch_objects<K>(
+    api: Api<K>,
+    cfg: kube::runtime::watcher::Config,
+    mut on: impl FnMut(K, bool) + Send + 'static,
+) -> TaskGuard
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let task = TaskGuard::spawn(async move {
+        let mut ready = Some(ready_tx);
+        let mut events = kube::runtime::watcher(api, cfg).default_backoff().boxed();
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => on(o, false),
+                Ok(Event::Delete(o)) => on(o, true),
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(Event::Init) | Err(_) => {}
+            }
+        }
+    });
+    let _ = tokio::time::timeout(Duration::from_secs(60), ready_rx).await;
+    task
 }

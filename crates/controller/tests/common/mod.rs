@@ -117,38 +117,6 @@ pub fn start_controller_sharing(hub: &TestHub, shared: Shared) -> TaskGuard {
     })
 }
 
-/// Watches `api` with `cfg` and hands every applied (`deleted` false) or deleted object
-/// to `on`, from the initial list on; returns once that list is in.
-pub async fn watch_objects<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    mut on: impl FnMut(K, bool) + Send + 'static,
-) -> TaskGuard
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-    K::DynamicType: Default,
-{
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let task = TaskGuard::spawn(async move {
-        let mut ready = Some(ready_tx);
-        let mut events = watch_fn(api, cfg).default_backoff().boxed();
-        while let Some(ev) = events.next().await {
-            match ev {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => on(o, false),
-                Ok(Event::Delete(o)) => on(o, true),
-                Ok(Event::InitDone) => {
-                    if let Some(tx) = ready.take() {
-                        let _ = tx.send(());
-                    }
-                }
-                Ok(Event::Init) | Err(_) => {}
-            }
-        }
-    });
-    let _ = tokio::time::timeout(WAIT, ready_rx).await;
-    task
-}
-
 /// The common start of a test: its slice of the hub, the in-process controller, and
 /// Placement `p` selecting every cluster of the test. None: no hub (test skipped).
 pub async fn started(test: &str, clusters: usize) -> Option<(TestHub, TaskGuard)> {
@@ -557,4 +525,51 @@ impl InFlight {
             .map(|m| m.get(revision).copied().unwrap_or(0))
             .unwrap_or(0)
     }
+}
+
+/// An abort holding v1 against v2 on a hub of two clusters (the first hangs on v2), as the
+/// CRD-swap and operator tests need it: the revisions and the hold's start.
+pub struct HeldAbort {
+    pub v1: String,
+    pub v2: String,
+    pub since: String,
+}
+
+/// Rolls v1 out, then v2 until `AbortAll` holds it. The caller runs the controller and
+/// [`start_agent_hanging`]`(hub, &hub.clusters[0], "v2")`.
+pub async fn hold_an_abort(hub: &TestHub) -> HeldAbort {
+    hub.publish_all("p").await;
+    hub.create_mwrs(&mwrs_testsupport::mwrs(
+        "app",
+        mwrs_testsupport::configmap_template("v1"),
+        &[("p", all_aborting("3s"))],
+    ))
+    .await;
+    let v1 = current(&wait_complete(hub, "app", None).await).expect("v1 current");
+    hub.set_template("app", mwrs_testsupport::configmap_template("v2"))
+        .await;
+    let held = wait_mwrs(hub, "app", "the abort holding v1", |m| {
+        has_condition(m, "Progressing", "False", "RolloutAborted")
+            && message(m, "Progressing").contains("on all 2 clusters")
+    })
+    .await;
+    HeldAbort {
+        v1,
+        v2: update(&held).expect("v2 update"),
+        since: aborted(&held).expect("abortedTime"),
+    }
+}
+
+/// resourceVersions of MWRS `app`'s ManifestWorks, by cluster.
+pub async fn work_versions(hub: &TestHub) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for c in &hub.clusters {
+        let api: Api<ManifestWork> = Api::namespaced(hub.client.clone(), c);
+        let w = api
+            .get(&format!("{}.app", hub.namespace))
+            .await
+            .expect("the MWRS's ManifestWork");
+        out.push((c.clone(), w.metadata.resource_version));
+    }
+    out
 }
