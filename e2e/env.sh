@@ -8,6 +8,7 @@
 #
 #   e2e/env.sh up      start (or reuse) everything; stdout: the env file only, to source
 #   e2e/env.sh down    stop everything this state dir started
+#   e2e/env.sh status  exit 0 when everything of this state dir runs
 #
 # The env file exports MWRS_E2E_DIR, MWRS_E2E_HUB_KUBECONFIG, MWRS_E2E_CLUSTERS
 # (cluster=spoke-kubeconfig,…) and MWRS_E2E_AGENT_PIDS (cluster=pid-file,…).
@@ -106,8 +107,21 @@ cmd_down() {
   done
 }
 
+cmd_status() {
+  local name
+  [ -f "$DIR/env" ] || return 1
+  alive "$DIR/placement.pid" || return 1
+  for name in "${CLUSTERS[@]}"; do
+    alive "$DIR/agent-$name.pid" || return 1
+  done
+  for name in hub "${CLUSTERS[@]/#/spoke-}"; do
+    MWRS_HUB_DIR=$DIR/$name "$REPO_ROOT/scripts/hub.sh" status >/dev/null 2>&1 || return 1
+  done
+}
+
 case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
-  *) die "usage: e2e/env.sh up|down" ;;
+  status) cmd_status ;;
+  *) die "usage: e2e/env.sh up|down|status" ;;
 esac

@@ -4,11 +4,21 @@
 # rollout scenario against it with the controller and a simulated fleet in-process, and
 # stops the hub it started. Exit code 0 when every step reached its expected state.
 #
+#   scripts/demo.sh [--ocm] [mwrs-demo arguments]
+#
+# --ocm plays the same story on upstream OCM's components instead of the simulated fleet:
+# e2e/env.sh starts a hub with upstream's placement controller and three spokes (each its
+# own test hub) with upstream's work agent (built from the Go module and cached: the first
+# run takes several minutes more); the timeline then also shows each spoke's object.
+#
 # Environment:
 #   MWRS_HUB_DIR   state dir of the hub (default: a fresh mktemp dir, removed at exit);
 #                  a hub already running there is reused and left running
+#   MWRS_E2E_DIR   with --ocm: state dir of the hub and spokes (default: a fresh mktemp
+#                  dir, removed at exit); an environment already running there is reused
+#                  and left running
 #   CARGO_PROFILE  release|dev (default dev)
-# Extra arguments go to mwrs-demo (see `mwrs-demo --help`: --clusters, --deadline, --keep).
+# Other arguments go to mwrs-demo (see `mwrs-demo --help`: --clusters, --deadline, --keep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +35,39 @@ target_dir=$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
   sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 demo_bin=${target_dir:-$PWD/target}/$target_sub/mwrs-demo
 [ -x "$demo_bin" ] || { echo "demo.sh: $demo_bin not built" >&2; exit 1; }
+
+ocm=0
+args=()
+for a in "$@"; do
+  if [ "$a" = --ocm ]; then ocm=1; else args+=("$a"); fi
+done
+set -- ${args[@]+"${args[@]}"}
+
+if [ "$ocm" = 1 ]; then
+  own_dir=""
+  if [ -z "${MWRS_E2E_DIR:-}" ]; then
+    own_dir=$(mktemp -d "${TMPDIR:-/tmp}/mwrs-e2e-demo.XXXXXX")
+    export MWRS_E2E_DIR=$own_dir
+  fi
+  started_env=1
+  if e2e/env.sh status; then started_env=0; fi
+  cleanup_ocm() {
+    if [ "$started_env" = 1 ]; then e2e/env.sh down >&2 || true; fi
+    if [ -n "$own_dir" ]; then rm -rf "$own_dir"; fi
+  }
+  trap cleanup_ocm EXIT
+  trap 'exit 130' INT TERM
+  echo "demo.sh: starting upstream OCM's placement controller, a hub and three spokes with" \
+    "upstream's work agent in $MWRS_E2E_DIR (first run builds them: several minutes)" >&2
+  # shellcheck disable=SC1090
+  . "$(e2e/env.sh up)"
+  start=$(date +%s)
+  status=0
+  "$demo_bin" --kubeconfig "$MWRS_E2E_HUB_KUBECONFIG" --spokes "$MWRS_E2E_CLUSTERS" "$@" ||
+    status=$?
+  echo "demo.sh: mwrs-demo exited $status after $(($(date +%s) - start))s" >&2
+  exit "$status"
+fi
 
 own_dir=""
 if [ -z "${MWRS_HUB_DIR:-}" ]; then

@@ -8,17 +8,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::Api;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
+use mwrs_fleet::ocm;
 use mwrs_testsupport::{TaskGuard, TestHub, client_from, wait_for};
 use rand::Rng;
 use serde_json::{Value, json};
 
 /// The cluster set every test's namespace is bound to.
-pub const CLUSTER_SET: &str = "e2e";
+pub use mwrs_fleet::ocm::CLUSTER_SET;
 /// Default deadline of a wait: upstream's agent reports within its sync interval.
 pub const WAIT: Duration = Duration::from_secs(120);
 
@@ -36,10 +37,6 @@ pub struct Env {
     pub spokes: Vec<Spoke>,
 }
 
-fn ssa() -> PatchParams {
-    PatchParams::apply("mwrs-e2e").force()
-}
-
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
@@ -50,16 +47,6 @@ fn pairs(s: &str) -> BTreeMap<String, String> {
         .filter_map(|p| p.split_once('='))
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: format!("{group}/{version}"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
 }
 
 fn suffix() -> String {
@@ -120,125 +107,26 @@ impl Env {
     /// test's namespace with its binding. Idempotent.
     async fn register(&self) {
         let c = &self.hub.client;
-        let namespaces: Api<Namespace> = Api::all(c.clone());
-        let clusters: Api<DynamicObject> = Api::all_with(
-            c.clone(),
-            &resource(
-                "cluster.open-cluster-management.io",
-                "v1",
-                "ManagedCluster",
-                "managedclusters",
-            ),
-        );
-        for (i, name) in self.hub.clusters.iter().enumerate() {
-            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            namespaces
-                .patch(name, &ssa(), &Patch::Apply(ns))
-                .await
-                .expect("cluster namespace");
-            let mc = json!({"apiVersion": "cluster.open-cluster-management.io/v1",
-                "kind": "ManagedCluster",
-                "metadata": {"name": name, "labels": {
-                    "cluster.open-cluster-management.io/clusterset": CLUSTER_SET,
-                    "canary": (i == 0).to_string()}},
-                "spec": {"hubAcceptsClient": true}});
-            clusters
-                .patch(name, &ssa(), &Patch::Apply(mc))
-                .await
-                .expect("ManagedCluster");
-        }
-        let sets: Api<DynamicObject> = Api::all_with(
-            c.clone(),
-            &resource(
-                "cluster.open-cluster-management.io",
-                "v1beta2",
-                "ManagedClusterSet",
-                "managedclustersets",
-            ),
-        );
-        let set = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta2",
-            "kind": "ManagedClusterSet", "metadata": {"name": CLUSTER_SET},
-            "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}}});
-        sets.patch(CLUSTER_SET, &ssa(), &Patch::Apply(set))
+        ocm::register_clusters(c, CLUSTER_SET, &self.hub.clusters)
             .await
-            .expect("ManagedClusterSet");
-
-        let ns = &self.hub.namespace;
-        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        namespaces
-            .patch(ns, &ssa(), &Patch::Apply(body))
+            .expect("register the clusters");
+        ocm::bind_namespace(c, &self.hub.namespace, CLUSTER_SET)
             .await
-            .expect("test namespace");
-        let bindings: Api<DynamicObject> = Api::namespaced_with(
-            c.clone(),
-            ns,
-            &resource(
-                "cluster.open-cluster-management.io",
-                "v1beta2",
-                "ManagedClusterSetBinding",
-                "managedclustersetbindings",
-            ),
-        );
-        let binding = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta2",
-            "kind": "ManagedClusterSetBinding",
-            "metadata": {"name": CLUSTER_SET, "namespace": ns},
-            "spec": {"clusterSet": CLUSTER_SET}});
-        bindings
-            .patch(CLUSTER_SET, &ssa(), &Patch::Apply(binding))
-            .await
-            .expect("binding");
+            .expect("bind the test namespace");
     }
 
     /// A Placement over every cluster of the set in two decision groups: `canary`
     /// (cluster1) first, then the others. Returns once its decisions list all three.
     pub async fn canary_placement(&self, name: &str) {
-        let ns = &self.hub.namespace;
-        let placements: Api<DynamicObject> = Api::namespaced_with(
-            self.hub.client.clone(),
-            ns,
-            &resource(
-                "cluster.open-cluster-management.io",
-                "v1beta1",
-                "Placement",
-                "placements",
-            ),
-        );
-        let body = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1",
-            "kind": "Placement", "metadata": {"name": name, "namespace": ns},
-            "spec": {"clusterSets": [CLUSTER_SET],
-                "decisionStrategy": {"groupStrategy": {
-                    "decisionGroups": [{"groupName": "canary",
-                        "groupClusterSelector": {"labelSelector": {"matchLabels": {"canary": "true"}}}}],
-                    "clustersPerDecisionGroup": "100%"}}}});
-        placements
-            .patch(name, &ssa(), &Patch::Apply(body))
+        let (c, ns) = (&self.hub.client, &self.hub.namespace);
+        ocm::canary_placement(c, ns, name, CLUSTER_SET)
             .await
             .expect("Placement");
-        let decisions: Api<DynamicObject> = Api::namespaced_with(
-            self.hub.client.clone(),
-            ns,
-            &resource(
-                "cluster.open-cluster-management.io",
-                "v1beta1",
-                "PlacementDecision",
-                "placementdecisions",
-            ),
-        );
-        let label = format!("cluster.open-cluster-management.io/placement={name}");
         wait_for("the placement controller's decisions", WAIT, || async {
-            let list = decisions
-                .list(&kube::api::ListParams::default().labels(&label))
-                .await
-                .map_err(|e| e.to_string())?;
-            let n: usize = list
-                .items
-                .iter()
-                .map(|d| d.data["status"]["decisions"].as_array().map_or(0, Vec::len))
-                .sum();
-            if n == 3 {
-                Ok(())
-            } else {
-                Err(format!("{n} clusters decided"))
+            match ocm::decided_clusters(c, ns, name).await {
+                Ok(3) => Ok(()),
+                Ok(n) => Err(format!("{n} clusters decided")),
+                Err(e) => Err(e.to_string()),
             }
         })
         .await;
@@ -354,13 +242,7 @@ pub fn configmap_template(name: &str, version: &str) -> Value {
 /// `Progressing` True on every cluster that gets that version.
 pub fn configmap_template_stuck_on(name: &str, version: &str, stuck: &str) -> Value {
     let mut t = configmap_template(name, version);
-    t["manifestConfigs"] = json!([{
-        "resourceIdentifier": {"group": "", "resource": "configmaps", "name": name,
-            "namespace": "default"},
-        "conditionRules": [{"condition": "Progressing", "type": "CEL",
-            "celExpressions": [format!("object.data.version == '{stuck}'")],
-            "message": format!("version {stuck} never settles")}]
-    }]);
+    t["manifestConfigs"] = json!([ocm::configmap_progressing_while("default", name, stuck)]);
     t
 }
 

@@ -7,12 +7,15 @@
 //! - [`placement`]: cluster namespaces, Placements and their PlacementDecisions as OCM's
 //!   placement controller would publish them;
 //! - [`cluster`]: ManagedClusters and their namespaces, created and removed as one fleet;
+//! - [`ocm`]: real clusters for upstream's placement controller and work agents (cluster
+//!   set, binding, a Placement with a canary decision group, CEL condition rules);
 //! - [`rules`]: which cluster does what with which revision (latency, Degraded, hang, flap).
 //!
 //! The `mwrs-fleet` binary puts these together for thousands of clusters in one process.
 
 pub mod agent;
 pub mod cluster;
+pub mod ocm;
 pub mod placement;
 pub mod rules;
 
