@@ -80,6 +80,27 @@ def main():
                        "already acted on, so that none is acted on twice.",
         "type": "object",
         "properties": {"abort": {"type": "string"}, "retry": {"type": "string"}}}
+    names = {"type": "array", "items": {"type": "string"}}
+    status["lastAbort"] = {
+        "description": "lastAbort is the last abort and its cause, kept until a new revision "
+                       "or a retry rolls.",
+        "type": "object",
+        "required": ["trigger", "time", "revision"],
+        "properties": {
+            "trigger": {"description": "ProgressDeadlineExceeded, MaxFailuresExceeded or "
+                                       "Requested (a user's abort).", "type": "string"},
+            "time": {"type": "string", "format": "date-time"},
+            "revision": {"description": "The aborted revision.", "type": "string"},
+            "revertedTo": {"description": "The stable revision the clusters went back to; "
+                                          "absent when there was none: the rollout stopped.",
+                           "type": "string"},
+            "timedOutClusters": dict(names, description="Clusters past their progress "
+                                                        "deadline (the first ten)."),
+            "timedOutCount": {"type": "integer", "format": "int64"},
+            "failedClusters": dict(names, description="Clusters whose agent reported "
+                                                      "Degraded (the first ten)."),
+            "failedCount": {"type": "integer", "format": "int64"},
+        }}
     version["additionalPrinterColumns"] += [
         {"name": "Current", "type": "string", "jsonPath": ".status.currentRevision",
          "description": "Stable revision"},

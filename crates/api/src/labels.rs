@@ -36,6 +36,12 @@ pub const CONTROL_ABORT: &str = "mwrs.rollout.open-cluster-management.io/abort";
 pub const CONTROL_RETRY: &str = "mwrs.rollout.open-cluster-management.io/retry";
 pub const CONTROL_PAUSE: &str = "mwrs.rollout.open-cluster-management.io/paused";
 
+/// Marks on a ControllerRevision: when its revision last completed on every desired
+/// cluster, and when it was last aborted (RFC 3339). `rollout undo` goes only to
+/// revisions that completed and were not aborted since.
+pub const REVISION_COMPLETED_AT: &str = "mwrs.rollout.open-cluster-management.io/completed-at";
+pub const REVISION_ABORTED_AT: &str = "mwrs.rollout.open-cluster-management.io/aborted-at";
+
 /// Longest valid label value.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;
 

@@ -87,7 +87,38 @@ pub struct ManifestWorkReplicaSetStatus {
     /// NEW: manual control requests already acted on, so none is acted on twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_controls: Option<HandledControls>,
+    /// NEW: the last abort and its cause; kept until a new revision or a retry rolls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_abort: Option<AbortRecord>,
 }
+
+/// Why and when a revision was aborted, and where the clusters went.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortRecord {
+    /// `ProgressDeadlineExceeded`, `MaxFailuresExceeded` or `Requested` (a user's abort).
+    pub trigger: String,
+    pub time: Time,
+    /// The aborted revision.
+    pub revision: String,
+    /// The stable revision the clusters went back to; absent when there was none (the
+    /// first rollout): the rollout stopped where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_to: Option<String>,
+    /// Clusters past their progress deadline (the first ten) and how many in all.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub timed_out_clusters: Vec<String>,
+    #[serde(default)]
+    pub timed_out_count: i64,
+    /// Clusters whose agent reported Degraded (the first ten) and how many in all.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub failed_clusters: Vec<String>,
+    #[serde(default)]
+    pub failed_count: i64,
+}
+
+/// [`AbortRecord::trigger`] of a user's abort request.
+pub const ABORT_TRIGGER_REQUESTED: &str = "Requested";
 
 /// The last handled value of each manual control annotation.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use mwrs_api::mwrs::{
-    HandledControls, LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec,
-    ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
+    AbortRecord, HandledControls, LocalPlacementReference, ManifestWorkReplicaSet,
+    ManifestWorkReplicaSetSpec, ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
 };
 use mwrs_api::rollout::{
     MandatoryDecisionGroup, RolloutConfig, RolloutProgressive, RolloutProgressivePerGroup,
@@ -251,11 +251,21 @@ fn full_object() -> ManifestWorkReplicaSet {
             current_revision: Some("a".into()),
             update_revision: Some("b".into()),
             collision_count: Some(1),
-            aborted_time: Some(now),
+            aborted_time: Some(now.clone()),
             observed_generation: Some(2),
             handled_controls: Some(HandledControls {
                 abort: Some("1".into()),
                 retry: Some("2".into()),
+            }),
+            last_abort: Some(AbortRecord {
+                trigger: "ProgressDeadlineExceeded".into(),
+                time: now,
+                revision: "b".into(),
+                reverted_to: Some("a".into()),
+                timed_out_clusters: vec!["c1".into()],
+                timed_out_count: 1,
+                failed_clusters: vec!["c2".into()],
+                failed_count: 1,
             }),
         }),
     }

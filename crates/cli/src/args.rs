@@ -17,7 +17,8 @@ Exit codes:
   5  --timeout passed before the rollout ended (rollout status -w)
   6  not found: the MWRS, or the revision (unknown, or not owned by this MWRS)
   7  conflict: the MWRS changed while undo was writing; nothing was written
-  8  the hub cannot be reached (or refuses the credentials)";
+  8  the hub cannot be reached (or refuses the credentials)
+  9  forbidden: the credentials may not do this (RBAC)";
 
 const TOP_EXAMPLES: &str = "\
 Examples:
@@ -179,7 +180,10 @@ Examples:
     Diff(DiffArgs),
     /// Rewrite the spec's template from a stored revision.
     #[command(after_help = "\
-Default revision: the newest one other than the spec's (as kubectl rollout undo). The write
+Default revision: while an abort holds the update revision (or aborted it), the stable one
+(currentRevision); otherwise the newest revision other than the spec's that completed on
+every cluster and was not aborted since. An aborted revision is only ever a target when
+named with --to-revision. The write
 is guarded by the resourceVersion read (or the one given with --resource-version): if the
 MWRS changed meanwhile nothing is written (exit 7). After an abort, undo to the held revision
 changes nothing: use `rollout retry`.
@@ -308,4 +312,27 @@ pub fn argv() -> Vec<OsString> {
         *first = OsString::from("kubectl mwrs");
     }
     args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EXIT_CODES;
+
+    /// The README's exit-code table says what `--help` says, code for code.
+    #[test]
+    fn the_readme_lists_every_exit_code() {
+        let readme = include_str!("../../../README.md");
+        for line in EXIT_CODES.lines().skip(1) {
+            let (code, meaning) = line.trim().split_once("  ").unwrap_or_default();
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| {code} |")))
+                .unwrap_or_else(|| panic!("README has no exit code {code}"));
+            let first_word = meaning.split_whitespace().next().unwrap_or_default();
+            assert!(
+                row.contains(first_word),
+                "README exit {code}: {row} vs {meaning}"
+            );
+        }
+    }
 }

@@ -15,6 +15,7 @@ pub enum Exit {
     NotFound = 6,
     Conflict = 7,
     Unreachable = 8,
+    Forbidden = 9,
 }
 
 /// A failure to report on stderr, and the exit code.
@@ -53,7 +54,8 @@ impl CliError {
                 let code = match s.code {
                     404 => Exit::NotFound,
                     409 => Exit::Conflict,
-                    401 | 403 => Exit::Unreachable,
+                    401 => Exit::Unreachable,
+                    403 => Exit::Forbidden,
                     _ => Exit::Error,
                 };
                 let msg = if s.message.is_empty() {
@@ -61,6 +63,9 @@ impl CliError {
                 } else {
                     s.message.clone()
                 };
+                if code == Exit::Forbidden {
+                    return Self::new(code, format!("{what}: forbidden: {msg}"));
+                }
                 Self::new(code, format!("{what}: {msg}"))
             }
             // Anything before an HTTP answer: connection refused, DNS, TLS, timeouts.

@@ -108,6 +108,38 @@ impl Hub {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Has the API server any objection to `object` (an MWRS as written in a file, unknown
+    /// fields included) in `namespace`? A dry-run create with strict field validation:
+    /// unknown fields, schema and name are checked before the server looks for an existing
+    /// object, so AlreadyExists means it passed. Forbidden (no right to create) is not an
+    /// objection: `Ok(Some(why))` says the check could not be made.
+    pub async fn server_objection(
+        &self,
+        namespace: &str,
+        object: &serde_json::Value,
+    ) -> Result<Option<String>> {
+        let url = format!(
+            "/apis/work.open-cluster-management.io/v1alpha1/namespaces/{namespace}/\
+             manifestworkreplicasets?dryRun=All&fieldValidation=Strict"
+        );
+        let body = serde_json::to_vec(object)
+            .map_err(|e| CliError::error(format!("cannot encode the object: {e}")))?;
+        let req = http::Request::post(url)
+            .header("content-type", "application/json")
+            .body(body)
+            .map_err(|e| CliError::error(format!("cannot build the request: {e}")))?;
+        match self.client.request::<serde_json::Value>(req).await {
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(Some(s.message)),
+            Err(kube::Error::Api(s)) if s.code == 400 || s.code == 422 => Err(CliError::new(
+                Exit::Degraded,
+                format!("the API server rejects it: {}", s.message),
+            )),
+            Err(e) => Err(CliError::kube("validating on the API server", e)),
+        }
+    }
+
     /// The MWRS `name` in the namespace; a clear "not found" otherwise.
     pub async fn get(&self, name: &str) -> Result<ManifestWorkReplicaSet> {
         match self.mwrs_api().get_opt(name).await {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use mwrs_api::labels;
-use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
+use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet, condition as mc};
 use mwrs_engine::plan::ClusterReport;
 use mwrs_engine::rollout::RolloutStatus;
 use serde::Serialize;
@@ -41,6 +41,37 @@ impl State {
             State::Complete | State::Aborted | State::Degraded | State::Invalid
         )
     }
+}
+
+/// The last abort in one line: "ProgressDeadlineExceeded 3m ago: revision X went back to
+/// Y; timed out: a, b; degraded: c (+2 more)".
+pub fn abort_line(a: &AbortRecord, now: Timestamp) -> String {
+    let outcome = match &a.reverted_to {
+        Some(to) => format!("revision {} went back to {to}", a.revision),
+        None => format!(
+            "revision {} stopped where it was (no stable revision)",
+            a.revision
+        ),
+    };
+    let mut line = format!(
+        "{} {} ago: {outcome}",
+        a.trigger,
+        crate::output::age(Some(a.time.0), now)
+    );
+    for (what, names, count) in [
+        ("timed out", &a.timed_out_clusters, a.timed_out_count),
+        ("degraded", &a.failed_clusters, a.failed_count),
+    ] {
+        if count == 0 {
+            continue;
+        }
+        line.push_str(&format!("; {what}: {}", names.join(", ")));
+        let more = count - names.len() as i64;
+        if more > 0 {
+            line.push_str(&format!(" (+{more} more)"));
+        }
+    }
+    line
 }
 
 /// The Progressing condition: (status, reason, message).
@@ -235,6 +266,29 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_abort_in_one_line() {
+        let now: Timestamp = "2026-12-03T10:03:00Z".parse().unwrap();
+        let record: AbortRecord = serde_json::from_value(json!({
+            "trigger": "ProgressDeadlineExceeded", "time": "2026-12-03T10:00:00Z",
+            "revision": "b2", "revertedTo": "a1",
+            "timedOutClusters": ["c1", "c2"], "timedOutCount": 5,
+            "failedClusters": ["c9"], "failedCount": 1}))
+        .unwrap();
+        assert_eq!(
+            abort_line(&record, now),
+            "ProgressDeadlineExceeded 3m ago: revision b2 went back to a1; timed out: c1, \
+             c2 (+3 more); degraded: c9"
+        );
+        let stopped: AbortRecord = serde_json::from_value(json!({
+            "trigger": "Requested", "time": "2026-12-03T10:02:00Z", "revision": "b2"}))
+        .unwrap();
+        assert_eq!(
+            abort_line(&stopped, now),
+            "Requested 60s ago: revision b2 stopped where it was (no stable revision)"
+        );
+    }
 
     fn mwrs(status: serde_json::Value, annotations: serde_json::Value) -> ManifestWorkReplicaSet {
         serde_json::from_value(json!({

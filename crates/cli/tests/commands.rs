@@ -548,6 +548,85 @@ async fn walkthrough_of_every_command() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// `rollout plan -f` checks a file as `kubectl apply` (the API server's strict field
+/// validation) and the controller (durations, strategies) would, and `undo` refuses to
+/// leave a spec Invalid: each exits 3 naming the field, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_and_undo_refuse_invalid_input() {
+    let Some(hub) = TestHub::from_env("cli-invalid", 2).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
+    hub.publish_all("p").await;
+    let progressive = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    hub.create_mwrs(&mwrs_object(
+        "app",
+        configmap_template("v1"),
+        &[("p", progressive)],
+    ))
+    .await;
+    let watch = ["rollout", "status", "app", "-w", "--timeout", "60s"];
+    assert_eq!(mwrs(&hub, &watch).await.code, 0);
+    // The file as a user writes it (typed structs would drop an unknown field).
+    let file_with = |strategy: serde_json::Value| {
+        let mut m =
+            serde_json::to_value(mwrs_object("app", configmap_template("v2"), &[])).unwrap();
+        m["spec"]["placementRefs"] = json!([{"name": "p", "rolloutStrategy": strategy}]);
+        let path = std::env::temp_dir().join(format!("{}-{}.json", hub.namespace, rand_suffix()));
+        std::fs::write(&path, serde_json::to_string(&m).unwrap()).unwrap();
+        path
+    };
+
+    let typo = file_with(json!({"type": "Progressive", "progressive": {"maxConcurency": 1}}));
+    let r = mwrs(&hub, &["rollout", "plan", "-f", typo.to_str().unwrap()]).await;
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.err.contains("unknown field") && r.err.contains("maxConcurency"),
+        "{r:?}"
+    );
+
+    let duration = json!({"type": "Progressive",
+        "progressive": {"maxConcurrency": 1, "progressDeadline": "20sec"}});
+    let bad = file_with(duration.clone());
+    let r = mwrs(&hub, &["rollout", "plan", "-f", bad.to_str().unwrap()]).await;
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.err.contains("Invalid") && r.err.contains("progressDeadline"),
+        "{r:?}"
+    );
+
+    // The API server takes the bad duration; the controller marks the MWRS Invalid, and
+    // an undo (which rewrites only the template) would leave it so.
+    hub.set_template("app", configmap_template("v2")).await;
+    let body = json!({"spec": {"placementRefs": [{"name": "p", "rolloutStrategy": duration}]}});
+    hub.mwrs_api()
+        .patch("app", &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+    let before = hub.get_mwrs("app").await.unwrap();
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "1"]).await;
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.err.contains("would stay Invalid") && r.err.contains("progressDeadline"),
+        "{r:?}"
+    );
+    let after = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "nothing written"
+    );
+    for f in [typo, bad] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// Clusters whose agent refuses to apply or never answers: `rollout status` says why in a
 /// NOTE column, and `-o json` in each cluster's `note` (SPEC §11.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -336,3 +336,157 @@ async fn pause_during_progressive_rollout() {
     assert_eq!(r.code, 0, "{r:?}");
     all_on(&hub, &v2, "every cluster on v2").await;
 }
+
+/// After two automatic aborts in a row, a bare `undo` goes to the stable revision, never to
+/// the earlier failed one (found by a newcomer: it rolled out the revision that had hung).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_after_two_aborts_goes_to_the_stable_revision() {
+    let Some(hub) = TestHub::from_env("cli-undo2", 2).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let first = hub.clusters[0].clone();
+    let _agent = Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
+            if w.cluster == first && version_of(w.spec) != Some("v1") {
+                Behaviour::Hang
+            } else {
+                Behaviour::Succeed {
+                    after: Duration::from_millis(200),
+                }
+            }
+        }),
+    );
+    let strategy = json!({"type": "All", "all": {"progressDeadline": "3s"},
+        "failureStrategy": "AbortAll"});
+    let (v1, v2) = v1_then_v2(&hub, strategy).await;
+    let watch = ["rollout", "status", "app", "-w", "--timeout", "60s"];
+    assert_eq!(mwrs(&hub, &watch).await.code, 4, "v2 aborted");
+    hub.set_template("app", configmap_template("v3")).await;
+    let v3 = wait_for("v3 held by an abort", WAIT, || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        let s = status(&m);
+        match (&s.update_revision, &s.aborted_time) {
+            (Some(u), Some(_)) if *u != v1 && *u != v2 => Ok(u.clone()),
+            _ => Err(describe(&m)),
+        }
+    })
+    .await;
+
+    // Each abort has its own Event naming its own revision (not folded into the first).
+    let events = hub.events_of("app").await;
+    for v in [&v2, &v3] {
+        assert!(
+            events
+                .iter()
+                .any(|(r, n)| r == "AbortStarted" && n.contains(v.as_str())),
+            "no AbortStarted naming {v}: {events:?}"
+        );
+    }
+    // The cause outlives the revert: `get -o wide` and `rollout status` say it.
+    let wide = mwrs(&hub, &["get", "-o", "wide"]).await;
+    let row = &common::rows(&wide.out)[0];
+    assert!(
+        row["LAST-ABORT"].starts_with("ProgressDeadlineExceeded")
+            && row["LAST-ABORT"].contains(&format!("revision {v3} went back to {v1}"))
+            && row["LAST-ABORT"].contains(&format!("timed out: {}", hub.clusters[0])),
+        "{}",
+        wide.out
+    );
+    let r = mwrs(&hub, &["rollout", "status", "app"]).await;
+    assert!(
+        r.out.contains("last abort: ProgressDeadlineExceeded"),
+        "{}",
+        r.out
+    );
+
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--dry-run"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.out.contains(&format!("would go to revision 1 ({v1})")),
+        "{}",
+        r.out
+    );
+    let r = mwrs(&hub, &["rollout", "undo", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(mwrs(&hub, &watch).await.code, 0, "undo to v1 completes");
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(status(&m).current_revision.as_deref(), Some(v1.as_str()));
+    all_on(&hub, &v1, "every cluster on v1").await;
+    // v1 is now current and the spec's: v2 and v3 were aborted, so nothing is left.
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--dry-run"]).await;
+    assert_eq!(r.code, 6, "not found: {r:?}");
+    assert!(r.err.contains("--to-revision"), "{r:?}");
+    assert_ne!(v2, v3);
+}
+
+/// SPEC §10.6: a user's abort of the first rollout (no stable revision) stops it; it goes
+/// on only after a retry (found by a newcomer: the rollout carried on to every cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_abort_of_the_first_rollout_stops_it() {
+    let Some(hub) = TestHub::from_env("cli-abort1", 3).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    // The first cluster takes long enough to abort while it is in flight.
+    let first = hub.clusters[0].clone();
+    let _agent = Agent::start(
+        hub.client.clone(),
+        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| Behaviour::Succeed {
+            after: Duration::from_millis(if w.cluster == first { 4000 } else { 200 }),
+        }),
+    );
+    hub.publish_all("p").await;
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    hub.create_mwrs(&mwrs_object(
+        "app",
+        configmap_template("v1"),
+        &[("p", strategy)],
+    ))
+    .await;
+    wait_for("the first cluster written", WAIT, || async {
+        let on = carried(&hub, "app").await;
+        (on.len() == 1).then_some(()).ok_or(format!("{on:?}"))
+    })
+    .await;
+    let r = mwrs(&hub, &["rollout", "abort", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.err.contains("no stable revision") || r.out.contains("no stable revision"),
+        "{r:?}"
+    );
+    wait_for("AbortFailed", WAIT, || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        has_condition(&m, "Progressing", "False", "AbortFailed")
+            .then_some(())
+            .ok_or(describe(&m))
+    })
+    .await;
+    // The first cluster finishes: a rollout that went on would start the next one in the
+    // pass that counts it (before the status write that shows it).
+    wait_for("the first cluster counted done", WAIT, || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        (status(&m).summary.updated == 1)
+            .then_some(())
+            .ok_or(describe(&m))
+    })
+    .await;
+    let on = carried(&hub, "app").await;
+    assert_eq!(on.len(), 1, "no cluster started after the abort: {on:?}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert!(
+        has_condition(&m, "Progressing", "False", "AbortFailed"),
+        "{}",
+        describe(&m)
+    );
+    let r = mwrs(&hub, &["rollout", "retry", "app"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "the retry completes: {r:?}");
+    assert_eq!(carried(&hub, "app").await.len(), 3);
+}

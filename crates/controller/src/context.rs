@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::PlanConfig;
 
 use crate::crd::SchemaWatch;
+use crate::events::EventSink;
 use crate::leader::WriteGate;
 use crate::metrics::Metrics;
 use crate::watch::Stores;
@@ -78,7 +78,7 @@ pub struct Shared {
 pub struct Context {
     pub client: Client,
     pub stores: Stores,
-    pub recorder: Recorder,
+    pub events: EventSink,
     pub metrics: Arc<Metrics>,
     pub config: Config,
     /// Consecutive failures per MWRS, for exponential backoff.
@@ -127,17 +127,11 @@ impl Context {
         config: Config,
         schema: SchemaWatch,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: crate::FIELD_MANAGER.to_string(),
-                instance: Some(config.instance.clone()),
-            },
-        );
+        let events = EventSink::new(client.clone(), crate::FIELD_MANAGER, &config.instance);
         Self {
             client,
             stores,
-            recorder,
+            events,
             metrics,
             config,
             failures: Mutex::default(),

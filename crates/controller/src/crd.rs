@@ -28,6 +28,7 @@ pub const REQUIRED: &[&str] = &[
     "status.abortedTime",
     "status.observedGeneration",
     "status.handledControls",
+    "status.lastAbort.revertedTo",
 ];
 
 /// The annotation by which OCM's cluster-manager operator decides whether to re-apply

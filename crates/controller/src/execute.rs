@@ -11,7 +11,6 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
@@ -23,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::context::Context;
 use crate::error::{Error, Result, is_status};
+use crate::events::EventType;
 use crate::patch;
 use crate::snapshot::Snapshot;
 
@@ -293,14 +293,15 @@ pub async fn publish_on(
     reason: &str,
     message: &str,
 ) {
-    let ev = Event {
-        type_,
-        reason: truncate(reason, 128).to_string(),
-        note: Some(truncate(message, MAX_NOTE).to_string()),
-        action: "Reconcile".to_string(),
-        secondary: None,
-    };
-    let r = ctx.recorder.publish(&ev, regarding).await;
+    let r = ctx
+        .events
+        .publish(
+            regarding,
+            type_,
+            truncate(reason, 128),
+            truncate(message, MAX_NOTE),
+        )
+        .await;
     ctx.metrics
         .write("event", "create", if r.is_ok() { "ok" } else { "error" });
     if let Err(e) = r {
@@ -401,6 +402,16 @@ async fn revision(
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("renumber revision {ns}/{name}"), e));
             ctx.metrics.write(CR, "renumber", result_label(&r));
+            r
+        }
+        RevisionChange::Mark { name, annotations } => {
+            let body = json!({"metadata": {"annotations": annotations}});
+            let r = api
+                .patch(name, &pp(), &Patch::Merge(&body))
+                .await
+                .map(|_| ())
+                .map_err(|e| Error::kube(format!("mark revision {ns}/{name}"), e));
+            ctx.metrics.write(CR, "mark", result_label(&r));
             r
         }
         RevisionChange::Delete { name } => {

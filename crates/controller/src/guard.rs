@@ -14,13 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject, Patch};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
 use serde_json::{Value, json};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::events::EventType;
 use crate::execute::{pp, publish_on};
 
 /// The message of the condition and Event for an unreadable object.

@@ -9,6 +9,7 @@
 //! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
 //! - [`changes`]: when ManifestWork conditions and placement decisions last changed;
 //! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status, events);
+//! - [`events`]: Kubernetes Events, one per transition (never folded into a series);
 //! - [`guard`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
 //! - [`metrics`], [`http`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server;
@@ -22,6 +23,7 @@ pub mod changes;
 pub mod context;
 pub mod crd;
 pub mod error;
+pub mod events;
 pub mod execute;
 pub mod guard;
 pub mod http;

@@ -20,11 +20,11 @@ use mwrs_engine::rollout::RolloutStatus;
 
 use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
+use crate::events::EventType;
 use crate::snapshot::Snapshot;
 use crate::watch::{self, GuardedMwrs};
 use crate::{crd, execute, guard};
 use kube::Resource as _;
-use kube::runtime::events::EventType;
 
 /// Shortest requeue: a plan asking to look again "now" still lets the watch deliver
 /// the writes it just made.

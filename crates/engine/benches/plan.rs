@@ -75,6 +75,7 @@ fn fixture(n: usize) -> Fixture {
     mwrs.metadata.finalizers = Some(vec![labels::MWRS_FINALIZER.into()]);
     let (h1, h2) = (hash::revision_hash(&v1, 0), hash::revision_hash(&v2, 0));
     let revision = |t: &Value, h: &str, r: i64| RevisionView {
+        marks: Default::default(),
         name: format!("shop-{h}"),
         hash: h.into(),
         revision: r,

@@ -14,8 +14,8 @@ use hashbrown::HashMap;
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
 use mwrs_api::mwrs::{
-    HandledControls, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, PlacementSummary,
-    Summary, condition as mc,
+    ABORT_TRIGGER_REQUESTED, AbortRecord, HandledControls, ManifestWorkReplicaSet,
+    ManifestWorkReplicaSetStatus, PlacementSummary, Summary, condition as mc,
 };
 use mwrs_api::{Condition, Time};
 use serde_json::Value;
@@ -134,6 +134,11 @@ pub enum RevisionChange {
     },
     Delete {
         name: String,
+    },
+    /// Set these annotations on the revision (its completed/aborted marks).
+    Mark {
+        name: String,
+        annotations: BTreeMap<String, String>,
     },
 }
 
@@ -291,6 +296,62 @@ enum Breach {
     Requested,
 }
 
+impl Breach {
+    /// [`AbortRecord::trigger`] of an abort this breach started.
+    fn trigger(self) -> &'static str {
+        match self {
+            Breach::Deadline => "ProgressDeadlineExceeded",
+            Breach::Failures => "MaxFailuresExceeded",
+            Breach::Requested => ABORT_TRIGGER_REQUESTED,
+        }
+    }
+}
+
+/// The Progressing message of a user's abort with no stable revision.
+fn stopped_message(update: &str) -> String {
+    format!(
+        "abort requested for revision {update}, and there is no stable revision to go back \
+         to (the first rollout never completed): the rollout stops here until a retry or a \
+         new template"
+    )
+}
+
+/// Does the status hold a user's abort of `update` with nothing to go back to?
+fn stopped_now(status: &ManifestWorkReplicaSetStatus, update: &str) -> bool {
+    status.last_abort.as_ref().is_some_and(|a| {
+        a.revision == update && a.reverted_to.is_none() && a.trigger == ABORT_TRIGGER_REQUESTED
+    })
+}
+
+/// The record of an abort of `update` started now by `breach`, with the clusters that
+/// failed or timed out.
+fn abort_record(
+    breach: Breach,
+    now: Timestamp,
+    update: &str,
+    reverted_to: Option<String>,
+    reports: &[ClusterReport],
+) -> AbortRecord {
+    const FIRST: usize = 10;
+    let with = |s: RolloutStatus| {
+        let all: Vec<&ClusterReport> = reports.iter().filter(|c| c.status == s).collect();
+        let names = all.iter().take(FIRST).map(|c| c.cluster.clone()).collect();
+        (names, all.len() as i64)
+    };
+    let (timed_out_clusters, timed_out_count) = with(RolloutStatus::TimeOut);
+    let (failed_clusters, failed_count) = with(RolloutStatus::Failed);
+    AbortRecord {
+        trigger: breach.trigger().into(),
+        time: Time(now),
+        revision: update.into(),
+        reverted_to,
+        timed_out_clusters,
+        timed_out_count,
+        failed_clusters,
+        failed_count,
+    }
+}
+
 /// How the abort machinery stands after this pass.
 #[derive(Clone, Debug, PartialEq)]
 enum AbortState {
@@ -437,6 +498,7 @@ impl<'a> Pass<'a> {
         status.update_revision = Some(update.clone());
         if revision_changed {
             status.aborted_time = None;
+            status.last_abort = None;
         }
 
         // 2. Manual controls, each acted on once (SPEC §7, §10.5).
@@ -456,6 +518,7 @@ impl<'a> Pass<'a> {
                 warning: false,
             });
             status.aborted_time = None;
+            status.last_abort = None;
         }
         if abort_requested {
             p.events.push(Transition {
@@ -509,7 +572,12 @@ impl<'a> Pass<'a> {
         let (reports, existing, settling) = self.classify(self.known.id(&target));
         let results = self.evaluate(&existing);
 
-        // 4. Abort decision, before any update write.
+        // 4. Abort decision, before any update write. A user's abort with nothing to go
+        // back to stops the rollout until a retry or a new template (SPEC §10.6); its
+        // record is what keeps it stopped.
+        if stopped_now(&status, &update) {
+            abort = AbortState::Failed(stopped_message(&update));
+        }
         if abort == AbortState::None {
             let breach = self.breach(&results, &reports);
             let trigger = match breach {
@@ -519,6 +587,9 @@ impl<'a> Pass<'a> {
             };
             if let Some(b) = trigger {
                 abort = match (&current, current_template) {
+                    (None, _) if b == Breach::Requested => {
+                        AbortState::Failed(stopped_message(&update))
+                    }
                     (None, _) => AbortState::Failed(format!(
                         "revision {update} breached its failure limit and there is no stable \
                          revision to go back to (the first rollout never completed)"
@@ -532,6 +603,18 @@ impl<'a> Pass<'a> {
                         AbortState::Starting(b)
                     }
                 };
+                let reverted_to = match abort {
+                    AbortState::Starting(_) => current.clone(),
+                    _ => None,
+                };
+                if abort != AbortState::None
+                    && status.last_abort.as_ref().map(|a| &a.revision) != Some(&update)
+                {
+                    status.last_abort =
+                        Some(abort_record(b, self.now, &update, reverted_to, &reports));
+                    p.revisions
+                        .extend(self.mark(&update, labels::REVISION_ABORTED_AT));
+                }
             }
         }
 
@@ -540,7 +623,7 @@ impl<'a> Pass<'a> {
             AbortState::Held => self.revert(&target, &mut p),
             AbortState::Starting(_) => p.recheck = Some(SignedDuration::ZERO),
             AbortState::None | AbortState::Failed(_) => {
-                if !paused {
+                if !paused && !stopped_now(&status, &update) {
                     self.roll(&results, &update, &mut p);
                 }
                 p.recheck = min_recheck(&results);
@@ -555,7 +638,20 @@ impl<'a> Pass<'a> {
         // 6. Status.
         let outcome = Outcome::of(&self, &reports, &results, &target, &update, &abort);
         if outcome.complete {
+            if self.old.current_revision.as_deref() != Some(update.as_str()) {
+                p.revisions
+                    .extend(self.mark(&update, labels::REVISION_COMPLETED_AT));
+            }
             status.current_revision = Some(update.clone());
+            // A revision that completed is no longer the aborted one (an automatic abort
+            // with nothing to go back to does not stop a rollout that recovers).
+            if status
+                .last_abort
+                .as_ref()
+                .is_some_and(|a| a.revision == update)
+            {
+                status.last_abort = None;
+            }
         }
         self.report(&mut status, &reports, &target, &update);
         let conds = self.conditions(&outcome, &abort, &update, paused, revision_changed, created);
@@ -610,6 +706,21 @@ impl<'a> Pass<'a> {
         p.status = Some(status);
         p.clusters = reports;
         p
+    }
+
+    /// The write that marks revision `hash` with annotation `key` = now.
+    fn mark(&self, hash: &str, key: &str) -> Option<RevisionChange> {
+        let name = match revision::find_by_hash(self.o.revisions, hash) {
+            Some(r) => r.name.clone(),
+            None => match &self.resolution {
+                Resolution::Create { name, hash: h, .. } if h == hash => name.clone(),
+                _ => return None,
+            },
+        };
+        Some(RevisionChange::Mark {
+            name,
+            annotations: BTreeMap::from([(key.to_string(), self.now.to_string())]),
+        })
     }
 
     /// Has the annotation `key` a value not handled yet? Records it as handled.

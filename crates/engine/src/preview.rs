@@ -316,6 +316,7 @@ impl<'f> Sim<'f> {
                     annotations,
                     ..
                 } => self.revisions.push(RevisionView {
+                    marks: Default::default(),
                     name: name.clone(),
                     hash: h.clone(),
                     revision: *revision,
@@ -331,6 +332,11 @@ impl<'f> Sim<'f> {
                     }
                 }
                 RevisionChange::Delete { name } => self.revisions.retain(|r| &r.name != name),
+                RevisionChange::Mark { name, annotations } => {
+                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
+                        r.marks = r.marks.with(annotations);
+                    }
+                }
             }
         }
         let mut deleted: BTreeSet<(String, String)> = BTreeSet::new();

@@ -26,6 +26,48 @@ pub struct RevisionView {
     pub created: Option<Timestamp>,
     pub change_cause: Option<String>,
     pub generation: Option<i64>,
+    pub marks: Marks,
+}
+
+/// When a revision last completed and was last aborted (annotations of its
+/// ControllerRevision, written by the planner at promotion and at an abort).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub completed: Option<Timestamp>,
+    pub aborted: Option<Timestamp>,
+}
+
+impl Marks {
+    fn read(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Self {
+        let at = |key| {
+            annotations
+                .and_then(|a| a.get(key))
+                .and_then(|v| v.parse::<Timestamp>().ok())
+        };
+        Self {
+            completed: at(labels::REVISION_COMPLETED_AT),
+            aborted: at(labels::REVISION_ABORTED_AT),
+        }
+    }
+
+    /// These marks with those `annotations` set (an in-memory [`RevisionChange::Mark`]).
+    ///
+    /// [`RevisionChange::Mark`]: crate::plan::RevisionChange::Mark
+    pub fn with(self, annotations: &std::collections::BTreeMap<String, String>) -> Self {
+        let set = Self::read(Some(annotations));
+        Self {
+            completed: set.completed.or(self.completed),
+            aborted: set.aborted.or(self.aborted),
+        }
+    }
+
+    /// Completed, and not aborted since.
+    pub fn is_good(&self) -> bool {
+        match (self.completed, self.aborted) {
+            (Some(c), Some(a)) => c > a,
+            (c, _) => c.is_some(),
+        }
+    }
 }
 
 impl RevisionView {
@@ -56,6 +98,7 @@ impl RevisionView {
             generation: annotations
                 .and_then(|a| a.get(labels::REVISION_GENERATION))
                 .and_then(|g| g.parse().ok()),
+            marks: Marks::read(annotations),
             name,
         })
     }
@@ -155,6 +198,44 @@ pub fn resolve(
     }
 }
 
+/// Why `rollout undo` without a revision has nowhere to go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoUndoTarget {
+    /// The update revision is held or failed and no revision ever completed.
+    NoStableRevision,
+    /// No revision other than the spec's completed and was not aborted since.
+    NoEarlierCompleted,
+}
+
+/// Where `rollout undo` goes without `--to-revision`: the stable revision
+/// (`currentRevision`) while the update revision is held by an abort or was aborted;
+/// otherwise the newest revision other than the spec's that completed and was not aborted
+/// since. Never to an aborted revision: that one must be named.
+pub fn undo_target<'a>(
+    history: &'a [RevisionView],
+    status: &mwrs_api::mwrs::ManifestWorkReplicaSetStatus,
+    spec_digest: Digest,
+) -> Result<&'a RevisionView, NoUndoTarget> {
+    let update = status.update_revision.as_deref();
+    let update_aborted = status.aborted_time.is_some()
+        || status
+            .last_abort
+            .as_ref()
+            .is_some_and(|a| Some(a.revision.as_str()) == update);
+    let current = status.current_revision.as_deref();
+    if update_aborted {
+        return current
+            .and_then(|c| find_by_hash(history, c))
+            .ok_or(NoUndoTarget::NoStableRevision);
+    }
+    history
+        .iter()
+        .filter(|r| r.digest != spec_digest)
+        .filter(|r| Some(r.hash.as_str()) == current || r.marks.is_good())
+        .max_by_key(|r| r.revision)
+        .ok_or(NoUndoTarget::NoEarlierCompleted)
+}
+
 /// Names of revisions to delete so at most `limit` non-live revisions remain, lowest
 /// `.revision` first. Live revisions are never returned.
 pub fn prune(history: &[RevisionView], live: &BTreeSet<&str>, limit: i32) -> Vec<String> {
@@ -181,6 +262,7 @@ mod tests {
 
     fn rev(name_hash: &str, revision: i64, template: Value) -> RevisionView {
         RevisionView {
+            marks: Marks::default(),
             name: format!("app-{name_hash}"),
             hash: name_hash.into(),
             revision,
@@ -279,5 +361,94 @@ mod tests {
         let all_dead = prune(&h, &live, 0);
         assert_eq!(all_dead.len(), 4);
         assert!(!all_dead.iter().any(|n| n == "app-h1" || n == "app-h6"));
+    }
+
+    fn at(s: i64) -> Option<Timestamp> {
+        Timestamp::from_second(1_800_000_000 + s).ok()
+    }
+
+    /// Six revisions h1..h6 (revision i = hi): h1 and h4 completed, h2 completed then was
+    /// aborted later (an undo to it that failed), h3 aborted, h5 never finished.
+    fn marked_history() -> Vec<RevisionView> {
+        let marks = [
+            (at(1), None),
+            (at(2), at(20)),
+            (None, at(3)),
+            (at(4), None),
+            (None, None),
+            (None, None),
+        ];
+        marks
+            .iter()
+            .enumerate()
+            .map(|(i, &(completed, aborted))| {
+                let n = i as i64 + 1;
+                let mut r = rev(&format!("h{n}"), n, json!({ "v": n }));
+                r.marks = Marks { completed, aborted };
+                r
+            })
+            .collect()
+    }
+
+    fn status(current: &str, update: &str) -> mwrs_api::mwrs::ManifestWorkReplicaSetStatus {
+        mwrs_api::mwrs::ManifestWorkReplicaSetStatus {
+            current_revision: Some(current.into()),
+            update_revision: Some(update.into()),
+            ..Default::default()
+        }
+    }
+
+    fn undo_hash(
+        h: &[RevisionView],
+        s: &mwrs_api::mwrs::ManifestWorkReplicaSetStatus,
+        spec: &str,
+    ) -> Result<String, NoUndoTarget> {
+        let digest = find_by_hash(h, spec).map_or(hash::digest(&Value::Null), |r| r.digest);
+        undo_target(h, s, digest).map(|r| r.hash.clone())
+    }
+
+    #[test]
+    fn undo_after_aborts_goes_to_the_stable_revision() {
+        let h = marked_history();
+        // Two aborts in a row: h5 held (abortedTime), h3 aborted before it; h4 is current.
+        let mut held = status("h4", "h6");
+        held.aborted_time = Some(mwrs_api::Time(at(30).unwrap_or_default()));
+        assert_eq!(undo_hash(&h, &held, "h6"), Ok("h4".into()));
+        // The hold ended in a failed abort record only (no abortedTime).
+        let mut recorded = status("h4", "h6");
+        recorded.last_abort = Some(mwrs_api::mwrs::AbortRecord {
+            trigger: mwrs_api::mwrs::ABORT_TRIGGER_REQUESTED.into(),
+            time: mwrs_api::Time(at(30).unwrap_or_default()),
+            revision: "h6".into(),
+            reverted_to: Some("h4".into()),
+            timed_out_clusters: vec![],
+            timed_out_count: 0,
+            failed_clusters: vec![],
+            failed_count: 0,
+        });
+        assert_eq!(undo_hash(&h, &recorded, "h6"), Ok("h4".into()));
+        // Aborted with nothing stable: nowhere to go unless named.
+        let mut first = recorded.clone();
+        first.current_revision = None;
+        assert_eq!(
+            undo_hash(&h, &first, "h6"),
+            Err(NoUndoTarget::NoStableRevision)
+        );
+    }
+
+    #[test]
+    fn undo_of_a_completed_revision_goes_to_the_newest_good_one() {
+        let h = marked_history();
+        // h4 complete and current: back to h1 (h2 was aborted after completing, h3
+        // aborted, h5 never completed).
+        assert_eq!(undo_hash(&h, &status("h4", "h4"), "h4"), Ok("h1".into()));
+        // A rollout of h6 in flight: back to the stable h4.
+        assert_eq!(undo_hash(&h, &status("h4", "h6"), "h6"), Ok("h4".into()));
+        // Only the spec's revision ever completed.
+        let only = vec![h[0].clone()];
+        assert_eq!(
+            undo_hash(&only, &status("h1", "h1"), "h1"),
+            Err(NoUndoTarget::NoEarlierCompleted)
+        );
     }
 }

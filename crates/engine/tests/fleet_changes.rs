@@ -199,6 +199,7 @@ fn a_hash_collision_bumps_the_count_and_converges() {
     let v2 = h.hash_of("v2");
     let other = json!({"workload": {"manifests": []}, "not": "v2"});
     h.revisions.push(RevisionView {
+        marks: Default::default(),
         name: format!("app-{v2}"),
         hash: v2.clone(),
         revision: 7,

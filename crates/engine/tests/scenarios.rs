@@ -411,6 +411,92 @@ fn manual_abort_retry_and_pause() {
     assert!(h.versions().values().all(|v| v == "v2"));
 }
 
+/// SPEC §10.6: a user's abort of a first rollout (nothing to go back to) stops it: no new
+/// cluster starts, pass after pass, until a retry.
+#[test]
+fn a_manual_abort_of_the_first_rollout_stops_it_until_a_retry() {
+    let mut h = hub(progressive(json!({"maxConcurrency": 2})));
+    h.reconcile();
+    assert_eq!(h.works.len(), 2);
+    h.annotate(labels::CONTROL_ABORT, "req-1");
+    for _ in 0..10 {
+        h.step(secs(10));
+    }
+    assert_eq!(h.works.len(), 2, "no cluster started after the abort");
+    assert_eq!(
+        h.condition("Progressing"),
+        ("False".into(), "AbortFailed".into())
+    );
+    let m = h.message("Progressing");
+    assert!(
+        m.contains("abort requested") && m.contains("stops here"),
+        "{m}"
+    );
+    let record = h.status().last_abort.expect("the abort is recorded");
+    assert_eq!(record.trigger, "Requested");
+    assert_eq!(record.reverted_to, None);
+    assert_eq!(h.status().current_revision, None);
+
+    h.annotate(labels::CONTROL_RETRY, "req-2");
+    run_until(&mut h, 60, complete);
+    assert_eq!(h.works.len(), 6);
+    assert_eq!(h.status().last_abort, None, "a retry ends the record");
+}
+
+/// The last abort's cause stays in the status after its revert is done, until a new
+/// revision rolls; the revisions carry completed/aborted marks.
+#[test]
+fn an_abort_keeps_its_cause_and_marks_the_revisions() {
+    let mut h = completed_rollout(progressive(
+        json!({"progressDeadline": "30s", "maxFailures": 0}),
+    ));
+    let v1 = h.hash_of("v1");
+    h.abort_all();
+    h.behave("c1", "v2", Behaviour::Hang);
+    h.set_template("v2");
+    h.reconcile();
+    let v2 = h.hash_of("v2");
+    run_until(&mut h, 40, |h| h.status().aborted_time.is_some());
+    run_until(&mut h, 40, |h| h.versions().values().all(|v| v == "v1"));
+    for _ in 0..5 {
+        h.step(secs(60));
+    }
+    let record = h
+        .status()
+        .last_abort
+        .expect("the cause outlives the revert");
+    assert_eq!(record.trigger, "ProgressDeadlineExceeded");
+    assert_eq!(record.revision, v2);
+    assert_eq!(record.reverted_to.as_deref(), Some(v1.as_str()));
+    assert_eq!(record.timed_out_clusters, ["c1"]);
+    assert_eq!((record.timed_out_count, record.failed_count), (1, 0));
+    let marks = |hash: &str| {
+        h.revisions
+            .iter()
+            .find(|r| r.hash == hash)
+            .map(|r| r.marks)
+            .unwrap_or_default()
+    };
+    assert!(marks(&v1).completed.is_some() && marks(&v1).aborted.is_none());
+    assert!(marks(&v2).aborted.is_some() && marks(&v2).completed.is_none());
+    let writes = h.writes;
+    let revisions = h.revisions.clone();
+    h.reconcile();
+    assert_eq!(
+        (h.writes, &h.revisions),
+        (writes, &revisions),
+        "marked once"
+    );
+
+    h.set_template("v3");
+    h.reconcile();
+    assert_eq!(
+        h.status().last_abort,
+        None,
+        "a new revision ends the record"
+    );
+}
+
 #[test]
 fn invalid_input_names_the_field_and_touches_nothing() {
     let mut h = completed_rollout(progressive(json!({})));

@@ -42,8 +42,9 @@ pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
     match (&s.current_revision, &s.update_revision) {
         (None, _) => note(
             out,
-            "no stable revision yet (the first rollout never completed): the controller \
-             will report AbortFailed and stop the rollout instead",
+            "no stable revision yet (the first rollout never completed): nothing to go back \
+             to, so the controller stops the rollout where it is (AbortFailed) until a \
+             `rollout retry` or a new template",
         ),
         (Some(c), Some(u)) if c == u => note(
             out,
@@ -61,7 +62,11 @@ pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
 pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
-    if s.aborted_time.is_none() {
+    let stopped = s
+        .last_abort
+        .as_ref()
+        .is_some_and(|a| s.update_revision.as_deref() == Some(a.revision.as_str()));
+    if s.aborted_time.is_none() && !stopped {
         note(
             out,
             "no abort holds this rollout: the controller records the retry and changes nothing",

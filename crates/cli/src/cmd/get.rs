@@ -9,7 +9,7 @@ use crate::args::{Format, GetArgs, Global};
 use crate::error::{CliError, Exit, Result};
 use crate::hub::Hub;
 use crate::output::{Out, Table, age, paint_state};
-use crate::state::{progressing, state};
+use crate::state::{abort_line, progressing, state};
 
 pub async fn run(hub: &Hub, g: &Global, out: &Out, a: &GetArgs) -> Result<Exit> {
     let items: Vec<ManifestWorkReplicaSet> = match &a.name {
@@ -86,7 +86,7 @@ pub fn table(
         "AGE",
     ]);
     if wide {
-        header.extend(["REASON", "MESSAGE"]);
+        header.extend(["REASON", "MESSAGE", "LAST-ABORT"]);
     }
     let mut t = Table::new(&header);
     for m in items {
@@ -122,7 +122,11 @@ pub fn table(
         ]);
         if wide {
             let (_, reason, message) = progressing(m).unwrap_or(("", "", ""));
-            row.extend([reason.to_string(), message.to_string()]);
+            let last_abort = status
+                .last_abort
+                .as_ref()
+                .map_or_else(|| "<none>".into(), |a| abort_line(a, now));
+            row.extend([reason.to_string(), message.to_string(), last_abort]);
         }
         t.row(row);
     }

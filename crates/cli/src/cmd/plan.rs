@@ -11,6 +11,7 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::hash;
 use mwrs_engine::preview::{End, Preview, PreviewConfig, WaveKind, preview};
 use mwrs_engine::rollout::Compat;
+use mwrs_engine::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
 use serde::Serialize;
 
 use crate::args::{Format, PlanArgs};
@@ -63,18 +64,11 @@ fn end_word(e: &End) -> String {
 
 /// The MWRS from `-f`: the file's spec and metadata over what the hub has of the same name
 /// (status, generation), so the preview starts from the real fleet state.
-fn from_file(
-    text: &str,
-    path: &std::path::Path,
+fn overlay(
+    mut m: ManifestWorkReplicaSet,
     on_hub: Option<ManifestWorkReplicaSet>,
     namespace: &str,
-) -> Result<ManifestWorkReplicaSet> {
-    let mut m: ManifestWorkReplicaSet = serde_saphyr::from_str(text).map_err(|e| {
-        CliError::error(format!(
-            "{}: not a ManifestWorkReplicaSet: {e}",
-            path.display()
-        ))
-    })?;
+) -> ManifestWorkReplicaSet {
     m.metadata.namespace = Some(namespace.to_string());
     match on_hub {
         Some(hub) => {
@@ -90,61 +84,90 @@ fn from_file(
         }
         None => m.metadata.generation = Some(1),
     }
-    Ok(m)
+    m
+}
+
+/// The MWRS in file `path`, checked as `kubectl apply` and the controller would check it:
+/// the API server's own validation (unknown fields, schema: a dry run), then the
+/// controller's (durations, strategies, manifests). Returns it and its namespace.
+async fn read_file(
+    hub: &Hub,
+    path: &std::path::Path,
+    name: Option<&str>,
+) -> Result<(ManifestWorkReplicaSet, String)> {
+    let at = |e: CliError| CliError::new(e.code, format!("{}: {}", path.display(), e.message));
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::error(format!("cannot read {}: {e}", path.display())))?;
+    let mut raw: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| CliError::error(format!("{}: not YAML or JSON: {e}", path.display())))?;
+    let name = name
+        .map(str::to_string)
+        .or_else(|| {
+            raw.pointer("/metadata/name")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        })
+        .ok_or_else(|| CliError::usage(format!("{}: metadata.name is missing", path.display())))?;
+    let ns = raw
+        .pointer("/metadata/namespace")
+        .and_then(|v| v.as_str())
+        .map_or_else(|| hub.namespace.clone(), str::to_string);
+    // What `kubectl apply` would send: the server sets the rest of the metadata, and a
+    // file saved from `kubectl get -o yaml` carries it.
+    let kept = ["labels", "annotations"].map(|k| (k, raw["metadata"][k].clone()));
+    raw["metadata"] = serde_json::json!({"name": name, "namespace": ns});
+    for (k, v) in kept.into_iter().filter(|(_, v)| !v.is_null()) {
+        raw["metadata"][k] = v;
+    }
+    if let Some(o) = raw.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(why) = hub.server_objection(&ns, &raw).await.map_err(at)? {
+        eprintln!(
+            "note: not checked by the API server ({why}); checked as the controller checks only"
+        );
+    }
+    let m: ManifestWorkReplicaSet = serde_json::from_value(raw).map_err(|e| {
+        CliError::error(format!(
+            "{}: not a ManifestWorkReplicaSet: {e}",
+            path.display()
+        ))
+    })?;
+    if let Err(invalid) = validate::validate(&m.spec, DEFAULT_MANIFEST_SIZE_LIMIT) {
+        return Err(CliError::new(
+            Exit::Degraded,
+            format!(
+                "{}: the controller would mark it Invalid: {invalid}",
+                path.display()
+            ),
+        ));
+    }
+    Ok((m, ns))
 }
 
 pub async fn run(hub: &Hub, out: &Out, a: &PlanArgs) -> Result<Exit> {
-    let m = match (&a.file, &a.name) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::error(format!("cannot read {}: {e}", path.display())))?;
-            let probe: ManifestWorkReplicaSet = serde_saphyr::from_str(&text).map_err(|e| {
-                CliError::error(format!(
-                    "{}: not a ManifestWorkReplicaSet: {e}",
-                    path.display()
-                ))
-            })?;
-            let name = a
-                .name
-                .clone()
-                .or(probe.metadata.name.clone())
-                .ok_or_else(|| {
-                    CliError::usage(format!("{}: metadata.name is missing", path.display()))
-                })?;
-            let ns = probe
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| hub.namespace.clone());
-            if ns != hub.namespace && a.name.is_none() {
-                // The file names its namespace: read the hub there.
-                let scoped = Hub {
-                    client: hub.client.clone(),
-                    namespace: ns.clone(),
-                    url: hub.url.clone(),
-                };
-                let on_hub = scoped.mwrs_api().get_opt(&name).await.map_err(|e| {
-                    CliError::kube(&format!("reading manifestworkreplicaset {name}"), e)
-                })?;
-                let mut m = from_file(&text, path, on_hub, &ns)?;
-                m.metadata.name = Some(name);
-                return show(&scoped, out, &m, a).await;
-            }
-            let on_hub = hub.mwrs_api().get_opt(&name).await.map_err(|e| {
-                CliError::kube(&format!("reading manifestworkreplicaset {name}"), e)
-            })?;
-            let mut m = from_file(&text, path, on_hub, &hub.namespace)?;
-            m.metadata.name = Some(name);
-            m
-        }
-        (None, Some(name)) => hub.get(name).await?,
-        (None, None) => {
+    let Some(path) = &a.file else {
+        let Some(name) = &a.name else {
             return Err(CliError::usage(
                 "name an MWRS or give a file with -f (see --help)",
             ));
-        }
+        };
+        return show(hub, out, &hub.get(name).await?, a).await;
     };
-    show(hub, out, &m, a).await
+    let (m, ns) = read_file(hub, path, a.name.as_deref()).await?;
+    // The file names its namespace: read the hub there.
+    let scoped = Hub {
+        client: hub.client.clone(),
+        namespace: ns.clone(),
+        url: hub.url.clone(),
+    };
+    let name = m.name_any();
+    let on_hub = scoped
+        .mwrs_api()
+        .get_opt(&name)
+        .await
+        .map_err(|e| CliError::kube(&format!("reading manifestworkreplicaset {name}"), e))?;
+    show(&scoped, out, &overlay(m, on_hub, &ns), a).await
 }
 
 async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) -> Result<Exit> {

@@ -13,7 +13,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
 use mwrs_api::placement::{Placement, PlacementDecision};
 use mwrs_api::work::ManifestWork;
 use mwrs_engine::PlanConfig;
@@ -25,7 +25,7 @@ use crate::args::StatusArgs;
 use crate::error::{CliError, Exit, Result};
 use crate::hub::{Hub, owned_by, parse_timeout, placement_selector};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
-use crate::state::{ClusterLine, PlacementProgress, State, ordered, placements, state};
+use crate::state::{ClusterLine, PlacementProgress, State, abort_line, ordered, placements, state};
 
 /// Most redraws per second on a terminal.
 const REDRAW_EVERY: Duration = Duration::from_millis(250);
@@ -40,6 +40,9 @@ pub struct View {
     pub message: String,
     pub current_revision: Option<String>,
     pub update_revision: Option<String>,
+    /// The last abort and its cause, until a new revision or a retry rolls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_abort: Option<AbortRecord>,
     pub placements: Vec<PlacementProgress>,
     /// Every cluster, attention first (see [`ordered`]).
     pub clusters: Vec<ClusterLine>,
@@ -58,6 +61,7 @@ impl View {
             message,
             current_revision: status.current_revision,
             update_revision: status.update_revision,
+            last_abort: status.last_abort,
             placements: placements(m, &plan.clusters),
             clusters: ordered(&plan.clusters)
                 .into_iter()
@@ -113,10 +117,14 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
         v.message
     ));
     s.push_str(&format!(
-        "revisions: current {}, update {}\n\n",
+        "revisions: current {}, update {}\n",
         v.current_revision.as_deref().unwrap_or("<none>"),
         v.update_revision.as_deref().unwrap_or("<none>")
     ));
+    if let Some(a) = &v.last_abort {
+        s.push_str(&format!("last abort: {}\n", abort_line(a, now)));
+    }
+    s.push('\n');
     let mut t = Table::new(&[
         "PLACEMENT",
         "PROGRESS",

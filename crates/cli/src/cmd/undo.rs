@@ -7,8 +7,10 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_engine::hash;
-use mwrs_engine::revision::RevisionView;
+use mwrs_engine::revision::{self, NoUndoTarget, RevisionView};
+use mwrs_engine::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
 use serde_json::json;
 
 use crate::args::UndoArgs;
@@ -18,16 +20,39 @@ use crate::error::{CliError, Exit, Result};
 use crate::hub::Hub;
 use crate::output::Out;
 
-/// The revision undo goes to without `--to-revision`: the newest one other than the
-/// revision of the spec (as `kubectl rollout undo`).
-pub fn default_target(
-    history: &[RevisionView],
-    spec_digest: hash::Digest,
-) -> Option<&RevisionView> {
-    history
-        .iter()
-        .filter(|r| r.digest != spec_digest)
-        .max_by_key(|r| r.revision)
+/// Why a bare undo of mwrs/`name` has nowhere to go, and what to do instead.
+fn no_target(name: &str, why: NoUndoTarget) -> CliError {
+    CliError::not_found(match why {
+        NoUndoTarget::NoStableRevision => format!(
+            "mwrs/{name}: the update revision was aborted and no revision ever completed, so \
+             there is no stable revision to go back to; name one with --to-revision \
+             (`kubectl mwrs rollout history {name}`)"
+        ),
+        NoUndoTarget::NoEarlierCompleted => format!(
+            "mwrs/{name} has no earlier revision that completed and was not aborted since; \
+             name one with --to-revision (`kubectl mwrs rollout history {name}`)"
+        ),
+    })
+}
+
+/// An undo rewrites only the template: if the rest of the spec is invalid (a strategy, a
+/// duration), the MWRS stays Invalid and the controller does nothing with it. Say so
+/// before writing anything.
+fn refuse_invalid(m: &ManifestWorkReplicaSet, target: &RevisionView) -> Result<()> {
+    let mut next = m.spec.clone();
+    next.manifest_work_template = ManifestWorkTemplate::from_value(target.template.clone())
+        .map_err(|e| CliError::error(format!("{}: unreadable template: {e}", label(target))))?;
+    match validate::validate(&next, DEFAULT_MANIFEST_SIZE_LIMIT) {
+        Ok(_) => Ok(()),
+        Err(invalid) => Err(CliError::new(
+            Exit::Degraded,
+            format!(
+                "mwrs/{} would stay Invalid after the undo ({invalid}): a revision holds only \
+                 the template; fix the spec first. Nothing was written",
+                m.name_any()
+            ),
+        )),
+    }
 }
 
 /// Why `key` is not one of this MWRS's revisions: another MWRS's, or unknown.
@@ -75,19 +100,15 @@ pub async fn run(hub: &Hub, out: &Out, a: &UndoArgs) -> Result<Exit> {
     let history = hub.history(&m).await?;
     let spec = m.spec.manifest_work_template.to_value();
     let spec_digest = hash::digest(&spec);
+    let status = m.status.clone().unwrap_or_default();
     let target = match &a.to_revision {
         Some(key) => match find(&history, key) {
             Some(r) => r,
             None => return Err(not_ours(hub, &m, &history, key).await),
         },
-        None => default_target(&history, spec_digest).ok_or_else(|| {
-            CliError::not_found(format!(
-                "mwrs/{} has no earlier revision to go back to",
-                a.name
-            ))
-        })?,
+        None => revision::undo_target(&history, &status, spec_digest)
+            .map_err(|why| no_target(&a.name, why))?,
     };
-    let status = m.status.clone().unwrap_or_default();
     if target.digest == spec_digest {
         if status.aborted_time.is_some() && status.update_revision.as_deref() == Some(&target.hash)
         {
@@ -105,6 +126,7 @@ pub async fn run(hub: &Hub, out: &Out, a: &UndoArgs) -> Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
+    refuse_invalid(&m, target)?;
     if a.dry_run {
         print!(
             "{}",

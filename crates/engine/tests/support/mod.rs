@@ -186,6 +186,7 @@ impl Hub {
                     template,
                     ..
                 } => self.revisions.push(RevisionView {
+                    marks: Default::default(),
                     name: name.clone(),
                     hash: h.clone(),
                     revision: *revision,
@@ -201,6 +202,11 @@ impl Hub {
                     }
                 }
                 RevisionChange::Delete { name } => self.revisions.retain(|r| &r.name != name),
+                RevisionChange::Mark { name, annotations } => {
+                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
+                        r.marks = r.marks.with(annotations);
+                    }
+                }
             }
         }
         for w in &plan.works {
