@@ -101,6 +101,14 @@ def main():
                                                       "Degraded (the first ten)."),
             "failedCount": {"type": "integer", "format": "int64"},
         }}
+    status["blockedClusters"] = {
+        "description": "blockedClusters lists the clusters whose ManifestWork the controller "
+                       "cannot write for now (the hub refused the write, or another owner "
+                       "holds the name), and why; the first 50.",
+        "type": "array",
+        "items": {"type": "object", "required": ["cluster", "message"],
+                  "properties": {"cluster": {"type": "string"},
+                                 "message": {"type": "string"}}}}
     version["additionalPrinterColumns"] += [
         {"name": "Current", "type": "string", "jsonPath": ".status.currentRevision",
          "description": "Stable revision"},

@@ -90,6 +90,22 @@ pub struct ManifestWorkReplicaSetStatus {
     /// NEW: the last abort and its cause; kept until a new revision or a retry rolls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_abort: Option<AbortRecord>,
+    /// NEW: clusters whose ManifestWork this controller cannot write for now, and why
+    /// (the hub refused the write, or another owner holds the name); the first 50.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    pub blocked_clusters: Vec<BlockedCluster>,
+}
+
+/// A cluster whose ManifestWork cannot be written for now.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedCluster {
+    pub cluster: String,
+    pub message: String,
 }
 
 /// Why and when a revision was aborted, and where the clusters went.

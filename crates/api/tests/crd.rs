@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use mwrs_api::mwrs::{
-    AbortRecord, HandledControls, LocalPlacementReference, ManifestWorkReplicaSet,
+    AbortRecord, BlockedCluster, HandledControls, LocalPlacementReference, ManifestWorkReplicaSet,
     ManifestWorkReplicaSetSpec, ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
 };
 use mwrs_api::rollout::{
@@ -267,6 +267,10 @@ fn full_object() -> ManifestWorkReplicaSet {
                 failed_clusters: vec!["c2".into()],
                 failed_count: 1,
             }),
+            blocked_clusters: vec![BlockedCluster {
+                cluster: "c3".into(),
+                message: "the hub refused the ManifestWork write".into(),
+            }],
         }),
     }
 }

@@ -16,6 +16,7 @@ pub enum Exit {
     Conflict = 7,
     Unreachable = 8,
     Forbidden = 9,
+    Blocked = 10,
 }
 
 /// A failure to report on stderr, and the exit code.

@@ -99,7 +99,7 @@ pub fn to_yaml<T: Serialize>(v: &T) -> Result<String> {
 pub fn paint_state(out: &Out, s: &str) -> String {
     let p = match s {
         "Complete" | "Succeeded" => Paint::Green,
-        "Progressing" | "ToApply" | "Paused" => Paint::Yellow,
+        "Progressing" | "ToApply" | "Paused" | "Blocked" => Paint::Yellow,
         "Aborted" | "Degraded" | "Invalid" | "Failed" | "TimeOut" => Paint::Red,
         _ => return s.to_string(),
     };

@@ -17,6 +17,8 @@ pub enum State {
     Complete,
     Progressing,
     Paused,
+    /// Cannot go on until someone acts: a Placement missing or without clusters.
+    Blocked,
     Aborted,
     Degraded,
     Invalid,
@@ -28,18 +30,17 @@ impl State {
             State::Complete => "Complete",
             State::Progressing => "Progressing",
             State::Paused => "Paused",
+            State::Blocked => "Blocked",
             State::Aborted => "Aborted",
             State::Degraded => "Degraded",
             State::Invalid => "Invalid",
         }
     }
 
-    /// Has the rollout ended (for `rollout status -w`)?
+    /// Does `rollout status -w` stop here? The rollout ended, or waits for someone to act
+    /// (paused, blocked).
     pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            State::Complete | State::Aborted | State::Degraded | State::Invalid
-        )
+        self != State::Progressing
     }
 }
 
@@ -158,13 +159,24 @@ pub fn state(m: &ManifestWorkReplicaSet) -> (State, String) {
     ) {
         return (State::Degraded, message.to_string());
     }
+    if let Some((_, _, why)) =
+        condition(m, mc::PLACEMENT_VERIFIED).filter(|(s, _, _)| *s == "False")
+    {
+        return (State::Blocked, why.to_string());
+    }
     let promoted =
         status.current_revision.is_some() && status.current_revision == status.update_revision;
     if cond_status == "False" && reason == mc::REASON_NEW_MANIFESTWORK_AVAILABLE && promoted {
         return (State::Complete, message.to_string());
     }
-    if reason == mc::REASON_ROLLOUT_PAUSED || is_paused(m) {
+    if is_paused(m) {
         return (State::Paused, message.to_string());
+    }
+    if reason == mc::REASON_ROLLOUT_PAUSED {
+        return (
+            State::Progressing,
+            "resume requested; waiting for the controller".into(),
+        );
     }
     (State::Progressing, message.to_string())
 }
@@ -355,10 +367,15 @@ mod tests {
             )),
             State::Aborted
         );
-        assert_eq!(
-            s(base(progressing("Unknown", "RolloutPaused"), json!({}))),
-            State::Paused
-        );
+        let paused = base(progressing("Unknown", "RolloutPaused"), json!({}));
+        let with_pause = json!({labels::CONTROL_PAUSE: "true"});
+        assert_eq!(state(&mwrs(paused.clone(), with_pause)).0, State::Paused);
+        // The annotation is gone: a resume the controller has not seen yet.
+        assert_eq!(s(paused), State::Progressing);
+        let placement_missing = json!([{"type": "PlacementVerified", "status": "False",
+            "reason": "PlacementDecisionNotFound", "message": "placement p not found",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        assert_eq!(s(base(placement_missing, json!({}))), State::Blocked);
         assert_eq!(
             s(base(progressing("False", "InvalidSpec"), json!({}))),
             State::Invalid

@@ -317,6 +317,13 @@ async fn pause_during_progressive_rollout() {
     assert_ne!(status(&m).current_revision.as_deref(), Some(v2.as_str()));
     let r = mwrs(&hub, &["get"]).await;
     assert_eq!(common::rows(&r.out)[0]["STATUS"], "Paused");
+    // `status -w` on a paused rollout returns: it waits for someone to resume it.
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "30s"],
+    )
+    .await;
+    assert_eq!(r.code, 10, "paused: {r:?}");
     let events = hub.events_of("app").await;
     assert!(
         events.iter().any(|(r, _)| r == "RolloutPaused"),
@@ -489,4 +496,74 @@ async fn manual_abort_of_the_first_rollout_stops_it() {
     .await;
     assert_eq!(r.code, 0, "the retry completes: {r:?}");
     assert_eq!(carried(&hub, "app").await.len(), 3);
+}
+
+/// No silent "in progress" (found by a newcomer): a missing Placement makes the rollout
+/// Blocked with the reason, and `status -w` returns (exit 10) instead of waiting for ever;
+/// a ManifestWork write the hub refuses (here: the cluster's namespace does not exist)
+/// shows the hub's words on that cluster and fails the rollout (exit 3), instead of
+/// `ToApply` for ever with the error only in the controller's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_placement_and_a_refused_write_say_so() {
+    let Some(hub) = TestHub::from_env("cli-blocked", 2).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = agent(
+        &hub,
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_millis(200),
+    );
+    let strategy = json!({"type": "All"});
+    hub.create_mwrs(&mwrs_object(
+        "app",
+        configmap_template("v1"),
+        &[("no-such-placement", strategy.clone())],
+    ))
+    .await;
+    let watch = ["rollout", "status", "app", "-w", "--timeout", "60s"];
+    let r = mwrs(&hub, &watch).await;
+    assert_eq!(r.code, 10, "blocked: {r:?}");
+    assert!(r.out.contains("no-such-placement"), "{}", r.out);
+    let row = &common::rows(&mwrs(&hub, &["get"]).await.out)[0];
+    assert_eq!(row["STATUS"], "Blocked");
+
+    // A second MWRS on a placement that also decides a cluster without a namespace.
+    let ghost = format!("{}-ghost", hub.namespace);
+    let mut clusters = hub.clusters.clone();
+    clusters.push(ghost.clone());
+    hub.publish(
+        "p",
+        &[mwrs_fleet::placement::DecisionGroup::new("", clusters)],
+    )
+    .await;
+    hub.create_mwrs(&mwrs_object(
+        "web",
+        configmap_template("v1"),
+        &[("p", strategy)],
+    ))
+    .await;
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "web", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 3, "degraded: {r:?}");
+    let r = mwrs(&hub, &["rollout", "status", "web"]).await;
+    let line = r
+        .out
+        .lines()
+        .find(|l| l.starts_with(&ghost))
+        .unwrap_or_else(|| panic!("no line for {ghost}: {}", r.out));
+    assert!(
+        line.contains("Failed") && line.contains("the hub refused the ManifestWork write"),
+        "{line}"
+    );
+    let events = hub.events_of("web").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "ManifestWorkWriteRefused" && n.contains(&ghost)),
+        "{events:?}"
+    );
 }

@@ -18,6 +18,7 @@ use crate::events::EventSink;
 use crate::leader::WriteGate;
 use crate::metrics::Metrics;
 use crate::watch::Stores;
+use mwrs_engine::plan::BlockedWrite;
 
 /// Settings of one controller instance.
 #[derive(Clone, Debug)]
@@ -85,10 +86,11 @@ pub struct Context {
     pub(crate) failures: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u32>>,
     /// resourceVersion returned by our last status write per MWRS.
     pub(crate) written: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u64>>,
-    /// ManifestWork names found held by another owner, by (cluster, name), with when:
-    /// the planner counts those clusters as failed and nothing is sent there until the
-    /// entry expires ([`TAKEN_RECHECK`]).
-    pub(crate) taken: Mutex<HashMap<(String, String), Instant>>,
+    /// ManifestWork writes that cannot be made for now, by (cluster, name): the name is
+    /// held by another owner, or the hub refused the last write. The planner counts those
+    /// clusters as failed, with the reason, and nothing is sent there until the entry
+    /// expires ([`TAKEN_RECHECK`], [`REFUSED_RECHECK`]).
+    pub(crate) blocked: Mutex<HashMap<(String, String), Blocked>>,
     /// Whether the installed CRD can hold this controller's state; no write without it.
     pub schema: SchemaWatch,
 }
@@ -96,24 +98,44 @@ pub struct Context {
 /// How long a name found taken is believed taken before one write tries again (the
 /// stores never see the foreign object go away).
 pub const TAKEN_RECHECK: Duration = Duration::from_secs(600);
+/// How long a write the hub refused (a webhook, a quota, a missing namespace) is not tried
+/// again.
+pub const REFUSED_RECHECK: Duration = Duration::from_secs(60);
+
+/// Why a write cannot be made, since when, and for how long that is believed.
+#[derive(Clone, Debug)]
+pub(crate) struct Blocked {
+    since: Instant,
+    recheck: Duration,
+    why: String,
+}
 
 impl Context {
-    /// Clusters where `work_name` was found taken within [`TAKEN_RECHECK`].
-    pub fn taken_clusters(&self, work_name: &str) -> Vec<String> {
-        let Ok(mut t) = self.taken.lock() else {
+    /// The clusters whose write of `work_name` is blocked, with why.
+    pub fn blocked_writes(&self, work_name: &str) -> Vec<BlockedWrite> {
+        let Ok(mut t) = self.blocked.lock() else {
             return Vec::new();
         };
-        t.retain(|_, at| at.elapsed() < TAKEN_RECHECK);
-        t.keys()
-            .filter(|(_, n)| n == work_name)
-            .map(|(c, _)| c.clone())
+        t.retain(|_, b| b.since.elapsed() < b.recheck);
+        t.iter()
+            .filter(|((_, n), _)| n == work_name)
+            .map(|((c, _), b)| BlockedWrite {
+                cluster: c.clone(),
+                why: b.why.clone(),
+            })
             .collect()
     }
 
-    /// Records that `cluster/name` is held by another owner; true when it was not known.
-    pub fn mark_taken(&self, cluster: &str, name: &str) -> bool {
-        self.taken.lock().is_ok_and(|mut t| {
-            t.insert((cluster.to_string(), name.to_string()), Instant::now())
+    /// Records that writing `cluster/name` cannot be done for `recheck`, and why; true
+    /// when it was not known.
+    pub fn mark_blocked(&self, cluster: &str, name: &str, why: String, recheck: Duration) -> bool {
+        self.blocked.lock().is_ok_and(|mut t| {
+            let blocked = Blocked {
+                since: Instant::now(),
+                recheck,
+                why,
+            };
+            t.insert((cluster.to_string(), name.to_string()), blocked)
                 .is_none()
         })
     }
@@ -136,7 +158,7 @@ impl Context {
             config,
             failures: Mutex::default(),
             written: Mutex::default(),
-            taken: Mutex::default(),
+            blocked: Mutex::default(),
             schema,
         }
     }

@@ -21,6 +21,7 @@ use mwrs_engine::plan::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkCh
 use serde_json::{Value, json};
 
 use crate::context::Context;
+use crate::context::{REFUSED_RECHECK, TAKEN_RECHECK};
 use crate::error::{Error, Result, is_status};
 use crate::events::EventType;
 use crate::patch;
@@ -235,6 +236,13 @@ pub async fn execute(
         if t.reason == mwrs_api::mwrs::condition::EVENT_ABORT_STARTED {
             ctx.metrics.aborts.inc();
         }
+        // Every transition at info (new revision, abort, retry, completion): the log
+        // tells the rollout's story even after its Events expire.
+        if t.warning {
+            tracing::warn!(mwrs = %format!("{ns}/{name}"), reason = %t.reason, "{}", t.message);
+        } else {
+            tracing::info!(mwrs = %format!("{ns}/{name}"), reason = %t.reason, "{}", t.message);
+        }
         publish(
             ctx,
             mwrs,
@@ -272,6 +280,45 @@ fn finalizer_error(name: &str, e: kube::Error) -> Error {
         };
     }
     Error::kube(format!("finalizers of {name}"), e)
+}
+
+/// The hub's message when `e` is a refusal that trying again soon will not change: the
+/// request was invalid or forbidden (an admission webhook, RBAC, a quota) or the cluster
+/// namespace does not exist. Conflicts, throttling and server errors are not refusals.
+fn refusal(e: &Error) -> Option<&str> {
+    match e {
+        Error::Kube {
+            source: kube::Error::Api(s),
+            ..
+        } if matches!(s.code, 400 | 403 | 404 | 422) => Some(&s.message),
+        _ => None,
+    }
+}
+
+/// A write of `a` the hub refused: remembered so the next passes report the cluster as
+/// failed with the hub's words and send nothing there for [`REFUSED_RECHECK`]; reported
+/// once per discovery.
+async fn refused(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    a: &WorkApply,
+    e: &Error,
+) -> Result<()> {
+    let message = refusal(e).unwrap_or_default();
+    let why = format!("the hub refused the ManifestWork write: {message}");
+    if ctx.mark_blocked(&a.cluster, &a.name, why.clone(), REFUSED_RECHECK) {
+        ctx.metrics.refused_writes.inc();
+        tracing::warn!(cluster = %a.cluster, work = %a.name, error = %message, "ManifestWork write refused");
+        publish(
+            ctx,
+            mwrs,
+            EventType::Warning,
+            "ManifestWorkWriteRefused",
+            &format!("cluster {}: {why}", a.cluster),
+        )
+        .await;
+    }
+    Ok(())
 }
 
 /// Publishes one Event on the MWRS; failures are logged, never fatal.
@@ -440,7 +487,7 @@ async fn work(
                 // The planner always ships the template of a revision it writes.
                 return Err(Error::MissingField("template of the revision to write"));
             };
-            if a.create {
+            let r = if a.create {
                 create_work(ctx, mwrs, snap, a, template).await
             } else {
                 let stored = snap
@@ -452,6 +499,10 @@ async fn work(
                     None => get_work(ctx, &a.cluster, &a.name).await?.metadata,
                 };
                 update_work(ctx, &meta, a, template, a.resource_version.as_deref()).await
+            };
+            match r {
+                Err(e) if refusal(&e).is_some() => refused(ctx, mwrs, a, &e).await,
+                other => other,
             }
         }
         WorkChange::Relabel {
@@ -565,7 +616,12 @@ async fn create_work(
             if !owned {
                 // Remembered, so the next passes count the cluster as failed and send
                 // nothing there; reported once per discovery.
-                if !ctx.mark_taken(&a.cluster, &a.name) {
+                let why = format!(
+                    "ManifestWork {}/{} exists and belongs to another owner; it is left \
+                     untouched",
+                    a.cluster, a.name
+                );
+                if !ctx.mark_blocked(&a.cluster, &a.name, why, TAKEN_RECHECK) {
                     return Ok(());
                 }
                 ctx.metrics.foreign_works.inc();

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub aborts: Counter,
     /// ManifestWorks on a deterministic name that another owner holds.
     pub foreign_works: Counter,
+    /// ManifestWork writes the hub refused (webhook, RBAC, quota, missing namespace).
+    pub refused_writes: Counter,
     pub rollout_clusters: Family<RolloutLabels, Gauge>,
     pub invalid_specs: Counter,
     /// 1 while the installed MWRS CRD can hold this controller's state, else 0.
@@ -63,6 +65,7 @@ impl Metrics {
         let writes = Family::<WriteLabels, Counter>::default();
         let aborts = Counter::default();
         let foreign_works = Counter::default();
+        let refused_writes = Counter::default();
         let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
         let invalid_specs = Counter::default();
         let crd_usable = Gauge::default();
@@ -105,6 +108,11 @@ impl Metrics {
             foreign_works.clone(),
         );
         registry.register(
+            "refused_manifestwork_writes",
+            "ManifestWork writes the hub refused (invalid, forbidden, no such namespace); the cluster counts as failed until a retry",
+            refused_writes.clone(),
+        );
+        registry.register(
             "rollout_clusters",
             "Clusters of each MWRS by rollout status against its target revision",
             rollout_clusters.clone(),
@@ -123,6 +131,7 @@ impl Metrics {
             writes,
             aborts,
             foreign_works,
+            refused_writes,
             rollout_clusters,
             invalid_specs,
             crd_usable,

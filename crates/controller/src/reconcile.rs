@@ -74,9 +74,9 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
 
     let work_name =
         OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any()).work_name();
-    let taken = ctx.taken_clusters(&work_name);
-    let taken_before = taken.len();
-    let snap = Snapshot::gather(&ctx.stores, mwrs, taken);
+    let blocked = ctx.blocked_writes(&work_name);
+    let blocked_before = blocked.len();
+    let snap = Snapshot::gather(&ctx.stores, mwrs, blocked);
     let plan_started = Instant::now();
     let plan = mwrs_engine::plan(&snap.observed(mwrs), Timestamp::now(), &ctx.config.plan);
     ctx.metrics
@@ -112,8 +112,8 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     if mwrs.metadata.deletion_timestamp.is_some() {
         forget(ctx, mwrs);
     }
-    if ctx.taken_clusters(&work_name).len() > taken_before {
-        // A name found taken in this pass: report it without waiting for a change.
+    if ctx.blocked_writes(&work_name).len() > blocked_before {
+        // A write found blocked in this pass: report it without waiting for a change.
         return Ok(Action::requeue(MIN_REQUEUE));
     }
     Ok(Action::requeue(requeue_after(

@@ -11,6 +11,7 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::Observed;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::placement::PlacementView;
+use mwrs_engine::plan::BlockedWrite;
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::snapshot::Snapshot as EngineSnapshot;
 use mwrs_engine::work::WorkView;
@@ -24,16 +25,20 @@ pub struct Snapshot {
     pub placements: Vec<PlacementView>,
     pub works: Vec<WorkView>,
     pub revisions: Vec<RevisionView>,
-    /// Clusters where this MWRS's ManifestWork name is held by another owner.
-    pub taken: Vec<String>,
+    /// Clusters whose ManifestWork cannot be written for now, and why.
+    pub blocked: Vec<BlockedWrite>,
     /// Stored ManifestWorks by (cluster, name).
     pub work_objects: BTreeMap<(String, String), Arc<StoredWork>>,
 }
 
 impl Snapshot {
-    /// `taken`: clusters where a write found this MWRS's ManifestWork name held by an
-    /// object it does not own (the stores never hold such objects).
-    pub fn gather(stores: &Stores, mwrs: &ManifestWorkReplicaSet, taken: Vec<String>) -> Self {
+    /// `blocked`: clusters where a write found this MWRS's ManifestWork name held by an
+    /// object it does not own (the stores never hold such objects), or was refused.
+    pub fn gather(
+        stores: &Stores,
+        mwrs: &ManifestWorkReplicaSet,
+        blocked: Vec<BlockedWrite>,
+    ) -> Self {
         let namespace = mwrs.namespace().unwrap_or_default();
         let owner = OwnerKey::new(namespace.clone(), mwrs.name_any());
         let empty = BTreeMap::new();
@@ -94,7 +99,7 @@ impl Snapshot {
         }
         Self {
             owner,
-            taken,
+            blocked,
             placements,
             works: inner.works,
             revisions: inner.revisions,
@@ -108,7 +113,7 @@ impl Snapshot {
             placements: &self.placements,
             works: &self.works,
             revisions: &self.revisions,
-            taken: &self.taken,
+            blocked: &self.blocked,
         }
     }
 }

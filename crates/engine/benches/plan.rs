@@ -202,7 +202,7 @@ fn median_passes(fixtures: &[Fixture], cfg: &PlanConfig) -> Vec<(Duration, usize
             placements: &f.placements,
             works: &f.works,
             revisions: &f.revisions,
-            taken: &[],
+            blocked: &[],
         })
         .collect();
     // Also the warm-up pass.

@@ -14,7 +14,7 @@ use hashbrown::HashMap;
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
 use mwrs_api::mwrs::{
-    ABORT_TRIGGER_REQUESTED, AbortRecord, HandledControls, ManifestWorkReplicaSet,
+    ABORT_TRIGGER_REQUESTED, AbortRecord, BlockedCluster, HandledControls, ManifestWorkReplicaSet,
     ManifestWorkReplicaSetStatus, PlacementSummary, Summary, condition as mc,
 };
 use mwrs_api::{Condition, Time};
@@ -73,9 +73,18 @@ pub struct Observed<'a> {
     pub works: &'a [WorkView],
     /// ControllerRevisions owned by this MWRS.
     pub revisions: &'a [RevisionView],
-    /// Clusters whose namespace holds an object on this MWRS's ManifestWork name that
-    /// it does not own (SPEC §10.13): never written, counted as failed.
-    pub taken: &'a [String],
+    /// Clusters this controller must not write to for now, and why: their namespace holds
+    /// an object on this MWRS's ManifestWork name that it does not own (SPEC §10.13), or
+    /// the hub refused the last write there. Counted as failed while they lack the target.
+    pub blocked: &'a [BlockedWrite],
+}
+
+/// A cluster whose ManifestWork cannot be written for now, and why (in words for status
+/// messages and `rollout status`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedWrite {
+    pub cluster: String,
+    pub why: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,6 +314,22 @@ impl Breach {
             Breach::Requested => ABORT_TRIGGER_REQUESTED,
         }
     }
+}
+
+/// The blocked writes as the status publishes them (sorted, the first 50), so the CLI
+/// shows what only the controller learnt by writing.
+fn blocked_clusters(blocked: &[BlockedWrite]) -> Vec<BlockedCluster> {
+    const MAX: usize = 50;
+    let mut out: Vec<BlockedCluster> = blocked
+        .iter()
+        .map(|b| BlockedCluster {
+            cluster: b.cluster.clone(),
+            message: b.why.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out.truncate(MAX);
+    out
 }
 
 /// The Progressing message of a user's abort with no stable revision.
@@ -654,6 +679,7 @@ impl<'a> Pass<'a> {
             }
         }
         self.report(&mut status, &reports, &target, &update);
+        status.blocked_clusters = blocked_clusters(self.o.blocked);
         let conds = self.conditions(&outcome, &abort, &update, paused, revision_changed, created);
         let mut list = status.conditions.clone().unwrap_or_default();
         for c in &conds {
@@ -932,15 +958,10 @@ impl<'a> Pass<'a> {
         slot: &Slot<'a>,
         target: Option<usize>,
     ) -> (RolloutStatus, Option<Timestamp>, Option<String>) {
-        if slot.work.is_none() && self.o.taken.iter().any(|c| c == cluster) {
-            let note = format!(
-                "ManifestWork {cluster}/{} exists and belongs to another owner; it is left \
-                 untouched",
-                self.owner.work_name()
-            );
-            return (RolloutStatus::Failed, None, Some(note));
-        }
         if !self.carries_in(slot, target) {
+            if let Some(b) = self.o.blocked.iter().find(|b| b.cluster == cluster) {
+                return (RolloutStatus::Failed, None, Some(b.why.clone()));
+            }
             return (RolloutStatus::ToApply, None, None);
         }
         let f = &slot.facts;

@@ -254,7 +254,7 @@ impl<'f> Sim<'f> {
             placements: &self.placements,
             works: &self.works,
             revisions: &self.revisions,
-            taken: &[],
+            blocked: &[],
         };
         let plan = crate::plan::plan(&observed, self.now, cfg);
         let update = plan
@@ -527,6 +527,7 @@ mod tests {
             placements: vec![PlacementView::found("p", DecisionGroups::from_pairs(pairs))],
             works: Vec::new(),
             revisions: Vec::new(),
+            blocked: Vec::new(),
         }
     }
 

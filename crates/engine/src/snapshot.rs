@@ -10,7 +10,7 @@ use mwrs_api::work::ManifestWork;
 
 use crate::owner::OwnerKey;
 use crate::placement::PlacementView;
-use crate::plan::Observed;
+use crate::plan::{BlockedWrite, Observed};
 use crate::revision::RevisionView;
 use crate::work::WorkView;
 
@@ -20,6 +20,8 @@ pub struct Snapshot {
     pub placements: Vec<PlacementView>,
     pub works: Vec<WorkView>,
     pub revisions: Vec<RevisionView>,
+    /// The writes the controller found blocked, as its status publishes them.
+    pub blocked: Vec<BlockedWrite>,
 }
 
 impl Snapshot {
@@ -101,11 +103,21 @@ impl Snapshot {
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_values()
             .collect();
+        let blocked = mwrs
+            .status
+            .iter()
+            .flat_map(|s| &s.blocked_clusters)
+            .map(|b| BlockedWrite {
+                cluster: b.cluster.clone(),
+                why: b.message.clone(),
+            })
+            .collect();
         Self {
             mwrs: mwrs.clone(),
             placements: views,
             works,
             revisions,
+            blocked,
         }
     }
 
@@ -115,7 +127,7 @@ impl Snapshot {
             placements: &self.placements,
             works: &self.works,
             revisions: &self.revisions,
-            taken: &[],
+            blocked: &self.blocked,
         }
     }
 }

@@ -288,7 +288,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
         placements: &h.placements,
         works: &works,
         revisions: &h.revisions,
-        taken: &[],
+        blocked: &[],
     };
     let p = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert_eq!(
@@ -346,7 +346,7 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
             placements: &h.placements,
             works,
             revisions: &h.revisions,
-            taken: &[],
+            blocked: &[],
         };
         mwrs_engine::plan(&observed, h.now, &h.cfg)
     };

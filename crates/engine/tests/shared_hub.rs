@@ -389,14 +389,17 @@ fn a_taken_name_counts_as_a_failed_cluster() {
     settled(&mut h);
     h.set_template("v2");
     h.works.remove("c2");
-    let taken = vec!["c2".to_string()];
+    let taken = vec![mwrs_engine::plan::BlockedWrite {
+        cluster: "c2".into(),
+        why: "ManifestWork c2/x exists and belongs to another owner".into(),
+    }];
     let works: Vec<_> = h.works.values().cloned().collect();
     let observed = mwrs_engine::Observed {
         mwrs: &h.mwrs,
         placements: &h.placements,
         works: &works,
         revisions: &h.revisions,
-        taken: &taken,
+        blocked: &taken,
     };
     let plan = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert!(

@@ -86,6 +86,7 @@ pub fn exit_of(s: State) -> Exit {
     match s {
         State::Aborted => Exit::Aborted,
         State::Degraded | State::Invalid => Exit::Degraded,
+        State::Paused | State::Blocked => Exit::Blocked,
         _ => Exit::Ok,
     }
 }

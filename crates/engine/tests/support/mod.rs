@@ -161,7 +161,7 @@ impl Hub {
             placements: &self.placements,
             works: &works,
             revisions: &self.revisions,
-            taken: &[],
+            blocked: &[],
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
         self.execute(&plan);
