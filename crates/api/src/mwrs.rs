@@ -108,6 +108,18 @@ pub struct BlockedCluster {
     pub message: String,
 }
 
+impl ManifestWorkReplicaSetStatus {
+    /// Is the update revision aborted: held by an abort, or the subject of the last abort
+    /// (which a new revision, a retry or its completion clears)?
+    pub fn update_aborted(&self) -> bool {
+        self.aborted_time.is_some()
+            || self
+                .last_abort
+                .as_ref()
+                .is_some_and(|a| self.update_revision.as_deref() == Some(a.revision.as_str()))
+    }
+}
+
 /// Why and when a revision was aborted, and where the clusters went.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

@@ -298,13 +298,32 @@ pub async fn delete_mwrs(client: &Client, namespace: &str) -> anyhow::Result<()>
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e).context("deleting the MWRS"),
     }
-    let by = Instant::now() + Duration::from_secs(60);
+    poll(
+        "the MWRS gone after its deletion",
+        Duration::from_secs(60),
+        || async {
+            match api.get_opt(MWRS_NAME).await.context("reading the MWRS")? {
+                None => Ok(Ok(())),
+                Some(_) => Ok(Err(format!("MWRS {MWRS_NAME} still present"))),
+            }
+        },
+    )
+    .await
+}
+
+/// Calls `check` every [`POLL`] until it gives `Ok(value)`; fails with its last `Err(why)`
+/// once `timeout` has passed, or at once with an error of its own.
+pub async fn poll<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Result<T, String>>>,
+{
+    let by = Instant::now() + timeout;
     loop {
-        match api.get_opt(MWRS_NAME).await {
-            Ok(None) => return Ok(()),
-            Ok(Some(_)) if Instant::now() < by => tokio::time::sleep(POLL).await,
-            Ok(Some(_)) => bail!("MWRS {MWRS_NAME} still present 60s after its deletion"),
-            Err(e) => return Err(e).context("reading the MWRS"),
+        match check().await? {
+            Ok(v) => return Ok(v),
+            Err(why) if Instant::now() >= by => bail!("{what}: not within {timeout:?}: {why}"),
+            Err(_) => tokio::time::sleep(POLL).await,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! agent on each spoke). Each decides how the bad revision v2 gets stuck.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -14,6 +14,8 @@ use kube::api::{Api, DeleteParams};
 use mwrs_api::labels;
 use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour, ocm};
+
+use crate::demo::poll;
 use serde_json::{Value, json};
 
 /// The name of the MWRS, and of the ConfigMap it puts on every cluster.
@@ -26,7 +28,6 @@ const SIMULATED_GROUPS: [&str; 3] = ["canary", "wave-1", "wave-2"];
 /// The revision that never finishes on the hanging group.
 pub const BAD_VERSION: &str = "v2";
 const WAIT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(150);
 
 /// A real cluster: its name and its own API.
 pub struct Spoke {
@@ -218,21 +219,21 @@ impl Fleet {
         ocm::canary_placement(client, namespace, PLACEMENT, ocm::CLUSTER_SET)
             .await
             .context("creating the Placement")?;
-        let by = Instant::now() + WAIT;
-        loop {
-            let decided = ocm::decided_clusters(client, namespace, PLACEMENT).await?;
-            if decided == clusters.len() {
-                return Ok(());
-            }
-            if Instant::now() >= by {
-                bail!(
-                    "upstream's placement controller decided {decided} of {} clusters \
-                     within {WAIT:?}: is it running on this hub?",
+        poll(
+            "upstream's placement controller's decisions",
+            WAIT,
+            || async {
+                let decided = ocm::decided_clusters(client, namespace, PLACEMENT).await?;
+                if decided == clusters.len() {
+                    return Ok(Ok(()));
+                }
+                Ok(Err(format!(
+                    "{decided} of {} clusters decided: is it running on this hub?",
                     clusters.len()
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+                )))
+            },
+        )
+        .await
     }
 
     /// Deletes the MWRS (while the controller still runs, so its finalizer is handled);
@@ -260,23 +261,25 @@ impl Fleet {
     }
 
     async fn wait_spokes_clean(&self) -> anyhow::Result<()> {
-        let by = Instant::now() + WAIT;
-        loop {
-            let left: Vec<String> = self
-                .spoke_versions()
-                .await
-                .into_iter()
-                .filter(|(_, v)| v.is_some())
-                .map(|(c, _)| c)
-                .collect();
-            if left.is_empty() {
-                return Ok(());
-            }
-            if Instant::now() >= by {
-                bail!("ConfigMap {MWRS_NAME} still on {left:?} {WAIT:?} after the deletion");
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        poll(
+            "the spokes' ConfigMaps gone after the deletion",
+            WAIT,
+            || async {
+                let left: Vec<String> = self
+                    .spoke_versions()
+                    .await
+                    .into_iter()
+                    .filter(|(_, v)| v.is_some())
+                    .map(|(c, _)| c)
+                    .collect();
+                if left.is_empty() {
+                    Ok(Ok(()))
+                } else {
+                    Ok(Err(format!("ConfigMap {MWRS_NAME} still on {left:?}")))
+                }
+            },
+        )
+        .await
     }
 }
 
@@ -338,12 +341,14 @@ async fn start_controller(client: &Client, namespace: &str) -> anyhow::Result<Ab
         shared.clone(),
         std::future::pending(),
     )));
-    let ready_by = Instant::now() + Duration::from_secs(30);
-    while !shared.ready.load(std::sync::atomic::Ordering::Acquire) {
-        if Instant::now() >= ready_by {
-            bail!("the controller's watches did not sync within 30s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(
+        "the controller's watches synced",
+        Duration::from_secs(30),
+        || async {
+            let ready = shared.ready.load(std::sync::atomic::Ordering::Acquire);
+            Ok(if ready { Ok(()) } else { Err("not yet".into()) })
+        },
+    )
+    .await?;
     Ok(task)
 }

@@ -216,14 +216,8 @@ pub fn undo_target<'a>(
     status: &mwrs_api::mwrs::ManifestWorkReplicaSetStatus,
     spec_digest: Digest,
 ) -> Result<&'a RevisionView, NoUndoTarget> {
-    let update = status.update_revision.as_deref();
-    let update_aborted = status.aborted_time.is_some()
-        || status
-            .last_abort
-            .as_ref()
-            .is_some_and(|a| Some(a.revision.as_str()) == update);
     let current = status.current_revision.as_deref();
-    if update_aborted {
+    if status.update_aborted() {
         return current
             .and_then(|c| find_by_hash(history, c))
             .ok_or(NoUndoTarget::NoStableRevision);

@@ -62,11 +62,7 @@ pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
 pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
-    let stopped = s
-        .last_abort
-        .as_ref()
-        .is_some_and(|a| s.update_revision.as_deref() == Some(a.revision.as_str()));
-    if s.aborted_time.is_none() && !stopped {
+    if !s.update_aborted() {
         note(
             out,
             "no abort holds this rollout: the controller records the retry and changes nothing",
