@@ -24,8 +24,10 @@ use crate::context::Context;
 use crate::context::{REFUSED_RECHECK, TAKEN_RECHECK};
 use crate::error::{Error, Result, is_status};
 use crate::events::EventType;
+use crate::metrics::{AbortLabels, Metrics};
 use crate::patch;
 use crate::snapshot::Snapshot;
+use mwrs_api::mwrs::AbortRecord;
 
 const MW: &str = "manifestwork";
 const CR: &str = "controllerrevision";
@@ -232,10 +234,9 @@ pub async fn execute(
         }
     }
 
+    let old_abort = mwrs.status.as_ref().and_then(|s| s.last_abort.as_ref());
+    count_abort(&ctx.metrics, old_abort, plan);
     for t in &plan.events {
-        if t.reason == mwrs_api::mwrs::condition::EVENT_ABORT_STARTED {
-            ctx.metrics.aborts.inc();
-        }
         // Every transition at info (new revision, abort, retry, completion): the log
         // tells the rollout's story even after its Events expire.
         if t.warning {
@@ -280,6 +281,28 @@ fn finalizer_error(name: &str, e: kube::Error) -> Error {
         };
     }
     Error::kube(format!("finalizers of {name}"), e)
+}
+
+/// Counts an abort when the plan records a new one (a typed value, not an event reason).
+fn count_abort(metrics: &Metrics, old: Option<&AbortRecord>, plan: &Plan) {
+    let Some(new) = plan.status.as_ref().and_then(|s| s.last_abort.as_ref()) else {
+        return;
+    };
+    if old == Some(new) {
+        return;
+    }
+    let outcome = if new.reverted_to.is_some() {
+        "reverted"
+    } else {
+        "stopped"
+    };
+    metrics
+        .aborts
+        .get_or_create(&AbortLabels {
+            trigger: new.trigger.clone(),
+            outcome: outcome.into(),
+        })
+        .inc();
 }
 
 /// The hub's message when `e` is a refusal that trying again soon will not change: the
@@ -662,6 +685,61 @@ async fn create_work(
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    fn plan_with_abort(record: Option<AbortRecord>) -> Plan {
+        Plan {
+            finalizer: FinalizerAction::Keep,
+            works: Vec::new(),
+            revisions: Vec::new(),
+            templates: BTreeMap::new(),
+            status: Some(mwrs_api::mwrs::ManifestWorkReplicaSetStatus {
+                last_abort: record,
+                ..Default::default()
+            }),
+            events: Vec::new(),
+            recheck: None,
+            invalid: None,
+            clusters: Vec::new(),
+        }
+    }
+
+    /// Aborts are counted once each, by trigger and outcome, from the plan's record.
+    #[test]
+    fn a_new_abort_record_counts_once_with_its_trigger() {
+        let record = |trigger: &str, to: Option<&str>| AbortRecord {
+            trigger: trigger.into(),
+            time: mwrs_api::Time(jiff::Timestamp::UNIX_EPOCH),
+            revision: "b".into(),
+            reverted_to: to.map(str::to_string),
+            timed_out_clusters: vec![],
+            timed_out_count: 0,
+            failed_clusters: vec![],
+            failed_count: 0,
+        };
+        let m = Metrics::new();
+        let deadline = record("ProgressDeadlineExceeded", Some("a"));
+        count_abort(&m, None, &plan_with_abort(Some(deadline.clone())));
+        count_abort(
+            &m,
+            Some(&deadline),
+            &plan_with_abort(Some(deadline.clone())),
+        );
+        count_abort(&m, None, &plan_with_abort(Some(record("Requested", None))));
+        count_abort(&m, None, &plan_with_abort(None));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "mwrs_controller_aborts_total{trigger=\"ProgressDeadlineExceeded\",outcome=\"reverted\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "mwrs_controller_aborts_total{trigger=\"Requested\",outcome=\"stopped\"} 1"
+            ),
+            "{text}"
+        );
+    }
 
     /// An upstream-written ManifestWork has no annotations; the relabel patch is built
     /// against the stored form and must apply on the server's object (a patch that adds

@@ -24,6 +24,14 @@ pub struct WriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AbortLabels {
+    /// `ProgressDeadlineExceeded`, `MaxFailuresExceeded` or `Requested`.
+    pub trigger: String,
+    /// `reverted` (back to the stable revision) or `stopped` (none to go back to).
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RolloutLabels {
     pub namespace: String,
     pub name: String,
@@ -38,7 +46,7 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     pub plan_duration: Histogram,
     pub writes: Family<WriteLabels, Counter>,
-    pub aborts: Counter,
+    pub aborts: Family<AbortLabels, Counter>,
     /// ManifestWorks on a deterministic name that another owner holds.
     pub foreign_works: Counter,
     /// ManifestWork writes the hub refused (webhook, RBAC, quota, missing namespace).
@@ -63,7 +71,7 @@ impl Metrics {
         let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
         let writes = Family::<WriteLabels, Counter>::default();
-        let aborts = Counter::default();
+        let aborts = Family::<AbortLabels, Counter>::default();
         let foreign_works = Counter::default();
         let refused_writes = Counter::default();
         let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
@@ -99,7 +107,7 @@ impl Metrics {
         );
         registry.register(
             "aborts",
-            "Automatic or requested aborts started",
+            "Aborts started, by trigger and outcome (reverted, or stopped: no stable revision)",
             aborts.clone(),
         );
         registry.register(
