@@ -309,8 +309,8 @@ impl Breach {
     /// [`AbortRecord::trigger`] of an abort this breach started.
     fn trigger(self) -> &'static str {
         match self {
-            Breach::Deadline => "ProgressDeadlineExceeded",
-            Breach::Failures => "MaxFailuresExceeded",
+            Breach::Deadline => mc::REASON_PROGRESS_DEADLINE_EXCEEDED,
+            Breach::Failures => mc::REASON_MAX_FAILURES_EXCEEDED,
             Breach::Requested => ABORT_TRIGGER_REQUESTED,
         }
     }
