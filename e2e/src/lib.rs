@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::Api;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use mwrs_fleet::ocm;
@@ -193,14 +191,7 @@ impl Env {
     pub async fn spoke_versions(&self, name: &str) -> BTreeMap<String, Option<String>> {
         let mut out = BTreeMap::new();
         for s in &self.spokes {
-            let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), "default");
-            let v = api
-                .get_opt(name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|cm| cm.data)
-                .and_then(|d| d.get("version").cloned());
+            let v = ocm::configmap_version(&s.client, "default", name).await;
             out.insert(s.name.clone(), v);
         }
         out

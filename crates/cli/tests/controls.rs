@@ -19,21 +19,32 @@ use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour};
 use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs as mwrs_object, wait_for};
 use serde_json::{Value, json};
 
-/// An agent for the test's clusters: `slow` (while set) hangs on v2 in the first cluster;
-/// everything else succeeds after `after`.
-fn agent(hub: &TestHub, slow: Arc<AtomicBool>, after: Duration) -> AgentHandle {
-    let first = hub.clusters[0].clone();
+/// An agent for the test's clusters: the first cluster does what `first` says for the
+/// template version it gets (None: that cluster behaves as the others); every other
+/// answer is success after `after`.
+fn agent_where_first(
+    hub: &TestHub,
+    after: Duration,
+    first: impl Fn(Option<&str>) -> Option<Behaviour> + Send + Sync + 'static,
+) -> AgentHandle {
+    let name = hub.clusters[0].clone();
     Agent::start(
         hub.client.clone(),
         AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
-            if w.cluster == first && version_of(w.spec) == Some("v2") && slow.load(Ordering::SeqCst)
-            {
-                Behaviour::Hang
-            } else {
-                Behaviour::Succeed { after }
-            }
+            (w.cluster == name)
+                .then(|| first(version_of(w.spec)))
+                .flatten()
+                .unwrap_or(Behaviour::Succeed { after })
         }),
     )
+}
+
+/// An agent for the test's clusters: `slow` (while set) hangs on v2 in the first cluster;
+/// everything else succeeds after `after`.
+fn agent(hub: &TestHub, slow: Arc<AtomicBool>, after: Duration) -> AgentHandle {
+    agent_where_first(hub, after, move |v| {
+        (v == Some("v2") && slow.load(Ordering::SeqCst)).then_some(Behaviour::Hang)
+    })
 }
 
 /// Creates `app` on v1 with `strategy`, waits for it to complete, moves the template to v2.
@@ -254,22 +265,12 @@ async fn pause_during_progressive_rollout() {
         return;
     };
     let _controller = start_controller(&hub);
-    let first = hub.clusters[0].clone();
     // The first cluster takes a while on v2, long enough to pause while it is in flight.
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
-            if w.cluster == first && version_of(w.spec) == Some("v2") {
-                Behaviour::Succeed {
-                    after: Duration::from_secs(4),
-                }
-            } else {
-                Behaviour::Succeed {
-                    after: Duration::from_millis(100),
-                }
-            }
-        }),
-    );
+    let _agent = agent_where_first(&hub, Duration::from_millis(100), |v| {
+        (v == Some("v2")).then_some(Behaviour::Succeed {
+            after: Duration::from_secs(4),
+        })
+    });
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
     let (_v1, v2) = v1_then_v2(&hub, strategy).await;
     wait_for("the first cluster on v2", WAIT, || async {
@@ -352,19 +353,9 @@ async fn undo_after_two_aborts_goes_to_the_stable_revision() {
         return;
     };
     let _controller = start_controller(&hub);
-    let first = hub.clusters[0].clone();
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| {
-            if w.cluster == first && version_of(w.spec) != Some("v1") {
-                Behaviour::Hang
-            } else {
-                Behaviour::Succeed {
-                    after: Duration::from_millis(200),
-                }
-            }
-        }),
-    );
+    let _agent = agent_where_first(&hub, Duration::from_millis(200), |v| {
+        (v != Some("v1")).then_some(Behaviour::Hang)
+    });
     let strategy = json!({"type": "All", "all": {"progressDeadline": "3s"},
         "failureStrategy": "AbortAll"});
     let (v1, v2) = v1_then_v2(&hub, strategy).await;
@@ -437,13 +428,11 @@ async fn manual_abort_of_the_first_rollout_stops_it() {
     };
     let _controller = start_controller(&hub);
     // The first cluster takes long enough to abort while it is in flight.
-    let first = hub.clusters[0].clone();
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(move |w| Behaviour::Succeed {
-            after: Duration::from_millis(if w.cluster == first { 4000 } else { 200 }),
-        }),
-    );
+    let _agent = agent_where_first(&hub, Duration::from_millis(200), |_| {
+        Some(Behaviour::Succeed {
+            after: Duration::from_secs(4),
+        })
+    });
     hub.publish_all("p").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
     hub.create_mwrs(&mwrs_object(

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
 use mwrs_api::labels;
@@ -170,14 +170,7 @@ impl Fleet {
         };
         let mut out = BTreeMap::new();
         for s in spokes {
-            let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), CONFIGMAP_NAMESPACE);
-            let version = api
-                .get_opt(MWRS_NAME)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|cm| cm.data)
-                .and_then(|d| d.get("version").cloned());
+            let version = ocm::configmap_version(&s.client, CONFIGMAP_NAMESPACE, MWRS_NAME).await;
             out.insert(s.name.clone(), version);
         }
         out

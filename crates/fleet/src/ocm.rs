@@ -5,7 +5,7 @@
 //!
 //! Writes are server-side applies, so registering the same clusters again is a no-op.
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use mwrs_api::cluster::ManagedCluster;
@@ -143,4 +143,16 @@ pub fn configmap_progressing_while(namespace: &str, name: &str, version: &str) -
             "celExpressions": [format!("object.data.version == '{version}'")],
             "message": format!("version {version} never settles")}]
     })
+}
+
+/// `data.version` of ConfigMap `namespace/name` on a spoke; None when it is absent or
+/// cannot be read.
+pub async fn configmap_version(spoke: &Client, namespace: &str, name: &str) -> Option<String> {
+    Api::<ConfigMap>::namespaced(spoke.clone(), namespace)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get("version").cloned())
 }
