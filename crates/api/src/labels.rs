@@ -30,11 +30,27 @@ pub const DECISION_GROUP_INDEX: &str = "cluster.open-cluster-management.io/decis
 /// PlacementDecision label holding the decision group name ("" for unnamed groups).
 pub const DECISION_GROUP_NAME: &str = "cluster.open-cluster-management.io/decision-group-name";
 
-/// Manual rollout controls (SPEC §7), as annotations on the MWRS. Their values are
-/// request tokens: a new value is a new request, acted on once.
+/// Manual rollout controls (SPEC §7), as annotations on the MWRS. Abort and retry values
+/// are request tokens: a new value is a new request, acted on once. A token may name the
+/// revision it is meant for (see [`control_request`]).
 pub const CONTROL_ABORT: &str = "mwrs.rollout.open-cluster-management.io/abort";
 pub const CONTROL_RETRY: &str = "mwrs.rollout.open-cluster-management.io/retry";
 pub const CONTROL_PAUSE: &str = "mwrs.rollout.open-cluster-management.io/paused";
+
+/// An abort or retry token `<unique>/<revision>`: meant for `revision` only, so a request
+/// that meets a newer update revision (a template applied meanwhile) acts on nothing.
+pub fn control_request(unique: &str, revision: &str) -> String {
+    format!("{unique}/{revision}")
+}
+
+/// The revision a request token names, if it names one (a bare token, e.g. written with
+/// `kubectl annotate`, is for whatever revision is the update revision when read).
+pub fn requested_revision(token: &str) -> Option<&str> {
+    token
+        .rsplit_once('/')
+        .map(|(_, r)| r)
+        .filter(|r| !r.is_empty())
+}
 
 /// Marks on a ControllerRevision: when its revision last completed on every desired
 /// cluster, and when it was last aborted (RFC 3339). `rollout undo` goes only to

@@ -162,9 +162,8 @@ impl Hub {
         m: &ManifestWorkReplicaSet,
     ) -> Result<Vec<(RevisionView, ControllerRevision)>> {
         let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &self.namespace);
-        let (k, v) = owner_of(m).selector();
         let list = api
-            .list(&ListParams::default().labels(&format!("{k}={v}")))
+            .list(&owner_params(m))
             .await
             .map_err(|e| CliError::kube("listing controllerrevisions", e))?;
         let mut out: Vec<(RevisionView, ControllerRevision)> = list
@@ -189,8 +188,9 @@ impl Hub {
 
     /// Everything the planner reads about `m`: its Placements, their decisions (by the
     /// placement label), its ManifestWorks in every cluster namespace (by the owner label)
-    /// and its revisions.
-    pub async fn snapshot(&self, m: &ManifestWorkReplicaSet) -> Result<Snapshot> {
+    /// and its revisions. A user who may not list ManifestWorks across the cluster
+    /// namespaces (a tenant with rights in its own namespace) gets the rest, and why.
+    pub async fn snapshot(&self, m: &ManifestWorkReplicaSet) -> Result<Reading> {
         let (placements, decisions, works, revisions) = futures::try_join!(
             self.placements(m),
             self.decisions(m),
@@ -198,13 +198,26 @@ impl Hub {
             self.revisions(m),
         )?;
         let crs: Vec<ControllerRevision> = revisions.into_iter().map(|(_, cr)| cr).collect();
-        Ok(Snapshot::from_objects(
-            m,
-            &placements,
-            &decisions,
-            &works,
-            &crs,
-        ))
+        let (works, hidden) = match works {
+            Visible::Yes(w) => (w, None),
+            Visible::Forbidden(why) => (Vec::new(), Some(why)),
+        };
+        Ok(Reading {
+            snapshot: Snapshot::from_objects(m, &placements, &decisions, &works, &crs),
+            works_hidden: hidden,
+        })
+    }
+
+    /// May this user list `m`'s ManifestWorks? One metadata-only item is asked for.
+    pub async fn works_hidden(&self, m: &ManifestWorkReplicaSet) -> Result<Option<String>> {
+        let lp = owner_params(m).limit(1);
+        match Api::<ManifestWork>::all(self.client.clone())
+            .list_metadata(&lp)
+            .await
+        {
+            Ok(_) => Ok(None),
+            Err(e) => forbidden(e, "listing manifestworks").map(Some),
+        }
     }
 
     async fn placements(&self, m: &ManifestWorkReplicaSet) -> Result<Vec<Placement>> {
@@ -232,14 +245,50 @@ impl Hub {
             .map_err(|e| CliError::kube("listing placementdecisions", e))
     }
 
-    async fn works(&self, m: &ManifestWorkReplicaSet) -> Result<Vec<ManifestWork>> {
-        let api: Api<ManifestWork> = Api::all(self.client.clone());
-        let (k, v) = owner_of(m).selector();
-        api.list(&ListParams::default().labels(&format!("{k}={v}")))
+    async fn works(&self, m: &ManifestWorkReplicaSet) -> Result<Visible<Vec<ManifestWork>>> {
+        match Api::<ManifestWork>::all(self.client.clone())
+            .list(&owner_params(m))
             .await
-            .map(|l| l.items)
-            .map_err(|e| CliError::kube("listing manifestworks", e))
+        {
+            Ok(l) => Ok(Visible::Yes(l.items)),
+            Err(e) => forbidden(e, "listing manifestworks").map(Visible::Forbidden),
+        }
     }
+}
+
+/// What the CLI read of one MWRS and its fleet.
+pub struct Reading {
+    pub snapshot: Snapshot,
+    /// Why the ManifestWorks could not be read (the API server's refusal), when it could
+    /// not: the snapshot then holds none, and per-cluster states are unknown.
+    pub works_hidden: Option<String>,
+}
+
+/// A list the user may or may not read.
+pub enum Visible<T> {
+    Yes(T),
+    /// The API server's refusal, in its words.
+    Forbidden(String),
+}
+
+/// The refusal's message for a 403; any other error as the CLI reports it.
+pub fn forbidden(e: kube::Error, what: &str) -> Result<String> {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => Ok(s.message),
+        e => Err(CliError::kube(what, e)),
+    }
+}
+
+/// Selects what `m` owns by its owner label.
+pub fn owner_params(m: &ManifestWorkReplicaSet) -> ListParams {
+    let (k, v) = owner_of(m).selector();
+    ListParams::default().labels(&format!("{k}={v}"))
+}
+
+/// `note: {what}: you may not list ManifestWorks ... ({why})`, for a reader without the
+/// right to list ManifestWorks across the cluster namespaces.
+pub fn hidden_note(what: &str, why: &str) -> String {
+    format!("note: {what}: you may not list ManifestWorks in the cluster namespaces ({why})")
 }
 
 /// `cluster.open-cluster-management.io/placement in (a,b)` for the MWRS's placementRefs.

@@ -226,6 +226,37 @@ pub fn placements(m: &ManifestWorkReplicaSet, reports: &[ClusterReport]) -> Vec<
         .collect()
 }
 
+/// Per placementRef, the counts the controller publishes in `status.placementSummary`,
+/// for a reader who cannot see the ManifestWorks: done is `updated` (succeeded on the
+/// update revision), or while an abort holds `available` (on the stable revision, which
+/// the summary then counts); failed is `degraded`; timeouts are not told apart.
+pub fn published_placements(m: &ManifestWorkReplicaSet) -> Vec<PlacementProgress> {
+    let status = m.status.clone().unwrap_or_default();
+    let reverting = status.aborted_time.is_some();
+    let count = |n: i64| usize::try_from(n).unwrap_or(0);
+    status
+        .placement_summary
+        .iter()
+        .map(|p| {
+            let s = &p.summary;
+            let desired = count(s.desired_total);
+            let done = count(if reverting { s.available } else { s.updated });
+            let progressing = count(s.progressing);
+            let failed = count(s.degraded);
+            PlacementProgress {
+                name: p.name.clone(),
+                desired,
+                done,
+                to_apply: desired.saturating_sub(done + progressing + failed),
+                progressing,
+                succeeded: done,
+                failed,
+                time_out: 0,
+            }
+        })
+        .collect()
+}
+
 /// Reports ordered for reading: clusters needing attention first (TimeOut, Failed,
 /// Progressing, ToApply), done ones last, by name within each.
 pub fn ordered(reports: &[ClusterReport]) -> Vec<&ClusterReport> {

@@ -198,7 +198,9 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
             .ready
             .store(true, std::sync::atomic::Ordering::Release);
         let lease = tokio::select! {
-            l = leader::Leadership::acquire(client.clone(), &args.lease_namespace, &identity) => l?,
+            l = leader::Leadership::acquire(client.clone(), &args.lease_namespace, &identity) => {
+                l.map_err(|e| lease_error(e, &args.lease_namespace))?
+            }
             _ = shutdown_signal() => return Ok(()),
         };
         let lost = lease.lost();
@@ -221,6 +223,26 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why leader election cannot start, in one line that says what to do.
+fn lease_error(e: kube_lease_manager::LeaseManagerError, namespace: &str) -> anyhow::Error {
+    use kube_lease_manager::LeaseManagerError::KubeError;
+    let fix = "or pass another --lease-namespace";
+    match e {
+        KubeError(kube::Error::Api(s)) if s.code == 404 => anyhow::anyhow!(
+            "leader election: namespace {namespace:?} does not exist: create it, {fix}"
+        ),
+        KubeError(kube::Error::Api(s)) if s.code == 403 => anyhow::anyhow!(
+            "leader election: forbidden to use Leases in namespace {namespace:?}: bind the \
+             leader-election Role of deploy/rbac/rbac.yaml there, {fix}"
+        ),
+        KubeError(kube::Error::Api(s)) => anyhow::anyhow!(
+            "leader election in namespace {namespace:?}: {} (--lease-namespace)",
+            s.message
+        ),
+        e => anyhow::anyhow!("leader election in namespace {namespace:?}: {e} (--lease-namespace)"),
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
@@ -240,6 +262,28 @@ async fn main() -> ExitCode {
 mod tests {
     use super::*;
     use mwrs_engine::rollout::Quirk;
+
+    #[test]
+    fn lease_errors_are_one_line_naming_the_namespace() {
+        let api = |code: u16| {
+            kube_lease_manager::LeaseManagerError::KubeError(kube::Error::Api(Box::new(
+                kube::core::Status {
+                    code,
+                    message: format!("status {code} from the API server"),
+                    ..Default::default()
+                },
+            )))
+        };
+        for (code, says) in [
+            (404, "does not exist"),
+            (403, "forbidden"),
+            (500, "status 500"),
+        ] {
+            let line = format!("{:#}", lease_error(api(code), "ocm"));
+            assert!(line.contains(says) && line.contains("\"ocm\""), "{line}");
+            assert!(line.contains("--lease-namespace") && !line.contains('\n'), "{line}");
+        }
+    }
 
     #[test]
     fn upstream_quirks_parse_by_name_and_reject_unknown_ones() {

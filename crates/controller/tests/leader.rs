@@ -110,3 +110,40 @@ async fn a_frozen_leader_writes_nothing_after_it_wakes() {
         "the new leader did the rollout"
     );
 }
+
+/// A lease namespace that does not exist ends the controller at start with one short line
+/// that names it and what to do, not the API server's status dumped whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_lease_namespace_is_one_clear_line() {
+    let Some(hub) = TestHub::from_env("leader-missing-ns", 0).await else {
+        return;
+    };
+    let missing = format!("{}-missing", hub.namespace);
+    let mut child = common::spawn_controller_binary(
+        &hub,
+        &["--leader-elect", "--lease-namespace", missing.as_str()],
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if let Some(s) = child.try_wait() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {}",
+            child.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!exit.success(), "{}", child.output());
+    let output = child.output();
+    let last = output.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("mwrs-controller: ")
+            && last.contains(&format!("{missing:?}"))
+            && last.contains("--lease-namespace")
+            && last.len() < 240,
+        "one clear line: {last}"
+    );
+}

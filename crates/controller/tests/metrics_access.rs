@@ -117,12 +117,8 @@ async fn metrics_need_tls_and_an_allowed_token_while_probes_stay_open() {
         )
         .await
         .unwrap();
-    let scraper = rbac::service_account_token(&hub.client, ns, "scraper")
-        .await
-        .unwrap();
-    let stranger = rbac::service_account_token(&hub.client, ns, "stranger")
-        .await
-        .unwrap();
+    let scraper = hub.service_account_token("scraper").await.unwrap();
+    let stranger = hub.service_account_token("stranger").await.unwrap();
 
     let dir_arg = dir.display().to_string();
     let controller = common::spawn_controller_binary(

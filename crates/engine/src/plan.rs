@@ -526,11 +526,31 @@ impl<'a> Pass<'a> {
             status.last_abort = None;
         }
 
-        // 2. Manual controls, each acted on once (SPEC §7, §10.5).
+        // 2. Manual controls, each acted on once (SPEC §7, §10.5). A request that names
+        // another revision than the update revision is read and answered, and does nothing.
         let mut handled = self.old.handled_controls.clone().unwrap_or_default();
-        let abort_requested = self.take_request(labels::CONTROL_ABORT, &mut handled.abort);
-        let retry_requested = self.take_request(labels::CONTROL_RETRY, &mut handled.retry);
-        if retry_requested {
+        let elsewhere = |token: &Option<String>| {
+            token
+                .as_deref()
+                .and_then(labels::requested_revision)
+                .filter(|r| *r != update)
+                .map(str::to_string)
+        };
+        let abort_token = self.take_request(labels::CONTROL_ABORT, &mut handled.abort);
+        let abort_elsewhere = abort_token.then(|| elsewhere(&handled.abort)).flatten();
+        let abort_requested = abort_token && abort_elsewhere.is_none();
+        let retry_token = self.take_request(labels::CONTROL_RETRY, &mut handled.retry);
+        let retry_elsewhere = retry_token.then(|| elsewhere(&handled.retry)).flatten();
+        if let Some(r) = &retry_elsewhere {
+            p.events.push(Transition {
+                reason: EVENT_RETRY_REQUESTED.into(),
+                message: format!(
+                    "retry requested for revision {r}, which is no longer the update revision \
+                     ({update} is); nothing to do"
+                ),
+                warning: false,
+            });
+        } else if retry_token {
             // Each handled request gets its Event, also when there is nothing to act on,
             // so a user sees that the request was read (and only once).
             p.events.push(Transition {
@@ -545,14 +565,18 @@ impl<'a> Pass<'a> {
             status.aborted_time = None;
             status.last_abort = None;
         }
-        if abort_requested {
+        if abort_token {
             p.events.push(Transition {
                 reason: EVENT_ABORT_REQUESTED.into(),
-                message: match &self.old.current_revision {
-                    Some(c) if *c == update => format!(
+                message: match (&abort_elsewhere, &self.old.current_revision) {
+                    (Some(r), _) => format!(
+                        "abort requested for revision {r}, which is no longer the update \
+                         revision ({update} is); nothing to abort"
+                    ),
+                    (None, Some(c)) if *c == update => format!(
                         "abort requested: revision {update} is the stable revision; nothing to abort"
                     ),
-                    _ => format!("abort requested for revision {update}"),
+                    (None, _) => format!("abort requested for revision {update}"),
                 },
                 warning: true,
             });

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
+use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_api::work::condition as wc;
 
 use crate::hash;
@@ -105,71 +106,7 @@ pub fn preview(
     cfg: &PreviewConfig,
 ) -> Preview {
     let mut sim = Sim::new(snapshot, failing, now);
-    // A pass starts at most one wave; a wave needs a pass to write it, one to see the
-    // agent's answer and one at the end of a soak or deadline.
-    let budget = cfg
-        .max_passes
-        .unwrap_or_else(|| 4 * (sim.desired() + sim.works.len()) + 64);
-    let mut waves: Vec<Wave> = Vec::new();
-    let mut any_work_written = false;
-    let mut end = End::Unfinished;
-    for _ in 0..budget {
-        sim.agents();
-        let plan = sim.plan(&cfg.plan);
-        if plan.invalid.is_some() {
-            end = End::Invalid;
-            sim.execute(&plan);
-            break;
-        }
-        let update = plan.status.as_ref().and_then(|s| s.update_revision.clone());
-        if sim.update.is_none() {
-            sim.update = update.clone();
-        }
-        let mut applies: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
-        for w in &plan.works {
-            if let WorkChange::Apply(a) = w {
-                let placement = a
-                    .labels
-                    .get(labels::PLACEMENT_NAME)
-                    .cloned()
-                    .unwrap_or_default();
-                applies
-                    .entry(a.revision.as_str())
-                    .or_default()
-                    .push((a.cluster.clone(), placement));
-            }
-        }
-        for (revision, mut clusters) in applies {
-            clusters.sort();
-            any_work_written = true;
-            waves.push(Wave {
-                number: waves.len() + 1,
-                at: sim.now.duration_since(sim.start),
-                kind: if Some(revision) == update.as_deref() {
-                    WaveKind::Rollout
-                } else {
-                    WaveKind::Revert
-                },
-                revision: revision.to_string(),
-                clusters,
-            });
-        }
-        let changed = sim.execute(&plan);
-        if let Some(e) = sim.settled(any_work_written) {
-            end = e;
-            break;
-        }
-        if changed {
-            continue;
-        }
-        match plan.recheck.filter(|d| d.is_positive()) {
-            Some(d) => sim.now += d,
-            None => {
-                end = sim.stopped();
-                break;
-            }
-        }
-    }
+    let (waves, end) = sim.run(cfg);
     let status = sim.mwrs.status.clone().unwrap_or_default();
     let message = progressing(&sim.mwrs)
         .map(|(_, _, m)| m.to_string())
@@ -183,6 +120,116 @@ pub fn preview(
         message,
         failed: sim.failed.iter().cloned().collect(),
         duration: sim.now.duration_since(sim.start),
+    }
+}
+
+/// How far back [`assume_settled`] starts its simulation: further than any rollout lasts,
+/// so every soak of the stable revision is over by `now`.
+const SETTLED_SINCE: SignedDuration = SignedDuration::from_hours(24 * 365);
+
+/// `snapshot` as it would be if every selected cluster ran the stable revision
+/// (`status.currentRevision`) and had settled on it, for a reader who may not list the
+/// ManifestWorks in the cluster namespaces (a namespace-scoped user). The works are those
+/// of the stable revision rolled out on an empty fleet by the same simulation; the MWRS,
+/// its status, placements and revisions stay as the hub shows them. Without a stable
+/// revision no cluster carries anything.
+pub fn assume_settled(snapshot: &Snapshot, now: Timestamp) -> Snapshot {
+    let mut out = snapshot.clone();
+    out.works = Vec::new();
+    let stable = snapshot
+        .mwrs
+        .status
+        .as_ref()
+        .and_then(|s| s.current_revision.as_deref())
+        .and_then(|c| snapshot.revisions.iter().find(|r| r.hash == c));
+    let Some(template) =
+        stable.and_then(|r| ManifestWorkTemplate::from_value(r.template.clone()).ok())
+    else {
+        return out;
+    };
+    let mut fresh = out.clone();
+    fresh.mwrs.spec.manifest_work_template = template;
+    // The stable revision as first rolled out: no status, no pause or abort request.
+    fresh.mwrs.status = None;
+    fresh.mwrs.metadata.annotations = None;
+    let nobody = BTreeSet::new();
+    let mut sim = Sim::new(&fresh, &nobody, now - SETTLED_SINCE);
+    sim.run(&PreviewConfig::default());
+    out.works = sim.works;
+    out
+}
+
+impl Sim<'_> {
+    /// Planner passes, agent answers and waits until the rollout ends or the budget is
+    /// spent: the waves started and the end.
+    fn run(&mut self, cfg: &PreviewConfig) -> (Vec<Wave>, End) {
+        let sim = self;
+        // A pass starts at most one wave; a wave needs a pass to write it, one to see the
+        // agent's answer and one at the end of a soak or deadline.
+        let budget = cfg
+            .max_passes
+            .unwrap_or_else(|| 4 * (sim.desired() + sim.works.len()) + 64);
+        let mut waves: Vec<Wave> = Vec::new();
+        let mut any_work_written = false;
+        let mut end = End::Unfinished;
+        for _ in 0..budget {
+            sim.agents();
+            let plan = sim.plan(&cfg.plan);
+            if plan.invalid.is_some() {
+                end = End::Invalid;
+                sim.execute(&plan);
+                break;
+            }
+            let update = plan.status.as_ref().and_then(|s| s.update_revision.clone());
+            if sim.update.is_none() {
+                sim.update = update.clone();
+            }
+            let mut applies: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+            for w in &plan.works {
+                if let WorkChange::Apply(a) = w {
+                    let placement = a
+                        .labels
+                        .get(labels::PLACEMENT_NAME)
+                        .cloned()
+                        .unwrap_or_default();
+                    applies
+                        .entry(a.revision.as_str())
+                        .or_default()
+                        .push((a.cluster.clone(), placement));
+                }
+            }
+            for (revision, mut clusters) in applies {
+                clusters.sort();
+                any_work_written = true;
+                waves.push(Wave {
+                    number: waves.len() + 1,
+                    at: sim.now.duration_since(sim.start),
+                    kind: if Some(revision) == update.as_deref() {
+                        WaveKind::Rollout
+                    } else {
+                        WaveKind::Revert
+                    },
+                    revision: revision.to_string(),
+                    clusters,
+                });
+            }
+            let changed = sim.execute(&plan);
+            if let Some(e) = sim.settled(any_work_written) {
+                end = e;
+                break;
+            }
+            if changed {
+                continue;
+            }
+            match plan.recheck.filter(|d| d.is_positive()) {
+                Some(d) => sim.now += d,
+                None => {
+                    end = sim.stopped();
+                    break;
+                }
+            }
+        }
+        (waves, end)
     }
 }
 
@@ -559,6 +606,40 @@ mod tests {
             ManifestWorkTemplate::from_value(template(next)).unwrap();
         out.mwrs.metadata.generation = Some(2);
         out
+    }
+
+    #[test]
+    fn a_reader_without_the_manifestworks_sees_the_waves_of_a_settled_fleet() {
+        let strategy = json!({"type": "Progressive",
+            "progressive": {"maxConcurrency": 2, "minSuccessTime": "1m"}});
+        let first = snapshot(strategy, &[&["c1", "c2", "c3", "c4", "c5"]]);
+        // The hub: v1 completed an hour ago, then the template changed to v2.
+        let nobody = none();
+        let mut past = Sim::new(&first, &nobody, t0() - SignedDuration::from_hours(1));
+        assert_eq!(past.run(&PreviewConfig::default()).1, End::Complete);
+        let mut hub = first.clone();
+        hub.mwrs = past.mwrs.clone();
+        hub.works = past.works.clone();
+        hub.revisions = past.revisions.clone();
+        hub.mwrs.spec.manifest_work_template =
+            ManifestWorkTemplate::from_value(template("v2")).unwrap();
+        hub.mwrs.metadata.generation = Some(2);
+
+        let mut blind = hub.clone();
+        blind.works.clear();
+        let assumed = assume_settled(&blind, t0());
+        assert_eq!(assumed.works.len(), 5);
+        let v1 = hub.works[0].hash();
+        assert!(assumed.works.iter().all(|w| w.hash() == v1));
+        let cfg = PreviewConfig::default();
+        let seen = preview(&hub, &none(), t0(), &cfg);
+        let guessed = preview(&assumed, &none(), t0(), &cfg);
+        assert_eq!(guessed.waves, seen.waves);
+        assert_eq!((guessed.end, guessed.duration), (seen.end, seen.duration));
+        assert_eq!(seen.waves.len(), 3);
+
+        // Nothing completed yet: nothing is assumed.
+        assert!(assume_settled(&first, t0()).works.is_empty());
     }
 
     #[test]

@@ -411,6 +411,40 @@ fn manual_abort_retry_and_pause() {
     assert!(h.versions().values().all(|v| v == "v2"));
 }
 
+/// An abort request that names its revision (as the CLI's do) acts on that revision only:
+/// asked for while v1 is the stable revision and read in the pass that meets the new
+/// template v2, it aborts nothing, then or later.
+#[test]
+fn an_abort_request_for_an_older_revision_aborts_nothing() {
+    let mut h = completed_rollout(progressive(json!({"maxConcurrency": 1})));
+    let v1 = h.hash_of("v1");
+    h.annotate(labels::CONTROL_ABORT, &format!("2026-12-03T21:32:05Z/{v1}"));
+    h.set_template("v2");
+    let events: Vec<(String, String)> = h
+        .reconcile()
+        .events
+        .iter()
+        .map(|e| (e.reason.clone(), e.message.clone()))
+        .collect();
+    let (_, message) = events
+        .iter()
+        .find(|(r, _)| r == "AbortRequested")
+        .expect("the request is read and answered");
+    assert!(message.contains("nothing to abort"), "{message}");
+    run_until(&mut h, 60, complete);
+    assert!(h.versions().values().all(|v| v == "v2"));
+    assert_eq!(h.status().last_abort, None);
+
+    // Naming the update revision, it aborts as any request does.
+    h.behave("c1", "v3", Behaviour::Hang);
+    h.set_template("v3");
+    h.reconcile();
+    let v3 = h.hash_of("v3");
+    h.annotate(labels::CONTROL_ABORT, &format!("2026-12-03T21:40:00Z/{v3}"));
+    h.reconcile();
+    assert!(h.status().aborted_time.is_some());
+}
+
 /// SPEC §10.6: a user's abort of a first rollout (nothing to go back to) stops it: no new
 /// cluster starts, pass after pass, until a retry.
 #[test]

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
@@ -63,6 +64,56 @@ pub async fn client_from(path: &Path) -> anyhow::Result<Client> {
     let kc = Kubeconfig::read_from(path)?;
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
+}
+
+/// A token of ServiceAccount `ns/sa` (created if missing), from the TokenRequest API.
+pub async fn service_account_token(c: &Client, ns: &str, sa: &str) -> anyhow::Result<String> {
+    let api = Api::<ServiceAccount>::namespaced(c.clone(), ns);
+    let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": sa, "namespace": ns}});
+    api.patch(
+        sa,
+        &PatchParams::apply("mwrs-tests").force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: None,
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token: TokenRequest = api
+        .create_subresource("token", sa, &PostParams::default(), &request)
+        .await?;
+    token
+        .status
+        .and_then(|s| s.token)
+        .ok_or_else(|| anyhow::anyhow!("TokenRequest without a token"))
+}
+
+/// A kubeconfig that authenticates as ServiceAccount `ns/sa` (see
+/// [`service_account_token`]) on the hub of `hub_kubeconfig`, written beside it (gone with
+/// the hub's state); its path.
+pub async fn service_account_kubeconfig(
+    c: &Client,
+    hub_kubeconfig: &Path,
+    ns: &str,
+    sa: &str,
+) -> anyhow::Result<PathBuf> {
+    let token = service_account_token(c, ns, sa).await?;
+    let mut kc = Kubeconfig::read_from(hub_kubeconfig)?;
+    for user in &mut kc.auth_infos {
+        user.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.clone().into()),
+            ..Default::default()
+        });
+    }
+    let path = hub_kubeconfig.with_file_name(format!("kubeconfig-{sa}-{ns}.json"));
+    std::fs::write(&path, serde_json::to_vec(&kc)?)?;
+    Ok(path)
 }
 
 fn random_suffix() -> String {
@@ -122,6 +173,17 @@ impl TestHub {
             }
         }
         Some(hub)
+    }
+
+    /// A token of ServiceAccount `sa` of the test's namespace; see [`service_account_token`].
+    pub async fn service_account_token(&self, sa: &str) -> anyhow::Result<String> {
+        service_account_token(&self.client, &self.namespace, sa).await
+    }
+
+    /// A kubeconfig as ServiceAccount `sa` of the test's namespace; see
+    /// [`service_account_kubeconfig`].
+    pub async fn service_account_kubeconfig(&self, sa: &str) -> anyhow::Result<PathBuf> {
+        service_account_kubeconfig(&self.client, &self.kubeconfig, &self.namespace, sa).await
     }
 
     /// Publishes `groups` as the decisions of Placement `name` in the test namespace.
@@ -356,8 +418,12 @@ impl ChildProcess {
 }
 
 impl Drop for ChildProcess {
+    /// Kills it; its log stays only when the test failed (to read what happened).
     fn drop(&mut self) {
         self.kill();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 

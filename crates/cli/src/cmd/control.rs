@@ -27,9 +27,14 @@ async fn annotate(hub: &Hub, name: &str, key: &str, value: Value) -> Result<()> 
         .map_err(|e| CliError::kube(&format!("annotating manifestworkreplicaset {name}"), e))
 }
 
-/// A request token: the time of the request, unique enough for one user at a time.
-fn token() -> String {
-    Timestamp::now().to_string()
+/// A request token: the time of the request (unique enough for one user at a time), for
+/// the update revision the user saw, so it never acts on a newer one.
+fn token(update: Option<&str>) -> String {
+    let now = Timestamp::now().to_string();
+    match update {
+        Some(u) => labels::control_request(&now, u),
+        None => now,
+    }
 }
 
 fn note(out: &Out, s: &str) {
@@ -53,7 +58,7 @@ pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
         _ if s.aborted_time.is_some() => note(out, "an abort already holds this rollout"),
         _ => {}
     }
-    let t = token();
+    let t = token(s.update_revision.as_deref());
     annotate(hub, name, labels::CONTROL_ABORT, Value::String(t.clone())).await?;
     println!("mwrs/{name} abort requested (request {t})");
     Ok(Exit::Ok)
@@ -68,7 +73,7 @@ pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
             "no abort holds this rollout: the controller records the retry and changes nothing",
         );
     }
-    let t = token();
+    let t = token(s.update_revision.as_deref());
     annotate(hub, name, labels::CONTROL_RETRY, Value::String(t.clone())).await?;
     println!(
         "mwrs/{name} retry requested (request {t}): revision {} rolls out again",

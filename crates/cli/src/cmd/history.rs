@@ -5,17 +5,16 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use mwrs_engine::revision::RevisionView;
-use mwrs_engine::snapshot::owner_of;
 use serde::Serialize;
 
 use crate::args::HistoryArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::hub::Hub;
+use crate::hub::{Hub, Visible, forbidden, hidden_note, owner_params};
 use crate::output::{Out, Table, age, to_yaml};
 
 /// One line of the history.
@@ -26,7 +25,8 @@ pub struct Entry {
     pub hash: String,
     pub name: String,
     pub created: Option<Timestamp>,
-    pub clusters: usize,
+    /// ManifestWorks carrying it; None when the user may not list them.
+    pub clusters: Option<usize>,
     pub role: String,
     pub change_cause: Option<String>,
 }
@@ -66,17 +66,17 @@ pub fn unknown(m: &ManifestWorkReplicaSet, history: &[RevisionView], key: &str) 
     ))
 }
 
-/// How many owned ManifestWorks carry each revision hash (metadata only: cheap at scale).
+/// How many owned ManifestWorks carry each revision hash (metadata only: cheap at scale);
+/// the refusal instead when the user may not list ManifestWorks.
 pub async fn clusters_per_revision(
     hub: &Hub,
     m: &ManifestWorkReplicaSet,
-) -> Result<BTreeMap<String, usize>> {
+) -> Result<Visible<BTreeMap<String, usize>>> {
     let api: Api<ManifestWork> = Api::all(hub.client.clone());
-    let (k, v) = owner_of(m).selector();
-    let list = api
-        .list_metadata(&ListParams::default().labels(&format!("{k}={v}")))
-        .await
-        .map_err(|e| CliError::kube("listing manifestworks", e))?;
+    let list = match api.list_metadata(&owner_params(m)).await {
+        Ok(list) => list,
+        Err(e) => return forbidden(e, "listing manifestworks").map(Visible::Forbidden),
+    };
     let mut out = BTreeMap::new();
     for w in list.items {
         if let Some(h) = w
@@ -88,7 +88,7 @@ pub async fn clusters_per_revision(
             *out.entry(h.clone()).or_insert(0) += 1;
         }
     }
-    Ok(out)
+    Ok(Visible::Yes(out))
 }
 
 pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
@@ -113,7 +113,10 @@ pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let counts = clusters_per_revision(hub, &m).await?;
+    let (counts, hidden) = match clusters_per_revision(hub, &m).await? {
+        Visible::Yes(c) => (Some(c), None),
+        Visible::Forbidden(why) => (None, Some(why)),
+    };
     let entries: Vec<Entry> = history
         .iter()
         .map(|r| Entry {
@@ -121,7 +124,9 @@ pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
             hash: r.hash.clone(),
             name: r.name.clone(),
             created: r.created,
-            clusters: counts.get(&r.hash).copied().unwrap_or(0),
+            clusters: counts
+                .as_ref()
+                .map(|c| c.get(&r.hash).copied().unwrap_or(0)),
             role: role(&m, &r.hash),
             change_cause: r.change_cause.clone(),
         })
@@ -148,11 +153,14 @@ pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
             e.revision.to_string(),
             e.hash.clone(),
             age(e.created, now),
-            e.clusters.to_string(),
+            e.clusters.map_or_else(|| "-".into(), |n| n.to_string()),
             e.role.clone(),
             e.change_cause.clone().unwrap_or_else(|| "<none>".into()),
         ]);
     }
     print!("{}", t.render());
+    if let Some(why) = hidden {
+        eprintln!("{}", hidden_note("CLUSTERS is not counted", &why));
+    }
     Ok(Exit::Ok)
 }

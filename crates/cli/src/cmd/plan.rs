@@ -9,14 +9,14 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::hash;
-use mwrs_engine::preview::{End, Preview, PreviewConfig, WaveKind, preview};
+use mwrs_engine::preview::{End, Preview, PreviewConfig, WaveKind, assume_settled, preview};
 use mwrs_engine::rollout::Compat;
 use mwrs_engine::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
 use serde::Serialize;
 
 use crate::args::{Format, PlanArgs};
 use crate::error::{CliError, Exit, Result};
-use crate::hub::Hub;
+use crate::hub::{Hub, hidden_note};
 use crate::output::{Out, Paint, Table, duration, few};
 
 /// How many cluster names a wave line shows in the table (`-o wide`: all).
@@ -46,6 +46,9 @@ struct PlanOut {
     message: String,
     failed: Vec<String>,
     duration_seconds: i64,
+    /// What the preview had to assume, when the user may not read the ManifestWorks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 fn end_word(e: &End) -> String {
@@ -171,7 +174,15 @@ pub async fn run(hub: &Hub, out: &Out, a: &PlanArgs) -> Result<Exit> {
 }
 
 async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) -> Result<Exit> {
-    let snap = hub.snapshot(m).await?;
+    let read = hub.snapshot(m).await?;
+    let now = Timestamp::now();
+    let (snap, note) = match &read.works_hidden {
+        None => (read.snapshot, None),
+        Some(why) => (
+            assume_settled(&read.snapshot, now),
+            Some(assumption(m, why)),
+        ),
+    };
     let failing: BTreeSet<String> = a.fail.iter().cloned().collect();
     let desired: BTreeSet<&str> = snap
         .placements
@@ -192,11 +203,17 @@ async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) ->
     }
     let mut cfg = PreviewConfig::default();
     cfg.plan.compat = Compat::with_quirks(&a.upstream_quirks);
-    let p = preview(&snap, &failing, Timestamp::now(), &cfg);
+    let p = preview(&snap, &failing, now, &cfg);
     if out.structured() {
-        out.print_structured(&plan_out(m, &p, &failing))?;
+        out.print_structured(&PlanOut {
+            note,
+            ..plan_out(m, &p, &failing)
+        })?;
     } else {
         print!("{}", render(out, m, &p, &failing));
+        if let Some(note) = note {
+            println!("{note}");
+        }
     }
     Ok(Exit::Ok)
 }
@@ -227,7 +244,24 @@ fn plan_out(m: &ManifestWorkReplicaSet, p: &Preview, failing: &BTreeSet<String>)
         message: p.message.clone(),
         failed: p.failed.clone(),
         duration_seconds: p.duration.as_secs(),
+        note: None,
     }
+}
+
+/// What a preview without the ManifestWorks takes for the fleet's state.
+fn assumption(m: &ManifestWorkReplicaSet, why: &str) -> String {
+    let status = m.status.clone().unwrap_or_default();
+    let what = match (&status.current_revision, &status.update_revision) {
+        (None, _) => "this plan assumes no cluster runs any revision yet".to_string(),
+        (Some(c), u) if u.as_ref() == Some(c) => {
+            format!("this plan assumes every cluster runs revision {c} and has settled")
+        }
+        (Some(c), _) => format!(
+            "this plan assumes every cluster runs the stable revision {c}; the rollout in \
+             progress may have moved some already"
+        ),
+    };
+    hidden_note(&what, why)
 }
 
 fn render(

@@ -23,9 +23,12 @@ use tokio::sync::mpsc;
 
 use crate::args::StatusArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::hub::{Hub, owned_by, parse_timeout, placement_selector};
+use crate::hub::{Hub, hidden_note, owned_by, parse_timeout, placement_selector};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
-use crate::state::{ClusterLine, PlacementProgress, State, abort_line, ordered, placements, state};
+use crate::state::{
+    ClusterLine, PlacementProgress, State, abort_line, ordered, placements, published_placements,
+    state,
+};
 
 /// Most redraws per second on a terminal.
 const REDRAW_EVERY: Duration = Duration::from_millis(250);
@@ -44,14 +47,29 @@ pub struct View {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_abort: Option<AbortRecord>,
     pub placements: Vec<PlacementProgress>,
-    /// Every cluster, attention first (see [`ordered`]).
+    /// Every cluster, attention first (see [`ordered`]); none when they cannot be read.
     pub clusters: Vec<ClusterLine>,
+    /// Why per-cluster states are missing, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl View {
-    pub fn of(snap: &Snapshot, now: Timestamp) -> Self {
+    /// The view of `snap`; with `works_hidden` (the ManifestWorks could not be read), the
+    /// progress the controller publishes and no cluster lines.
+    pub fn of(snap: &Snapshot, works_hidden: Option<&str>, now: Timestamp) -> Self {
         let m = &snap.mwrs;
-        let plan = mwrs_engine::plan(&snap.observed(), now, &PlanConfig::default());
+        let (placements, clusters) = match works_hidden {
+            Some(_) => (published_placements(m), Vec::new()),
+            None => {
+                let plan = mwrs_engine::plan(&snap.observed(), now, &PlanConfig::default());
+                let lines = ordered(&plan.clusters)
+                    .into_iter()
+                    .map(ClusterLine::from)
+                    .collect();
+                (placements(m, &plan.clusters), lines)
+            }
+        };
         let (st, message) = state(m);
         let status = m.status.clone().unwrap_or_default();
         Self {
@@ -62,11 +80,14 @@ impl View {
             current_revision: status.current_revision,
             update_revision: status.update_revision,
             last_abort: status.last_abort,
-            placements: placements(m, &plan.clusters),
-            clusters: ordered(&plan.clusters)
-                .into_iter()
-                .map(ClusterLine::from)
-                .collect(),
+            placements,
+            clusters,
+            note: works_hidden.map(|why| {
+                hidden_note(
+                    "per-cluster states are not shown and progress is the MWRS status's count",
+                    why,
+                )
+            }),
         }
     }
 }
@@ -96,8 +117,12 @@ pub async fn run(hub: &Hub, out: &Out, a: &StatusArgs) -> Result<Exit> {
     let timeout = parse_timeout(&a.timeout, "--timeout")?;
     let m = hub.get(&a.name).await?;
     if !a.watch {
-        let snap = hub.snapshot(&m).await?;
-        let view = View::of(&snap, Timestamp::now());
+        let read = hub.snapshot(&m).await?;
+        let view = View::of(
+            &read.snapshot,
+            read.works_hidden.as_deref(),
+            Timestamp::now(),
+        );
         if out.structured() {
             out.print_structured(&view)?;
         } else {
@@ -124,6 +149,9 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
     ));
     if let Some(a) = &v.last_abort {
         s.push_str(&format!("last abort: {}\n", abort_line(a, now)));
+    }
+    if let Some(note) = &v.note {
+        s.push_str(&format!("{note}\n"));
     }
     s.push('\n');
     let mut t = Table::new(&[
@@ -205,6 +233,9 @@ fn changes(prev: Option<&View>, v: &View) -> Vec<String> {
     if prev.is_none_or(|p| head(p) != head(v)) {
         lines.push(head(v));
     }
+    if let (None, Some(note)) = (prev, &v.note) {
+        lines.push(note.clone());
+    }
     for p in &v.placements {
         let line = format!(
             "placement {}: {}/{} done, {} progressing, {} to apply, {} failed, {} timed out",
@@ -255,7 +286,9 @@ where
 
 struct Stores {
     mwrs: Store<ManifestWorkReplicaSet>,
-    works: Store<ManifestWork>,
+    /// None when the user may not list ManifestWorks.
+    works: Option<Store<ManifestWork>>,
+    works_hidden: Option<String>,
     placements: Store<Placement>,
     decisions: Store<PlacementDecision>,
     revisions: Store<ControllerRevision>,
@@ -264,7 +297,10 @@ struct Stores {
 impl Stores {
     async fn ready(&self) -> bool {
         self.mwrs.wait_until_ready().await.is_ok()
-            && self.works.wait_until_ready().await.is_ok()
+            && match &self.works {
+                Some(w) => w.wait_until_ready().await.is_ok(),
+                None => true,
+            }
             && self.placements.wait_until_ready().await.is_ok()
             && self.decisions.wait_until_ready().await.is_ok()
             && self.revisions.wait_until_ready().await.is_ok()
@@ -285,7 +321,12 @@ impl Stores {
             .iter()
             .map(|p| (**p).clone())
             .collect();
-        let works: Vec<ManifestWork> = self.works.state().iter().map(|p| (**p).clone()).collect();
+        let works: Vec<ManifestWork> = self
+            .works
+            .iter()
+            .flat_map(|w| w.state())
+            .map(|p| (*p).clone())
+            .collect();
         let revisions: Vec<ControllerRevision> = self
             .revisions
             .state()
@@ -317,17 +358,21 @@ async fn watch(
     let (k, v) = owner_of(m).selector();
     let owner = format!("{k}={v}");
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let works_hidden = hub.works_hidden(m).await?;
     let stores = Stores {
         mwrs: reflect(
             Api::namespaced(client.clone(), &ns),
             watcher::Config::default().fields(&format!("metadata.name={name}")),
             tx.clone(),
         ),
-        works: reflect(
-            Api::all(client.clone()),
-            watcher::Config::default().labels(&owner),
-            tx.clone(),
-        ),
+        works: works_hidden.is_none().then(|| {
+            reflect(
+                Api::all(client.clone()),
+                watcher::Config::default().labels(&owner),
+                tx.clone(),
+            )
+        }),
+        works_hidden,
         placements: reflect(
             Api::namespaced(client.clone(), &ns),
             watcher::Config::default(),
@@ -366,7 +411,7 @@ async fn watch(
             )));
         };
         let now = Timestamp::now();
-        let view = View::of(&snap, now);
+        let view = View::of(&snap, stores.works_hidden.as_deref(), now);
         if out.structured() {
             if prev.as_ref() != Some(&view) {
                 out.print_structured(&view)?;

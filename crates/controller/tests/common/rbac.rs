@@ -3,10 +3,9 @@
 //! Role, authenticated by a token from the TokenRequest API. Controllers run in the hub
 //! tests with it, so a verb the code uses and the ClusterRole lacks fails a test.
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use mwrs_testsupport::TestHub;
@@ -55,30 +54,6 @@ pub async fn shipped_role_client(site: &Site) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// A token of ServiceAccount `ns/sa` (created if missing), from the TokenRequest API.
-pub async fn service_account_token(c: &Client, ns: &str, sa: &str) -> anyhow::Result<String> {
-    let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": sa, "namespace": ns}});
-    Api::<ServiceAccount>::namespaced(c.clone(), ns)
-        .patch(sa, &apply(), &Patch::Apply(&body))
-        .await?;
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: None,
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token: TokenRequest = Api::<ServiceAccount>::namespaced(c.clone(), ns)
-        .create_subresource("token", sa, &PostParams::default(), &request)
-        .await?;
-    token
-        .status
-        .and_then(|s| s.token)
-        .ok_or_else(|| anyhow::anyhow!("TokenRequest without a token"))
-}
-
 /// Sets up the ServiceAccount and bindings in `hub`'s namespace; writes a kubeconfig that
 /// authenticates as it (for the controller binary) and returns its path.
 pub async fn shipped_role_kubeconfig(site: &Site) -> anyhow::Result<std::path::PathBuf> {
@@ -122,18 +97,5 @@ pub async fn shipped_role_kubeconfig(site: &Site) -> anyhow::Result<std::path::P
         .patch(&leader_name, &apply(), &Patch::Apply(&rb))
         .await?;
 
-    let token = service_account_token(&c, ns, SA).await?;
-    let mut kc = Kubeconfig::read_from(&site.kubeconfig)?;
-    for user in &mut kc.auth_infos {
-        user.auth_info = Some(kube::config::AuthInfo {
-            token: Some(token.clone().into()),
-            ..Default::default()
-        });
-    }
-    // Beside the hub's own kubeconfig: gone with the hub's state.
-    let path = site
-        .kubeconfig
-        .with_file_name(format!("kubeconfig-shipped-role-{ns}.json"));
-    std::fs::write(&path, serde_json::to_vec(&kc)?)?;
-    Ok(path)
+    mwrs_testsupport::service_account_kubeconfig(&c, &site.kubeconfig, ns, SA).await
 }
