@@ -9,6 +9,8 @@
 #   scripts/hub.sh down     stop the hub started from this state dir
 #   scripts/hub.sh env      print `export KUBECONFIG=...` lines:  eval "$(scripts/hub.sh env)"
 #   scripts/hub.sh status   exit 0 if running and healthy
+#   scripts/hub.sh kubectl  build (cached) upstream's kubectl of the hub's version; prints
+#                           its path (the README walkthrough's script needs a kubectl)
 #
 # Environment:
 #   MWRS_HUB_DIR       state dir (default /tmp/mwrs-hub): hub.pid, hub.log, kubeconfig, data/
@@ -90,7 +92,19 @@ healthy() {
 
 # Builds the hub binary unless a build of the same sources is cached; prints its path.
 ensure_binary() {
-  local hash dir bin
+  build_cached testhub . "a cold build takes 10-25 min on 2 cores"
+}
+
+# Builds upstream's kubectl at the hub's Kubernetes version from the same module (its
+# packages are kept in it by tools.go), cached like the hub; prints its path.
+ensure_kubectl() {
+  build_cached kubectl k8s.io/kubernetes/cmd/kubectl "1-3 min once the hub is built"
+}
+
+# build_cached NAME PACKAGE HINT: builds PACKAGE of testhub/ into the cache directory of
+# its sources' hash unless already there; prints the binary's path.
+build_cached() {
+  local name=$1 pkg=$2 hint=$3 hash dir bin
   hash=$(
     cd "$HUB_SRC"
     {
@@ -103,17 +117,17 @@ ensure_binary() {
     } | sha256sum | cut -c1-16
   )
   dir=$CACHE_ROOT/$hash
-  bin=$dir/testhub
+  bin=$dir/$name
   if [ -x "$bin" ]; then
     echo "$bin"
     return 0
   fi
   mkdir -p "$dir"
-  log "building the test hub into $dir (a cold build takes 10-25 min on 2 cores)"
+  log "building $name into $dir ($hint)"
   local t0 tmp
   t0=$(now_us)
   tmp=$bin.tmp.$$
-  if ! (cd "$HUB_SRC" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "$LDFLAGS" -o "$tmp" .) >&2; then
+  if ! (cd "$HUB_SRC" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "$LDFLAGS" -o "$tmp" "$pkg") >&2; then
     rm -f "$tmp"
     die "build failed"
   fi
@@ -300,8 +314,9 @@ case "${1:-}" in
   down) cmd_down ;;
   env) cmd_env ;;
   status) cmd_status ;;
+  kubectl) ensure_kubectl ;;
   *)
-    echo "usage: $0 up|down|env|status" >&2
+    echo "usage: $0 up|down|env|status|kubectl" >&2
     exit 2
     ;;
 esac

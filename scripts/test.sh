@@ -20,4 +20,7 @@ export MWRS_TEST_KUBECONFIG=$kubeconfig
 MWRS_OCM_OPERATOR=$(bench/peer/build.sh registration-operator)
 export MWRS_OCM_OPERATOR
 
+# kubectl at the hub's version, for the README walkthrough's script (examples/).
+PATH="$(dirname "$(scripts/hub.sh kubectl)"):$PATH"
+
 cargo test --workspace --all-targets "$@"
