@@ -281,7 +281,10 @@ mod tests {
         ] {
             let line = format!("{:#}", lease_error(api(code), "ocm"));
             assert!(line.contains(says) && line.contains("\"ocm\""), "{line}");
-            assert!(line.contains("--lease-namespace") && !line.contains('\n'), "{line}");
+            assert!(
+                line.contains("--lease-namespace") && !line.contains('\n'),
+                "{line}"
+            );
         }
     }
 

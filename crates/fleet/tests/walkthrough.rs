@@ -40,7 +40,9 @@ fn the_readme_walkthrough_runs_as_written() {
         eprintln!("SKIPPED: MWRS_TEST_KUBECONFIG is not set");
         return;
     };
-    let bin = Path::new(env!("CARGO_BIN_EXE_mwrs-fleet")).parent().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_mwrs-fleet"))
+        .parent()
+        .unwrap();
     for b in ["mwrs", "mwrs-controller"] {
         assert!(
             bin.join(b).exists(),
