@@ -224,7 +224,7 @@ async fn walkthrough_of_every_command() {
         (
             row["DESIRED"].as_str(),
             row["UPDATED"].as_str(),
-            row["AVAILABLE"].as_str()
+            row["ON-TARGET"].as_str()
         ),
         ("4", "4", "4")
     );

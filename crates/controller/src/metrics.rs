@@ -1,6 +1,9 @@
 //! Prometheus metrics of the controller (prometheus-client, text exposition). One
 //! registry per process; the reconciler, the plan executor and the HTTP server share it.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -39,6 +42,19 @@ pub struct RolloutLabels {
     pub status: String,
 }
 
+/// One series per MWRS, always 1: what it is now (Argo Rollouts' `rollout_info`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InfoLabels {
+    pub namespace: String,
+    pub name: String,
+    /// [`mwrs_engine::phase::Phase`]: Complete, Progressing, Paused, Blocked, Aborted,
+    /// Degraded, Invalid.
+    pub phase: String,
+    /// Empty when there is none yet.
+    pub current_revision: String,
+    pub update_revision: String,
+}
+
 pub struct Metrics {
     pub registry: Registry,
     pub reconciles: Counter,
@@ -52,6 +68,9 @@ pub struct Metrics {
     /// ManifestWork writes the hub refused (webhook, RBAC, quota, missing namespace).
     pub refused_writes: Counter,
     pub rollout_clusters: Family<RolloutLabels, Gauge>,
+    pub rollout_info: Family<InfoLabels, Gauge>,
+    /// The labels of each MWRS's `rollout_info` series, so a change replaces it.
+    info_of: Mutex<HashMap<(String, String), InfoLabels>>,
     pub invalid_specs: Counter,
     /// 1 while the installed MWRS CRD can hold this controller's state, else 0.
     pub crd_usable: Gauge,
@@ -75,6 +94,7 @@ impl Metrics {
         let foreign_works = Counter::default();
         let refused_writes = Counter::default();
         let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
+        let rollout_info = Family::<InfoLabels, Gauge>::default();
         let invalid_specs = Counter::default();
         let crd_usable = Gauge::default();
         registry.register(
@@ -126,6 +146,11 @@ impl Metrics {
             rollout_clusters.clone(),
         );
         registry.register(
+            "rollout_info",
+            "1 per MWRS, labelled with its phase and its current and update revisions",
+            rollout_info.clone(),
+        );
+        registry.register(
             "invalid_specs",
             "Reconciles that found an invalid spec",
             invalid_specs.clone(),
@@ -141,6 +166,8 @@ impl Metrics {
             foreign_works,
             refused_writes,
             rollout_clusters,
+            rollout_info,
+            info_of: Mutex::default(),
             invalid_specs,
             crd_usable,
         }
@@ -178,8 +205,26 @@ impl Metrics {
         }
     }
 
+    /// Sets the MWRS's `rollout_info` series, dropping its previous one when a label
+    /// changed.
+    pub fn set_info(&self, info: InfoLabels) {
+        let key = (info.namespace.clone(), info.name.clone());
+        if let Ok(mut known) = self.info_of.lock()
+            && let Some(old) = known.insert(key, info.clone())
+            && old != info
+        {
+            self.rollout_info.remove(&old);
+        }
+        self.rollout_info.get_or_create(&info).set(1);
+    }
+
     /// Forgets a deleted MWRS's gauges.
     pub fn forget_rollout(&self, namespace: &str, name: &str, statuses: &[&str]) {
+        if let Ok(mut known) = self.info_of.lock()
+            && let Some(old) = known.remove(&(namespace.to_string(), name.to_string()))
+        {
+            self.rollout_info.remove(&old);
+        }
         for status in statuses {
             self.rollout_clusters.remove(&RolloutLabels {
                 namespace: namespace.to_string(),
@@ -223,5 +268,33 @@ mod tests {
         ));
         m.forget_rollout("ns", "app", &["Succeeded"]);
         assert!(!m.encode().contains("status=\"Succeeded\""));
+    }
+
+    #[test]
+    fn one_info_series_per_mwrs() {
+        let m = Metrics::new();
+        let info = |phase: &str, update: &str| InfoLabels {
+            namespace: "ns".into(),
+            name: "app".into(),
+            phase: phase.into(),
+            current_revision: "a1".into(),
+            update_revision: update.into(),
+        };
+        m.set_info(info("Complete", "a1"));
+        m.set_info(info("Progressing", "b2"));
+        m.set_info(info("Progressing", "b2"));
+        let text = m.encode();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("mwrs_controller_rollout_info{"))
+            .collect();
+        assert_eq!(
+            series,
+            vec![
+                r#"mwrs_controller_rollout_info{namespace="ns",name="app",phase="Progressing",current_revision="a1",update_revision="b2"} 1"#
+            ]
+        );
+        m.forget_rollout("ns", "app", &[]);
+        assert!(!m.encode().contains("rollout_info{"));
     }
 }

@@ -16,11 +16,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::owner::OwnerKey;
+use mwrs_engine::phase::phase;
 use mwrs_engine::rollout::RolloutStatus;
 
 use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
 use crate::events::EventType;
+use crate::metrics::InfoLabels;
 use crate::snapshot::Snapshot;
 use crate::watch::{self, GuardedMwrs};
 use crate::{crd, execute, guard};
@@ -168,6 +170,19 @@ fn record_rollout(ctx: &Context, mwrs: &ManifestWorkReplicaSet, plan: &mwrs_engi
         })
         .collect();
     ctx.metrics.set_rollout(&ns, &name, &counts);
+    // The phase as the status this pass wrote (or kept) tells it.
+    let mut now = mwrs.clone();
+    if let Some(s) = &plan.status {
+        now.status = Some(s.clone());
+    }
+    let status = now.status.clone().unwrap_or_default();
+    ctx.metrics.set_info(InfoLabels {
+        phase: phase(&now).0.as_str().to_string(),
+        current_revision: status.current_revision.unwrap_or_default(),
+        update_revision: status.update_revision.unwrap_or_default(),
+        namespace: ns,
+        name,
+    });
 }
 
 fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {

@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use mwrs_api::labels;
 use mwrs_fleet::{Agent, AgentConfig};
-use mwrs_testsupport::{configmap_template, has_condition, mwrs, wait_for};
+use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs, wait_for};
 use serde_json::json;
 
 /// (a) A new template rolls out progressively and completes.
@@ -93,9 +93,12 @@ async fn progressive_rollout_completes() {
 /// RolloutAborted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_all_reverts_to_stable_revision() {
-    let Some((hub, _controller)) = common::started("abort", 3).await else {
+    let Some(hub) = TestHub::from_env("abort", 3).await else {
         return;
     };
+    let shared = mwrs_controller::Shared::default();
+    let _controller = common::start_controller_sharing(&hub, shared.clone());
+    hub.publish_all("p").await;
     let _agent = start_agent_hanging(&hub, &hub.clusters[0], "v2");
     let strategy = all_aborting("10s");
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
@@ -145,6 +148,20 @@ async fn abort_all_reverts_to_stable_revision() {
     assert!(
         events.iter().any(|(r, _)| r == "AbortStarted"),
         "an AbortStarted event: {events:?}"
+    );
+    // The metrics a user alerts on say the same.
+    let v2 = update(&m).unwrap_or_default();
+    let info = format!(
+        "mwrs_controller_rollout_info{{namespace=\"{}\",name=\"app\",phase=\"Aborted\",\
+         current_revision=\"{v1}\",update_revision=\"{v2}\"}} 1",
+        hub.namespace
+    );
+    let abort =
+        r#"mwrs_controller_aborts_total{trigger="ProgressDeadlineExceeded",outcome="reverted"} 1"#;
+    let text = shared.metrics.encode();
+    assert!(
+        text.contains(&info) && text.contains(abort),
+        "{info}\n{abort}\n{text}"
     );
 }
 

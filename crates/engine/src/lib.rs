@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod hash;
 pub mod invalid;
 pub mod owner;
+pub mod phase;
 pub mod placement;
 pub mod plan;
 pub mod preview;

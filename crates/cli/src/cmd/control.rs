@@ -84,7 +84,7 @@ pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
 
 pub async fn pause(hub: &Hub, _out: &Out, name: &str, on: bool) -> Result<Exit> {
     let m = hub.get(name).await?;
-    let paused = crate::state::is_paused(&m);
+    let paused = mwrs_engine::phase::is_paused(&m);
     if paused == on {
         println!(
             "mwrs/{name} is already {}",

@@ -9,7 +9,8 @@ use crate::args::{Format, GetArgs, Global};
 use crate::error::{CliError, Exit, Result};
 use crate::hub::Hub;
 use crate::output::{Out, Table, age, paint_state};
-use crate::state::{abort_line, progressing, state};
+use crate::state::abort_line;
+use mwrs_engine::phase::{phase, progressing};
 
 pub async fn run(hub: &Hub, g: &Global, out: &Out, a: &GetArgs) -> Result<Exit> {
     let items: Vec<ManifestWorkReplicaSet> = match &a.name {
@@ -79,7 +80,10 @@ pub fn table(
         "PLACEMENTS",
         "DESIRED",
         "UPDATED",
-        "AVAILABLE",
+        // Available on the target revision (SPEC §10.8's summary.available): the update
+        // revision, or the stable one while an abort reverts to it. Not "available on
+        // any revision", as a Deployment's AVAILABLE would read.
+        "ON-TARGET",
         "CURRENT",
         "UPDATE",
         "STATUS",
@@ -92,7 +96,7 @@ pub fn table(
     for m in items {
         let status = m.status.clone().unwrap_or_default();
         let s = status.summary;
-        let (st, _) = state(m);
+        let (st, _) = phase(m);
         let mut row = vec![];
         if namespaces {
             row.push(m.namespace().unwrap_or_default());

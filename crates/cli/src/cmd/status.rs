@@ -17,6 +17,7 @@ use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
 use mwrs_api::placement::{Placement, PlacementDecision};
 use mwrs_api::work::ManifestWork;
 use mwrs_engine::PlanConfig;
+use mwrs_engine::phase::{Phase, phase};
 use mwrs_engine::snapshot::{Snapshot, owner_of};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -26,8 +27,7 @@ use crate::error::{CliError, Exit, Result};
 use crate::hub::{Hub, hidden_note, owned_by, parse_timeout, placement_selector};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
 use crate::state::{
-    ClusterLine, PlacementProgress, State, abort_line, ordered, placements, published_placements,
-    state,
+    ClusterLine, PlacementProgress, abort_line, ordered, placements, published_placements,
 };
 
 /// Most redraws per second on a terminal.
@@ -39,7 +39,7 @@ const REDRAW_EVERY: Duration = Duration::from_millis(250);
 pub struct View {
     pub name: String,
     pub namespace: String,
-    pub state: State,
+    pub state: Phase,
     pub message: String,
     pub current_revision: Option<String>,
     pub update_revision: Option<String>,
@@ -70,7 +70,7 @@ impl View {
                 (placements(m, &plan.clusters), lines)
             }
         };
-        let (st, message) = state(m);
+        let (st, message) = phase(m);
         let status = m.status.clone().unwrap_or_default();
         Self {
             name: m.name_any(),
@@ -103,11 +103,11 @@ fn parse_limit(s: &str) -> Result<Option<usize>> {
 }
 
 /// The exit code a state ends the command with.
-pub fn exit_of(s: State) -> Exit {
+pub fn exit_of(s: Phase) -> Exit {
     match s {
-        State::Aborted => Exit::Aborted,
-        State::Degraded | State::Invalid => Exit::Degraded,
-        State::Paused | State::Blocked => Exit::Blocked,
+        Phase::Aborted => Exit::Aborted,
+        Phase::Degraded | Phase::Invalid => Exit::Degraded,
+        Phase::Paused | Phase::Blocked => Exit::Blocked,
         _ => Exit::Ok,
     }
 }
@@ -437,7 +437,7 @@ async fn watch(
         // stable revision.
         let reverted = view.placements.iter().all(|p| p.done == p.desired);
         prev = Some(view);
-        if st.is_final() && (st != State::Aborted || reverted) {
+        if st.is_final() && (st != Phase::Aborted || reverted) {
             return Ok(exit_of(st));
         }
         // Wait for the next event; on a terminal also tick once a second so ages move.
