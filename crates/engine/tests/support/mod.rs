@@ -67,6 +67,8 @@ pub struct Hub {
     pub last_plan: Option<Plan>,
     pub writes: usize,
     generation: i64,
+    /// A digest of every plan of this hub, in order, for the golden check on drop.
+    transcript: Vec<String>,
 }
 
 impl Hub {
@@ -98,6 +100,7 @@ impl Hub {
             default_behaviour: Behaviour::Succeed { after: secs(10) },
             cfg: PlanConfig::default(),
             last_plan: None,
+            transcript: Vec::new(),
             writes: 0,
             generation: 1,
         };
@@ -164,6 +167,7 @@ impl Hub {
             blocked: &[],
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
+        self.transcript.push(golden::digest(&plan));
         self.execute(&plan);
         self.last_plan = Some(plan);
         self.last_plan.as_ref().unwrap()
@@ -349,4 +353,125 @@ impl Hub {
 /// `[(type, status, reason)]` literal helper.
 pub fn c(type_: &str, status: &str, reason: &str) -> (String, String, String) {
     (type_.into(), status.into(), reason.into())
+}
+
+impl Drop for Hub {
+    /// Every scenario's plans must stay what they were (see [`golden`]).
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            golden::check(std::mem::take(&mut self.transcript));
+        }
+    }
+}
+
+/// Golden plans: every plan a scenario's hub makes, in order, as a digest of a rendering
+/// that names no internal type, compared with `tests/golden/<binary>/<test>.txt`. A
+/// refactor of the planner must leave every file unchanged; a change of behaviour updates
+/// them on purpose (`MWRS_PLAN_GOLDEN=record`, then review the scenarios it touched). A
+/// missing file is written, except under CI=true.
+pub mod golden {
+    use std::cell::Cell;
+    use std::path::PathBuf;
+
+    use mwrs_engine::plan::Plan;
+    use sha2::{Digest, Sha256};
+
+    thread_local! {
+        /// Hubs this test thread has dropped, so a test with two hubs has two files.
+        static HUBS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The plan in a canonical text: every field by name (a new field fails to compile
+    /// here until it is rendered), serde JSON for API types.
+    pub fn render(plan: &Plan) -> String {
+        let Plan {
+            finalizer,
+            works,
+            revisions,
+            templates,
+            status,
+            events,
+            recheck,
+            invalid,
+            clusters,
+        } = plan;
+        let events: Vec<String> = events
+            .iter()
+            .map(|e| format!("{}|{}|{}", e.reason, e.message, e.warning))
+            .collect();
+        format!(
+            "finalizer={finalizer:?}\nworks={works:?}\nrevisions={revisions:?}\n\
+             templates={}\nstatus={}\nevents={events:?}\nrecheck={recheck:?}\n\
+             invalid={}\nclusters={clusters:?}\n",
+            serde_json::to_string(templates).unwrap_or_default(),
+            serde_json::to_string(status).unwrap_or_default(),
+            invalid
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        )
+    }
+
+    pub fn digest(plan: &Plan) -> String {
+        let d = Sha256::digest(render(plan).as_bytes());
+        d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn file() -> Option<PathBuf> {
+        let thread = std::thread::current();
+        let test = thread.name()?.replace("::", "__");
+        let n = HUBS.with(|h| {
+            h.set(h.get() + 1);
+            h.get()
+        });
+        let binary = module_path!().split("::").next().unwrap_or("engine");
+        let suffix = if n == 1 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        Some(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/golden")
+                .join(binary)
+                .join(format!("{test}{suffix}.txt")),
+        )
+    }
+
+    /// Compares `transcript` with the test's golden file (or writes it).
+    pub fn check(transcript: Vec<String>) {
+        let Some(path) = file() else { return };
+        let now = transcript.join("\n") + "\n";
+        let record = std::env::var("MWRS_PLAN_GOLDEN").as_deref() == Ok("record");
+        match std::fs::read_to_string(&path) {
+            Ok(want) if !record => {
+                if want != now {
+                    let step = want
+                        .lines()
+                        .zip(now.lines())
+                        .position(|(a, b)| a != b)
+                        .unwrap_or_else(|| want.lines().count().min(now.lines().count()));
+                    panic!(
+                        "the plans differ from {} from pass {} on ({} passes then, {} now); \
+                         MWRS_PLAN_GOLDEN=record rewrites it if the change is meant",
+                        path.display(),
+                        step + 1,
+                        want.lines().count(),
+                        now.lines().count()
+                    );
+                }
+            }
+            _ => {
+                assert!(
+                    record || std::env::var("CI").as_deref() != Ok("true"),
+                    "CI=true and no golden plans at {}",
+                    path.display()
+                );
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).unwrap();
+                }
+                std::fs::write(&path, now).unwrap();
+            }
+        }
+    }
 }
