@@ -1,0 +1,179 @@
+//! Stage 3: every desired cluster's status against the target revision (deadlines,
+//! soaks), the rollout engine's input, and its verdict per placementRef.
+
+use super::*;
+
+pub(super) fn min_recheck(results: &[Option<RolloutResult>]) -> Option<SignedDuration> {
+    results
+        .iter()
+        .flatten()
+        .filter_map(|r| r.recheck_after)
+        .filter(|d| d.is_positive())
+        .min()
+}
+
+impl<'a> Pass<'a> {
+    /// The engine's verdict per placementRef (None: placement not usable).
+    pub(super) fn evaluate(
+        &self,
+        existing: &[Vec<ClusterRolloutStatus>],
+    ) -> Vec<Option<RolloutResult>> {
+        self.views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let groups = v.and_then(|v| v.groups())?;
+                let owned = self.owned_groups(i, groups);
+                Some(rollout::evaluate(
+                    &self.validated.strategies[i],
+                    &owned,
+                    &existing[i],
+                    self.now,
+                    self.cfg.compat,
+                ))
+            })
+            .collect()
+    }
+
+    /// A placement's groups without the clusters an earlier placementRef owns.
+    pub(super) fn owned_groups<'g>(
+        &self,
+        i: usize,
+        groups: &'g DecisionGroups,
+    ) -> Cow<'g, DecisionGroups> {
+        // The first placementRef with decisions owns every cluster it selects: no need to
+        // look each one up (the common case of a single placementRef).
+        let first = !self.views[..i]
+            .iter()
+            .any(|v| v.and_then(|v| v.groups()).is_some());
+        let all_owned = first
+            || groups
+                .iter()
+                .all(|(_, c)| self.clusters.desired(c).is_some_and(|d| d.placement == i));
+        if all_owned {
+            return Cow::Borrowed(groups);
+        }
+        Cow::Owned(DecisionGroups::from_pairs(
+            groups
+                .iter()
+                .filter(|(_, c)| self.clusters.desired(c).is_some_and(|d| d.placement == i))
+                .map(|(g, c)| (g.clone(), c.to_string())),
+        ))
+    }
+
+    /// Each desired cluster's status against the target, with deadlines and soak applied,
+    /// and — in the same walk over the ManifestWorks — the engine's input per placementRef:
+    /// only clusters whose ManifestWork carries the target revision (SPEC §10.1), with the
+    /// status as the agent reports it (the engine applies deadlines itself).
+    /// Also returns when the first success still settling will have settled.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn classify(
+        &self,
+        target: Option<usize>,
+    ) -> (
+        Vec<ClusterReport>,
+        Vec<Vec<ClusterRolloutStatus>>,
+        Option<Timestamp>,
+    ) {
+        let mut settling: Option<Timestamp> = None;
+        let mut out = Vec::with_capacity(self.clusters.desired_len);
+        let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
+        let names: Vec<Arc<str>> = self
+            .o
+            .mwrs
+            .spec
+            .placement_refs
+            .iter()
+            .map(|r| Arc::from(r.name.as_str()))
+            .collect();
+        let revisions: Vec<Arc<str>> = (0..self.known.len())
+            .map(|i| Arc::from(self.known.name(i)))
+            .collect();
+        for (cluster, slot) in self.clusters.slots.iter() {
+            let Some(d) = &slot.desired else { continue };
+            let strategy = &self.validated.strategies[d.placement];
+            let revision = slot.carried.map(|r| match r {
+                Rev::Known(i) => revisions[i].clone(),
+                Rev::Foreign(h) => Arc::from(h),
+            });
+            let (mut status, since, note) = self.observed_status(cluster, slot, target);
+            if let Some(t) = self.settles_at(slot, status) {
+                settling = Some(settling.map_or(t, |s| s.min(t)));
+            }
+            if status != RolloutStatus::ToApply {
+                existing[d.placement].push(ClusterRolloutStatus {
+                    cluster: cluster.to_string(),
+                    group: d.group.clone(),
+                    status,
+                    last_transition_time: since,
+                    recheck_time: None,
+                });
+            }
+            let mut soak_until = None;
+            match status {
+                RolloutStatus::Succeeded => {
+                    let end = rollout::soak_end(strategy.min_success_time, since, self.now);
+                    if end.is_some_and(|e| self.now < e) {
+                        soak_until = end;
+                    }
+                }
+                RolloutStatus::Progressing | RolloutStatus::Failed
+                    if strategy.deadline.passed(since, self.now) =>
+                {
+                    status = RolloutStatus::TimeOut;
+                }
+                _ => {}
+            }
+            out.push(ClusterReport {
+                cluster: cluster.to_string(),
+                placement: names[d.placement].clone(),
+                group: Some(d.group.clone()),
+                revision,
+                status,
+                since,
+                soak_until,
+                note,
+            });
+        }
+        (out, existing, settling)
+    }
+
+    /// When a success reported for this slot settles, if it is still settling (`status`
+    /// is what [`Self::observed_status`] made of it).
+    pub(super) fn settles_at(&self, slot: &Slot<'a>, status: RolloutStatus) -> Option<Timestamp> {
+        let f = &slot.facts;
+        let t = f.seen?.saturating_add(self.cfg.settle).ok()?;
+        (status == RolloutStatus::Progressing
+            && f.status == RolloutStatus::Succeeded
+            && self.now < t)
+            .then_some(t)
+    }
+
+    /// A desired cluster's status against the target as the hub shows it, before
+    /// deadlines and soak: ToApply when its ManifestWork lacks the target (the only
+    /// status that makes a write); Failed when another owner holds the name; a success
+    /// that has not settled yet is still in flight (SPEC §11.3).
+    pub(super) fn observed_status(
+        &self,
+        cluster: &str,
+        slot: &Slot<'a>,
+        target: Option<usize>,
+    ) -> (RolloutStatus, Option<Timestamp>, Option<String>) {
+        if !self.carries_in(slot, target) {
+            if let Some(b) = self.o.blocked.iter().find(|b| b.cluster == cluster) {
+                return (RolloutStatus::Failed, None, Some(b.why.clone()));
+            }
+            return (RolloutStatus::ToApply, None, None);
+        }
+        let f = &slot.facts;
+        match (f.status, slot.work) {
+            (RolloutStatus::Succeeded, _)
+                if self.settles_at(slot, RolloutStatus::Progressing).is_some() =>
+            {
+                (RolloutStatus::Progressing, f.since, None)
+            }
+            (_, Some(w)) if f.awaiting => (f.status, f.since, Some(work::awaiting_note(w))),
+            (status, _) => (status, f.since, None),
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! Where the rollout stands after a pass, and the text of its conditions.
+
+use super::*;
+
+/// Where the rollout stands, in the terms conditions are written in.
+pub(super) struct Outcome {
+    pub(super) desired: usize,
+    /// Clusters with an owned ManifestWork.
+    pub(super) with_work: usize,
+    pub(super) failed: Vec<String>,
+    pub(super) timed_out: Vec<String>,
+    pub(super) in_flight: usize,
+    /// Clusters done on the target revision (Succeeded, soak over).
+    pub(super) done: usize,
+    /// Breach of the failure limit on any placementRef.
+    pub(super) breach: Option<Breach>,
+    /// Every desired cluster Succeeded on the update revision, soak over (SPEC §10.7).
+    pub(super) complete: bool,
+    pub(super) target: String,
+    pub(super) current: Option<String>,
+    /// placementRefs whose decisions are unknown: their clusters cannot be counted, so
+    /// the revision is never promoted meanwhile.
+    pub(super) unknown: Vec<String>,
+    /// `cluster: why` for the first few clusters not done whose report has a note.
+    pub(super) notes: Vec<String>,
+}
+
+impl Outcome {
+    pub(super) fn of(
+        pass: &Pass<'_>,
+        reports: &[ClusterReport],
+        results: &[Option<RolloutResult>],
+        target: &str,
+        update: &str,
+        abort: &AbortState,
+    ) -> Self {
+        let mut failed = Vec::new();
+        let mut timed_out = Vec::new();
+        let mut in_flight = 0;
+        let mut done = 0;
+        let notes = reports
+            .iter()
+            .filter_map(|c| Some(format!("{}: {}", c.cluster, c.note.as_deref()?)))
+            .take(NAMED_IN_MESSAGES)
+            .collect();
+        for c in reports {
+            match c.status {
+                RolloutStatus::Failed => failed.push(c.cluster.clone()),
+                RolloutStatus::TimeOut => timed_out.push(c.cluster.clone()),
+                RolloutStatus::Succeeded if c.soak_until.is_none() => done += 1,
+                _ => in_flight += 1,
+            }
+        }
+        let unknown: Vec<String> = pass
+            .views
+            .iter()
+            .zip(&pass.o.mwrs.spec.placement_refs)
+            .filter(|(v, _)| !matches!(v.map(|v| &v.state), Some(PlacementState::Found(_))))
+            .map(|(_, r)| r.name.clone())
+            .collect();
+        let all_known = unknown.is_empty();
+        let complete = *abort == AbortState::None
+            && target == update
+            && all_known
+            && !reports.is_empty()
+            && done == reports.len();
+        let breach = match abort {
+            AbortState::Starting(b) => Some(*b),
+            _ => pass.breach(results, reports).map(|(b, _)| b),
+        };
+        Self {
+            desired: reports.len(),
+            with_work: pass.clusters.works_len,
+            failed,
+            timed_out,
+            in_flight,
+            done,
+            breach,
+            complete,
+            target: target.to_string(),
+            current: pass.old.current_revision.clone(),
+            unknown,
+            notes,
+        }
+    }
+
+    /// The notes, as a suffix of a condition message.
+    pub(super) fn noted(&self) -> String {
+        if self.notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.notes.join("; "))
+        }
+    }
+
+    pub(super) fn failures(&self) -> usize {
+        self.failed.len() + self.timed_out.len()
+    }
+
+    /// Ended with failures that maxFailures tolerated: nothing left to do, not promoted.
+    pub(super) fn settled_with_failures(&self) -> bool {
+        !self.complete && self.in_flight == 0 && self.failures() > 0
+    }
+
+    pub(super) fn failure_reason(&self) -> &'static str {
+        if self.timed_out.is_empty() {
+            mc::REASON_MAX_FAILURES_EXCEEDED
+        } else {
+            mc::REASON_PROGRESS_DEADLINE_EXCEEDED
+        }
+    }
+
+    pub(super) fn failure_message(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.timed_out.is_empty() {
+            parts.push(format!(
+                "{} past the progress deadline ({})",
+                self.timed_out.len(),
+                name_few(&self.timed_out)
+            ));
+        }
+        if !self.failed.is_empty() {
+            parts.push(format!(
+                "{} degraded ({})",
+                self.failed.len(),
+                name_few(&self.failed)
+            ));
+        }
+        format!(
+            "revision {}: {} of {} clusters failed: {}{}",
+            self.target,
+            self.failures(),
+            self.desired,
+            parts.join("; "),
+            self.noted()
+        )
+    }
+
+    pub(super) fn manifestwork_applied(&self, verified: &Cond) -> Cond {
+        let t = mc::MANIFESTWORK_APPLIED;
+        if self.desired == 0 && self.with_work == 0 {
+            let reason = if verified.reason == mc::REASON_PLACEMENT_DECISION_EMPTY {
+                mc::REASON_PLACEMENT_DECISION_EMPTY
+            } else {
+                mc::REASON_NOT_AS_EXPECTED
+            };
+            return Cond::new(t, Status::False, reason, "no cluster is selected");
+        }
+        if self.failures() > 0 {
+            return Cond::new(
+                t,
+                Status::False,
+                mc::REASON_NOT_AS_EXPECTED,
+                self.failure_message(),
+            );
+        }
+        if self.in_flight > 0 {
+            return Cond::new(
+                t,
+                Status::False,
+                mc::REASON_PROCESSING,
+                format!(
+                    "revision {}: {} of {} clusters done, {} in progress{}",
+                    self.target,
+                    self.done,
+                    self.desired,
+                    self.in_flight,
+                    self.noted()
+                ),
+            );
+        }
+        Cond::new(
+            t,
+            Status::True,
+            mc::REASON_AS_EXPECTED,
+            format!(
+                "revision {} applied on all {} clusters",
+                self.target, self.desired
+            ),
+        )
+    }
+
+    pub(super) fn degraded(&self, abort: &AbortState) -> bool {
+        !matches!(abort, AbortState::None) || self.breach.is_some() || self.settled_with_failures()
+    }
+
+    pub(super) fn rolled_out(&self, abort: &AbortState) -> Cond {
+        let t = mc::PLACEMENT_ROLLED_OUT;
+        if self.complete {
+            return Cond::new(
+                t,
+                Status::True,
+                mc::REASON_COMPLETE,
+                format!("all {} clusters run revision {}", self.desired, self.target),
+            );
+        }
+        if self.degraded(abort) {
+            // An abort with no failed cluster (requested, or every cluster back on the
+            // stable revision) has no failures to list.
+            let message = if self.failures() == 0 {
+                format!(
+                    "rollout aborted: {} of {} clusters done on revision {}",
+                    self.done, self.desired, self.target
+                )
+            } else {
+                self.failure_message()
+            };
+            return Cond::new(t, Status::False, mc::REASON_ROLLOUT_DEGRADED, message);
+        }
+        Cond::new(
+            t,
+            Status::False,
+            mc::REASON_PROGRESSING,
+            format!(
+                "revision {}: {} of {} clusters done",
+                self.target, self.done, self.desired
+            ),
+        )
+    }
+
+    pub(super) fn progressing(
+        &self,
+        abort: &AbortState,
+        update: &str,
+        paused: bool,
+        in_progress: &'static str,
+    ) -> Cond {
+        let t = mc::PROGRESSING;
+        let current = self.current.as_deref().unwrap_or("");
+        match abort {
+            AbortState::Failed(why) => {
+                return Cond::new(t, Status::False, mc::REASON_ABORT_FAILED, why.clone());
+            }
+            AbortState::Held => {
+                let message = if self.done == self.desired {
+                    format!(
+                        "rolled back to revision {current} on all {} clusters; revision {update} \
+                         is held until a retry, an undo or a new template",
+                        self.desired
+                    )
+                } else {
+                    format!(
+                        "rolling back to revision {current}: {} of {} clusters done; revision \
+                         {update} is held",
+                        self.done, self.desired
+                    )
+                };
+                return Cond::new(t, Status::False, mc::REASON_ROLLOUT_ABORTED, message);
+            }
+            AbortState::Starting(Breach::Requested) => {
+                return Cond::new(
+                    t,
+                    Status::False,
+                    mc::REASON_ROLLOUT_ABORTED,
+                    format!("abort requested: reverting revision {update} to {current}"),
+                );
+            }
+            AbortState::Starting(_) => {
+                return Cond::new(
+                    t,
+                    Status::False,
+                    self.failure_reason(),
+                    format!("{}; aborting to revision {current}", self.failure_message()),
+                );
+            }
+            AbortState::None => {}
+        }
+        if self.breach.is_some() || self.settled_with_failures() {
+            return Cond::new(
+                t,
+                Status::False,
+                self.failure_reason(),
+                self.failure_message(),
+            );
+        }
+        if self.complete {
+            return Cond::new(
+                t,
+                Status::False,
+                mc::REASON_NEW_MANIFESTWORK_AVAILABLE,
+                format!(
+                    "revision {update} is available on all {} clusters",
+                    self.desired
+                ),
+            );
+        }
+        if paused {
+            return Cond::new(
+                t,
+                Status::Unknown,
+                mc::REASON_ROLLOUT_PAUSED,
+                format!(
+                    "paused: revision {update} on {} of {} clusters",
+                    self.done, self.desired
+                ),
+            );
+        }
+        Cond::new(
+            t,
+            Status::True,
+            in_progress,
+            if self.unknown.is_empty() {
+                format!(
+                    "rolling out revision {update}: {} of {} clusters done",
+                    self.done, self.desired
+                )
+            } else {
+                format!(
+                    "rolling out revision {update}: {} of {} known clusters done; not promoted \
+                     while the decisions of placement {} are unknown",
+                    self.done,
+                    self.desired,
+                    self.unknown.join(", ")
+                )
+            },
+        )
+    }
+}
+
+pub(super) fn name_few(clusters: &[String]) -> String {
+    let shown: Vec<&str> = clusters
+        .iter()
+        .take(NAMED_IN_MESSAGES)
+        .map(String::as_str)
+        .collect();
+    let more = clusters.len().saturating_sub(NAMED_IN_MESSAGES);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}

@@ -1,0 +1,143 @@
+//! What the planner returns: the [`Plan`] for one MWRS and the writes, revision changes,
+//! cluster reports and events it is made of.
+
+use super::*;
+
+/// Event reasons of handled manual requests (SPEC §7).
+pub const EVENT_ABORT_REQUESTED: &str = "AbortRequested";
+pub const EVENT_RETRY_REQUESTED: &str = "RetryRequested";
+
+/// A cluster whose ManifestWork cannot be written for now, and why (in words for status
+/// messages and `rollout status`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedWrite {
+    pub cluster: String,
+    pub why: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalizerAction {
+    Keep,
+    Add,
+    Remove,
+}
+
+/// Write a revision's template into a cluster's ManifestWork.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkApply {
+    pub cluster: String,
+    pub name: String,
+    /// No ManifestWork exists yet in that namespace.
+    pub create: bool,
+    /// Hash of the revision to write; its template is in [`Plan::templates`].
+    pub revision: String,
+    /// Labels and annotations this controller owns on the object (others are kept).
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The version the decision was made on (updates only).
+    pub resource_version: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkChange {
+    Apply(WorkApply),
+    /// Set labels and annotations only (adoption, a move between placementRefs, MWRS
+    /// labels changed); the spec is left alone.
+    Relabel {
+        cluster: String,
+        name: String,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    },
+    Delete {
+        cluster: String,
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RevisionChange {
+    Create {
+        name: String,
+        hash: String,
+        revision: i64,
+        template: Value,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    },
+    Renumber {
+        name: String,
+        revision: i64,
+    },
+    Delete {
+        name: String,
+    },
+    /// Set these annotations on the revision (its completed/aborted marks).
+    Mark {
+        name: String,
+        annotations: BTreeMap<String, String>,
+    },
+}
+
+/// One cluster's place in the rollout, for status, the CLI and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterReport {
+    pub cluster: String,
+    /// Shared by every report of a pass (a fleet has few placements and revisions, and
+    /// one copy per cluster was a visible share of a 100,000-cluster pass).
+    pub placement: Arc<str>,
+    pub group: Option<GroupKey>,
+    /// Revision its ManifestWork carries (None: no ManifestWork).
+    pub revision: Option<Arc<str>>,
+    /// Status against the target revision.
+    pub status: RolloutStatus,
+    pub since: Option<Timestamp>,
+    /// A Succeeded cluster still soaking until then.
+    pub soak_until: Option<Timestamp>,
+    /// Why an in-flight or failed cluster is not done, when the hub says more than its
+    /// status: the agent's apply error, its silence, a name taken (SPEC §11.2).
+    pub note: Option<String>,
+}
+
+/// A condition that changed in this pass (or a notable moment), for Events and metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub reason: String,
+    pub message: String,
+    /// Warning (true) or Normal.
+    pub warning: bool,
+}
+
+/// What to do about one MWRS.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub finalizer: FinalizerAction,
+    /// Work writes, in the order to make them (applies, relabels, then deletes).
+    pub works: Vec<WorkChange>,
+    pub revisions: Vec<RevisionChange>,
+    /// Templates by revision hash, for every [`WorkApply::revision`] in `works`.
+    pub templates: BTreeMap<String, Value>,
+    /// The status to write; None means leave status alone (deletion).
+    pub status: Option<ManifestWorkReplicaSetStatus>,
+    pub events: Vec<Transition>,
+    /// Look again after this long even if nothing changes.
+    pub recheck: Option<SignedDuration>,
+    pub invalid: Option<Invalid>,
+    pub clusters: Vec<ClusterReport>,
+}
+
+impl Plan {
+    pub(super) fn empty(finalizer: FinalizerAction) -> Self {
+        Self {
+            finalizer,
+            works: Vec::new(),
+            revisions: Vec::new(),
+            templates: BTreeMap::new(),
+            status: None,
+            events: Vec::new(),
+            recheck: None,
+            invalid: None,
+            clusters: Vec::new(),
+        }
+    }
+}

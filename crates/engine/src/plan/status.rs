@@ -1,0 +1,260 @@
+//! Stage 6, the status a pass reports: summaries per placementRef, the four conditions
+//! and the Events their changes make; also the plan for an invalid spec.
+
+use super::*;
+
+pub(super) fn plan_invalid(
+    o: &Observed<'_>,
+    old: &ManifestWorkReplicaSetStatus,
+    invalid: Invalid,
+    finalizer: FinalizerAction,
+    now: Timestamp,
+) -> Plan {
+    let mut status = old.clone();
+    let mut conds = status.conditions.clone().unwrap_or_default();
+    let c = Cond::new(
+        mc::PROGRESSING,
+        Status::False,
+        mc::REASON_INVALID_SPEC,
+        invalid.to_string(),
+    );
+    conditions::set(&mut conds, &c, o.mwrs.metadata.generation, now);
+    status.conditions = Some(conds);
+    status.observed_generation = o.mwrs.metadata.generation;
+    let mut p = Plan::empty(finalizer);
+    p.events = transitions(old, &status);
+    p.status = Some(status);
+    p.invalid = Some(invalid);
+    p
+}
+
+/// The blocked writes as the status publishes them (sorted, the first 50), so the CLI
+/// shows what only the controller learnt by writing.
+pub(super) fn blocked_clusters(blocked: &[BlockedWrite]) -> Vec<BlockedCluster> {
+    pub(super) const MAX: usize = 50;
+    let mut out: Vec<BlockedCluster> = blocked
+        .iter()
+        .map(|b| BlockedCluster {
+            cluster: b.cluster.clone(),
+            message: b.why.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out.truncate(MAX);
+    out
+}
+
+pub(super) fn add(a: Summary, b: Summary) -> Summary {
+    Summary {
+        total: a.total + b.total,
+        progressing: a.progressing + b.progressing,
+        available: a.available + b.available,
+        degraded: a.degraded + b.degraded,
+        applied: a.applied + b.applied,
+        desired_total: a.desired_total + b.desired_total,
+        updated: a.updated + b.updated,
+    }
+}
+
+/// Conditions whose status or reason changed between two statuses.
+pub(super) fn transitions(
+    old: &ManifestWorkReplicaSetStatus,
+    new: &ManifestWorkReplicaSetStatus,
+) -> Vec<Transition> {
+    let old_list: &[Condition] = old.conditions.as_deref().unwrap_or(&[]);
+    new.conditions
+        .iter()
+        .flatten()
+        .filter(|c| {
+            conditions::find(old_list, &c.type_)
+                .is_none_or(|o| o.status != c.status || o.reason != c.reason)
+        })
+        .map(|c| Transition {
+            reason: c.reason.clone(),
+            message: format!("{} {}: {}", c.type_, c.status, c.message),
+            warning: matches!(
+                c.reason.as_str(),
+                mc::REASON_PROGRESS_DEADLINE_EXCEEDED
+                    | mc::REASON_MAX_FAILURES_EXCEEDED
+                    | mc::REASON_ROLLOUT_ABORTED
+                    | mc::REASON_ABORT_FAILED
+                    | mc::REASON_ROLLOUT_DEGRADED
+                    | mc::REASON_INVALID_SPEC
+                    | mc::REASON_PLACEMENT_DECISION_NOT_FOUND
+            ),
+        })
+        .collect()
+}
+
+impl<'a> Pass<'a> {
+    pub(super) fn report(
+        &self,
+        status: &mut ManifestWorkReplicaSetStatus,
+        reports: &[ClusterReport],
+        target: &str,
+        update: &str,
+    ) {
+        let id = self.known.id(target);
+        let refs = &self.o.mwrs.spec.placement_refs;
+        let mut per: Vec<Summary> = vec![Summary::default(); refs.len()];
+        let mut applied_on_target = vec![0i64; refs.len()];
+        for c in reports {
+            let Some(i) = refs.iter().position(|r| *r.name == *c.placement) else {
+                continue;
+            };
+            per[i].desired_total += 1;
+            if c.revision.as_deref() == Some(update) && c.status == RolloutStatus::Succeeded {
+                per[i].updated += 1;
+            }
+        }
+        for (_, slot) in self.clusters.slots.iter() {
+            if slot.work.is_none() {
+                continue;
+            }
+            let Some(i) = self.placement_index_of(slot) else {
+                continue;
+            };
+            let s = &mut per[i];
+            s.total += 1;
+            if self.carries_in(slot, id) {
+                let f = &slot.facts;
+                applied_on_target[i] += 1;
+                s.applied += i64::from(f.applied);
+                s.available += i64::from(f.available);
+                s.progressing += i64::from(f.progressing);
+                s.degraded += i64::from(f.degraded);
+            }
+        }
+        let mut total = Summary::default();
+        status.placement_summary = refs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let s = per[i];
+                total = add(total, s);
+                let groups = self.views[i]
+                    .and_then(|v| v.groups())
+                    .map_or(0, DecisionGroups::group_count);
+                PlacementSummary {
+                    name: r.name.clone(),
+                    available_decision_groups: format!(
+                        "{groups} ({} / {} clusters applied)",
+                        applied_on_target[i], s.desired_total
+                    ),
+                    summary: s,
+                }
+            })
+            .collect();
+        status.summary = total;
+    }
+
+    pub(super) fn conditions(
+        &self,
+        out: &Outcome,
+        abort: &AbortState,
+        update: &str,
+        paused: bool,
+        revision_changed: bool,
+        created: bool,
+    ) -> Vec<Cond> {
+        vec![
+            self.placement_verified(),
+            out.manifestwork_applied(&self.placement_verified()),
+            out.rolled_out(abort),
+            out.progressing(
+                abort,
+                update,
+                paused,
+                self.in_progress_reason(revision_changed, created),
+            ),
+        ]
+    }
+
+    pub(super) fn in_progress_reason(&self, revision_changed: bool, created: bool) -> &'static str {
+        if revision_changed {
+            return if created {
+                mc::REASON_NEW_REVISION_CREATED
+            } else {
+                mc::REASON_FOUND_NEW_REVISION
+            };
+        }
+        match self
+            .old
+            .conditions
+            .as_deref()
+            .and_then(|l| conditions::find(l, mc::PROGRESSING))
+        {
+            Some(c) if c.status == "True" && c.reason == mc::REASON_NEW_REVISION_CREATED => {
+                mc::REASON_NEW_REVISION_CREATED
+            }
+            _ => mc::REASON_FOUND_NEW_REVISION,
+        }
+    }
+
+    pub(super) fn placement_verified(&self) -> Cond {
+        let refs = &self.o.mwrs.spec.placement_refs;
+        for (i, v) in self.views.iter().enumerate() {
+            let name = &refs[i].name;
+            match v.map(|v| &v.state) {
+                None | Some(PlacementState::Missing) => {
+                    return Cond::new(
+                        mc::PLACEMENT_VERIFIED,
+                        Status::False,
+                        mc::REASON_PLACEMENT_DECISION_NOT_FOUND,
+                        format!("Placement {name} not found"),
+                    );
+                }
+                Some(PlacementState::NoDecisions) => {
+                    return Cond::new(
+                        mc::PLACEMENT_VERIFIED,
+                        Status::False,
+                        mc::REASON_PLACEMENT_DECISION_NOT_FOUND,
+                        format!("Placement {name} has no PlacementDecisions"),
+                    );
+                }
+                Some(PlacementState::Invalid(why)) => {
+                    return Cond::new(
+                        mc::PLACEMENT_VERIFIED,
+                        Status::False,
+                        mc::REASON_NOT_AS_EXPECTED,
+                        why.clone(),
+                    );
+                }
+                Some(PlacementState::Found(_)) => {}
+            }
+        }
+        let mut remarks = Vec::new();
+        for v in self.views.iter().flatten() {
+            if !v.skipped.is_empty() {
+                let names: Vec<String> = v.skipped.iter().map(|c| format!("{c:?}")).collect();
+                remarks.push(format!(
+                    "placement {}: {} decisions skipped, not a valid cluster name: {}",
+                    v.name,
+                    v.skipped.len(),
+                    name_few(&names)
+                ));
+            }
+            if !v.complete {
+                remarks.push(format!(
+                    "placement {}: decisions incomplete; no ManifestWork is deleted until they are",
+                    v.name
+                ));
+            }
+        }
+        let remarks: String = remarks.iter().map(|r| format!("; {r}")).collect();
+        if self.clusters.desired_len == 0 {
+            return Cond::new(
+                mc::PLACEMENT_VERIFIED,
+                Status::False,
+                mc::REASON_PLACEMENT_DECISION_EMPTY,
+                format!("no cluster is selected by any placement{remarks}"),
+            );
+        }
+        Cond::new(
+            mc::PLACEMENT_VERIFIED,
+            Status::True,
+            mc::REASON_AS_EXPECTED,
+            format!("{} clusters selected{remarks}", self.clusters.desired_len),
+        )
+    }
+}

@@ -1,0 +1,206 @@
+//! Stage 5, the ManifestWork writes in order: roll forward what the rollout engine
+//! releases, revert to the stable revision while an abort holds, relabel, and delete what
+//! is no longer selected and duplicates.
+
+use super::*;
+
+impl<'a> Pass<'a> {
+    pub(super) fn apply(
+        &self,
+        cluster: &str,
+        d_placement: usize,
+        revision: &str,
+    ) -> Option<WorkApply> {
+        let placement = &self.o.mwrs.spec.placement_refs.get(d_placement)?.name;
+        let slot = self.clusters.get(cluster);
+        let existing = slot.and_then(|s| s.work);
+        // A ManifestWork on the way out keeps its name until the agent is done with it.
+        if existing.is_none() && slot.is_some_and(|s| s.name_taken) {
+            return None;
+        }
+        let mut annotations = self.owner_annotations();
+        // The first write of a revision into this ManifestWork is its anchor for deadlines
+        // and soak; a rewrite of the same revision (hand edit, lost write) keeps it.
+        let applied_at = existing
+            .filter(|w| w.hash() == Some(revision))
+            .and_then(|w| w.annotation(labels::REVISION_APPLIED_AT))
+            .map_or_else(|| self.now.to_string(), str::to_string);
+        annotations.insert(labels::REVISION_APPLIED_AT.into(), applied_at);
+        Some(WorkApply {
+            cluster: cluster.to_string(),
+            name: existing.map_or_else(|| self.owner.work_name(), |w| w.name.clone()),
+            create: existing.is_none(),
+            revision: revision.to_string(),
+            labels: self.work_labels(placement, revision),
+            annotations,
+            resource_version: existing.and_then(|w| w.resource_version.clone()),
+        })
+    }
+
+    pub(super) fn work_labels(&self, placement: &str, revision: &str) -> BTreeMap<String, String> {
+        let mut l: BTreeMap<String, String> = copied_labels(self.o.mwrs.metadata.labels.as_ref())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        l.insert(self.owner_label.0.into(), self.owner_label.1.clone());
+        l.insert(labels::PLACEMENT_NAME.into(), placement.into());
+        l.insert(labels::CONTROLLER_HASH.into(), revision.into());
+        l
+    }
+
+    pub(super) fn owner_annotations(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(
+            labels::MWRS_OWNER_ANNOTATION.to_string(),
+            self.owner.slashed(),
+        )])
+    }
+
+    /// Rolling forward: write the update revision to every ToApply cluster the engine
+    /// releases.
+    pub(super) fn roll(&self, results: &[Option<RolloutResult>], update: &str, p: &mut Plan) {
+        for r in results.iter().flatten() {
+            for c in r
+                .to_rollout
+                .iter()
+                .filter(|c| c.status == RolloutStatus::ToApply)
+            {
+                let Some(d) = self.clusters.desired(c.cluster.as_str()) else {
+                    continue;
+                };
+                if let Some(a) = self.apply(&c.cluster, d.placement, update) {
+                    p.works.push(WorkChange::Apply(a));
+                }
+            }
+        }
+    }
+
+    /// Holding an abort: every owned ManifestWork and every desired cluster gets the
+    /// stable revision, all at once, whatever the strategy.
+    pub(super) fn revert(&self, target: &str, p: &mut Plan) {
+        let id = self.known.id(target);
+        for (cluster, slot) in self.clusters.slots.iter() {
+            if self.carries_in(slot, id) {
+                continue;
+            }
+            if let Some(a) = self
+                .placement_index_of(slot)
+                .and_then(|i| self.apply(cluster, i, target))
+            {
+                p.works.push(WorkChange::Apply(a));
+            }
+        }
+    }
+
+    /// The placementRef a cluster belongs to: the one selecting it, else the one its
+    /// ManifestWork names.
+    pub(super) fn placement_index_of(&self, slot: &Slot<'a>) -> Option<usize> {
+        if let Some(d) = &slot.desired {
+            return Some(d.placement);
+        }
+        let name = slot.work?.placement()?;
+        self.o
+            .mwrs
+            .spec
+            .placement_refs
+            .iter()
+            .position(|r| r.name == name)
+    }
+
+    /// May ManifestWorks of clusters no placementRef selects be deleted now? Only when
+    /// the selection is known for certain (SPEC §11.5): every placementRef of the spec
+    /// resolves to complete decisions that have not changed for the settle time. Err
+    /// carries when to look again (None: only a change on the hub can open the gate).
+    pub(super) fn unselected_may_go(&self) -> Result<(), Option<SignedDuration>> {
+        let mut wait = SignedDuration::ZERO;
+        for v in &self.views {
+            let Some(v) = v.filter(|v| v.complete && v.groups().is_some()) else {
+                return Err(None);
+            };
+            if let Some(t) = v
+                .changed_at
+                .and_then(|t| t.saturating_add(self.cfg.settle).ok())
+                && self.now < t
+            {
+                wait = wait.max(t.duration_since(self.now));
+            }
+        }
+        if wait.is_zero() {
+            Ok(())
+        } else {
+            Err(Some(wait))
+        }
+    }
+
+    /// Annotations a relabel sets: the owner, and the applied-at anchor when the
+    /// ManifestWork has none (written before it existed); an existing anchor is kept.
+    pub(super) fn relabel_annotations(&self, w: &WorkView) -> BTreeMap<String, String> {
+        let mut a = self.owner_annotations();
+        if w.annotation(labels::REVISION_APPLIED_AT).is_none() {
+            a.insert(labels::REVISION_APPLIED_AT.into(), self.now.to_string());
+        }
+        a
+    }
+
+    pub(super) fn relabel_and_delete(&self, target: &str, p: &mut Plan) {
+        // By slot position: the writes are a few per cent of the clusters, and hashing
+        // every cluster's name to ask was a cache miss per cluster on a large fleet.
+        let mut applied = vec![false; self.clusters.slots.len()];
+        for c in &p.works {
+            if let WorkChange::Apply(a) = c
+                && let Some(i) = self.clusters.slots.position(&a.cluster)
+            {
+                applied[i] = true;
+            }
+        }
+        let mut relabels = Vec::new();
+        let mut deletes = Vec::new();
+        let id = self.known.id(target);
+        let gate = self.unselected_may_go();
+        let mut withheld = false;
+        for (i, (cluster, slot)) in self.clusters.slots.iter().enumerate() {
+            let (Some(w), dups) = (slot.work, &slot.dups) else {
+                continue;
+            };
+            match &slot.desired {
+                None => {
+                    // Unselected: delete once the selection is certain (SPEC §10.12,
+                    // §11.5); whatever revision it carries.
+                    if gate.is_ok() {
+                        deletes.extend(std::iter::once(w).chain(dups.iter().copied()));
+                    } else {
+                        withheld = true;
+                    }
+                    continue;
+                }
+                Some(d) => {
+                    if !applied[i] {
+                        let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
+                        if let Some(rev) = slot.carried
+                            && !slot.facts.labelled
+                        {
+                            relabels.push(WorkChange::Relabel {
+                                cluster: cluster.to_string(),
+                                name: w.name.clone(),
+                                labels: self.work_labels(placement, self.rev_name(rev)),
+                                annotations: self.relabel_annotations(w),
+                            });
+                        }
+                    }
+                }
+            }
+            // Duplicates left by upstream's controller go once the survivor is settled.
+            if !dups.is_empty() && !applied[i] && self.carries_in(slot, id) {
+                deletes.extend(dups.iter().copied());
+            }
+        }
+        drop(applied);
+        if withheld && let Err(Some(wait)) = gate {
+            p.recheck = Some(p.recheck.map_or(wait, |r| r.min(wait)));
+        }
+        p.works.extend(relabels);
+        p.works
+            .extend(deletes.into_iter().map(|w| WorkChange::Delete {
+                cluster: w.cluster.clone(),
+                name: w.name.clone(),
+            }));
+    }
+}
