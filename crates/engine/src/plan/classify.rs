@@ -12,7 +12,27 @@ pub(super) fn min_recheck(results: &[Option<RolloutResult>]) -> Option<SignedDur
         .min()
 }
 
+/// Stage 3's answer: every desired cluster against the target revision.
+pub(super) struct Classified {
+    pub(super) reports: Vec<ClusterReport>,
+    /// The rollout engine's verdict per placementRef (None: it could not be asked).
+    pub(super) results: Vec<Option<RolloutResult>>,
+    /// When the first success still settling has settled.
+    pub(super) settling: Option<Timestamp>,
+}
+
 impl<'a> Pass<'a> {
+    /// Stage 3.
+    pub(super) fn classified(&self, target: &str) -> Classified {
+        let (reports, existing, settling) = self.classify(self.known.id(target));
+        let results = self.evaluate(&existing);
+        Classified {
+            reports,
+            results,
+            settling,
+        }
+    }
+
     /// The engine's verdict per placementRef (None: placement not usable).
     pub(super) fn evaluate(
         &self,

@@ -3,7 +3,72 @@
 
 use super::*;
 
+/// Stage 1: the revision of the current spec, and what storing it takes.
+pub(super) struct RevisionStep {
+    /// Its hash: the update revision.
+    pub(super) update: String,
+    pub(super) template: Value,
+    /// The new ControllerRevision, or the renumbering of a stored one.
+    pub(super) changes: Vec<RevisionChange>,
+    /// The collision count its name was computed with, when above 0.
+    pub(super) collision_count: Option<i32>,
+    /// New content: stored in this pass, or for this generation by an earlier pass whose
+    /// status write was lost (not a revision found in history).
+    pub(super) created: bool,
+    /// Not the update revision the status names: a new rollout starts.
+    pub(super) changed: bool,
+}
+
 impl<'a> Pass<'a> {
+    /// Stage 1 (resolved when the pass was set up: every ManifestWork is read against it).
+    pub(super) fn revision_step(&self) -> RevisionStep {
+        let generation = self.o.mwrs.metadata.generation;
+        let update = self.resolution.hash().to_string();
+        let template = self.o.mwrs.spec.manifest_work_template.to_value();
+        let mut changes = Vec::new();
+        let mut collision_count = None;
+        let created = match &self.resolution {
+            Resolution::Create {
+                name,
+                hash,
+                revision,
+                collision_count: count,
+            } => {
+                collision_count = (*count > 0).then_some(*count);
+                changes.push(RevisionChange::Create {
+                    name: name.clone(),
+                    hash: hash.clone(),
+                    revision: *revision,
+                    template: template.clone(),
+                    labels: self.revision_labels(hash),
+                    annotations: self.revision_annotations(),
+                });
+                true
+            }
+            Resolution::Existing {
+                name, renumber_to, ..
+            } => {
+                if let Some(to) = renumber_to {
+                    changes.push(RevisionChange::Renumber {
+                        name: name.clone(),
+                        revision: *to,
+                    });
+                }
+                self.o.revisions.iter().any(|r| {
+                    &r.name == name && r.generation.is_some() && r.generation == generation
+                })
+            }
+        };
+        RevisionStep {
+            changed: self.old.update_revision.as_deref() != Some(update.as_str()),
+            update,
+            template,
+            changes,
+            collision_count,
+            created,
+        }
+    }
+
     /// The write that marks revision `hash` with annotation `key` = now.
     pub(super) fn mark(&self, hash: &str, key: &str) -> Option<RevisionChange> {
         let name = match revision::find_by_hash(self.o.revisions, hash) {
@@ -46,7 +111,7 @@ impl<'a> Pass<'a> {
         a
     }
 
-    pub(super) fn prune(&self, status: &ManifestWorkReplicaSetStatus, p: &mut Plan) {
+    pub(super) fn prune(&self, status: &ManifestWorkReplicaSetStatus) -> Vec<RevisionChange> {
         let mut live: BTreeSet<&str> = BTreeSet::new();
         live.extend(status.current_revision.as_deref());
         live.extend(status.update_revision.as_deref());
@@ -81,10 +146,9 @@ impl<'a> Pass<'a> {
         );
         live.insert(self.resolution.hash());
         let limit = self.o.mwrs.spec.revision_history_limit();
-        p.revisions.extend(
-            revision::prune(self.o.revisions, &live, limit)
-                .into_iter()
-                .map(|name| RevisionChange::Delete { name }),
-        );
+        revision::prune(self.o.revisions, &live, limit)
+            .into_iter()
+            .map(|name| RevisionChange::Delete { name })
+            .collect()
     }
 }

@@ -229,7 +229,7 @@ impl Outcome {
         let current = self.current.as_deref().unwrap_or("");
         match abort {
             AbortState::Failed(why) => {
-                return Cond::new(t, Status::False, mc::REASON_ABORT_FAILED, why.clone());
+                return Cond::new(t, Status::False, mc::REASON_ABORT_FAILED, why.message());
             }
             AbortState::Held => {
                 let message = if self.done == self.desired {

@@ -31,7 +31,7 @@ pub(super) fn plan_invalid(
 /// The blocked writes as the status publishes them (sorted, the first 50), so the CLI
 /// shows what only the controller learnt by writing.
 pub(super) fn blocked_clusters(blocked: &[BlockedWrite]) -> Vec<BlockedCluster> {
-    pub(super) const MAX: usize = 50;
+    const MAX: usize = 50;
     let mut out: Vec<BlockedCluster> = blocked
         .iter()
         .map(|b| BlockedCluster {
@@ -86,7 +86,136 @@ pub(super) fn transitions(
         .collect()
 }
 
+/// Stage 6's answer.
+pub(super) struct StatusUpdate {
+    pub(super) status: ManifestWorkReplicaSetStatus,
+    /// Condition changes, a new revision, an abort starting or completed, in that order.
+    pub(super) events: Vec<Transition>,
+    /// The update revision's completed-at mark, when it completes in this pass.
+    pub(super) mark: Option<RevisionChange>,
+}
+
 impl<'a> Pass<'a> {
+    /// Stage 6: the status composed once from what the stages decided.
+    pub(super) fn status_update(
+        &self,
+        revision: &RevisionStep,
+        controls: &Controls,
+        hold: &Hold<'_>,
+        seen: &Classified,
+        abort: &AbortDecision,
+    ) -> StatusUpdate {
+        let update = revision.update.as_str();
+        let mut status = self.old.clone();
+        status.observed_generation = self.o.mwrs.metadata.generation;
+        if revision.collision_count.is_some() {
+            status.collision_count = revision.collision_count;
+        }
+        status.update_revision = Some(update.to_string());
+        status.aborted_time = abort.memory.aborted_time.clone();
+        status.last_abort = abort.memory.last_abort.clone();
+        if controls.handled != HandledControls::default() {
+            status.handled_controls = Some(controls.handled.clone());
+        }
+        let outcome = Outcome::of(
+            self,
+            &seen.reports,
+            &seen.results,
+            &hold.target,
+            update,
+            &abort.state,
+        );
+        let mut mark = None;
+        if outcome.complete {
+            if self.old.current_revision.as_deref() != Some(update) {
+                mark = self.mark(update, labels::REVISION_COMPLETED_AT);
+            }
+            status.current_revision = Some(update.to_string());
+            // A revision that completed is no longer the aborted one (an automatic abort
+            // with nothing to go back to does not stop a rollout that recovers).
+            if status
+                .last_abort
+                .as_ref()
+                .is_some_and(|a| a.revision == update)
+            {
+                status.last_abort = None;
+            }
+        }
+        self.report(&mut status, &seen.reports, &hold.target, update);
+        status.blocked_clusters = blocked_clusters(self.o.blocked);
+        let conds = self.conditions(
+            &outcome,
+            &abort.state,
+            update,
+            controls.paused,
+            revision.changed,
+            revision.created,
+        );
+        let mut list = status.conditions.clone().unwrap_or_default();
+        for c in &conds {
+            conditions::set(&mut list, c, self.o.mwrs.metadata.generation, self.now);
+        }
+        status.conditions = Some(list);
+        let events = self.status_events(&status, revision, hold, &outcome, &abort.state);
+        StatusUpdate {
+            status,
+            events,
+            mark,
+        }
+    }
+
+    /// The Events of stage 6: one per condition change, the new revision (also when the
+    /// rollout completes in the same pass and Progressing never says so), an abort
+    /// starting, and a revert completed.
+    fn status_events(
+        &self,
+        status: &ManifestWorkReplicaSetStatus,
+        revision: &RevisionStep,
+        hold: &Hold<'_>,
+        outcome: &Outcome,
+        abort: &AbortState,
+    ) -> Vec<Transition> {
+        let update = revision.update.as_str();
+        let mut events = transitions(&self.old, status);
+        let started = self.in_progress_reason(revision.changed, revision.created);
+        if revision.changed && !events.iter().any(|e| e.reason == started) {
+            events.push(Transition {
+                reason: started.into(),
+                message: format!("revision {update} is the update revision"),
+                warning: false,
+            });
+        }
+        if *abort == AbortState::Held && outcome.done == outcome.desired && outcome.desired > 0 {
+            let was_done = self
+                .old
+                .conditions
+                .as_deref()
+                .and_then(|l| conditions::find(l, mc::MANIFESTWORK_APPLIED))
+                .is_some_and(|c| c.status == "True");
+            if !was_done {
+                events.push(Transition {
+                    reason: mc::EVENT_ABORT_COMPLETED.into(),
+                    message: format!(
+                        "all {} clusters are back on revision {}",
+                        outcome.desired, hold.target
+                    ),
+                    warning: false,
+                });
+            }
+        }
+        if matches!(abort, AbortState::Starting(_)) {
+            events.push(Transition {
+                reason: mc::EVENT_ABORT_STARTED.into(),
+                message: format!(
+                    "reverting every cluster from revision {update} to {}",
+                    self.old.current_revision.as_deref().unwrap_or("")
+                ),
+                warning: true,
+            });
+        }
+        events
+    }
+
     pub(super) fn report(
         &self,
         status: &mut ManifestWorkReplicaSetStatus,

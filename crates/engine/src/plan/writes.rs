@@ -4,7 +4,45 @@
 
 use super::*;
 
+/// Stage 5's answer.
+#[derive(Default)]
+pub(super) struct Writes {
+    /// In the order to make them: applies, relabels, then deletes.
+    pub(super) works: Vec<WorkChange>,
+    pub(super) recheck: Option<SignedDuration>,
+}
+
 impl<'a> Pass<'a> {
+    /// Stage 5: while an abort holds, revert to the stable revision; when one starts, write
+    /// nothing yet (its `abortedTime` is stored first); otherwise roll forward what the
+    /// rollout engine releases, unless paused or stopped by a user's abort.
+    pub(super) fn writes(
+        &self,
+        update: &str,
+        paused: bool,
+        hold: &Hold<'_>,
+        seen: &Classified,
+        abort: &AbortDecision,
+    ) -> Writes {
+        let mut w = Writes::default();
+        match &abort.state {
+            AbortState::Held => self.revert(&hold.target, &mut w),
+            AbortState::Starting(_) => w.recheck = Some(SignedDuration::ZERO),
+            AbortState::None | AbortState::Failed(_) => {
+                if !paused && !stopped_now(abort.memory.last_abort.as_ref(), update) {
+                    self.roll(&seen.results, update, &mut w);
+                }
+                w.recheck = min_recheck(&seen.results);
+            }
+        }
+        // A success still settling is looked at again once it has, whatever the state.
+        if let Some(settles) = seen.settling.map(|t| t.duration_since(self.now)) {
+            w.recheck = Some(w.recheck.map_or(settles, |r| r.min(settles)));
+        }
+        self.relabel_and_delete(&hold.target, &mut w);
+        w
+    }
+
     pub(super) fn apply(
         &self,
         cluster: &str,
@@ -56,7 +94,7 @@ impl<'a> Pass<'a> {
 
     /// Rolling forward: write the update revision to every ToApply cluster the engine
     /// releases.
-    pub(super) fn roll(&self, results: &[Option<RolloutResult>], update: &str, p: &mut Plan) {
+    pub(super) fn roll(&self, results: &[Option<RolloutResult>], update: &str, w: &mut Writes) {
         for r in results.iter().flatten() {
             for c in r
                 .to_rollout
@@ -67,7 +105,7 @@ impl<'a> Pass<'a> {
                     continue;
                 };
                 if let Some(a) = self.apply(&c.cluster, d.placement, update) {
-                    p.works.push(WorkChange::Apply(a));
+                    w.works.push(WorkChange::Apply(a));
                 }
             }
         }
@@ -75,7 +113,7 @@ impl<'a> Pass<'a> {
 
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
     /// stable revision, all at once, whatever the strategy.
-    pub(super) fn revert(&self, target: &str, p: &mut Plan) {
+    pub(super) fn revert(&self, target: &str, w: &mut Writes) {
         let id = self.known.id(target);
         for (cluster, slot) in self.clusters.slots.iter() {
             if self.carries_in(slot, id) {
@@ -85,7 +123,7 @@ impl<'a> Pass<'a> {
                 .placement_index_of(slot)
                 .and_then(|i| self.apply(cluster, i, target))
             {
-                p.works.push(WorkChange::Apply(a));
+                w.works.push(WorkChange::Apply(a));
             }
         }
     }
@@ -140,11 +178,11 @@ impl<'a> Pass<'a> {
         a
     }
 
-    pub(super) fn relabel_and_delete(&self, target: &str, p: &mut Plan) {
+    pub(super) fn relabel_and_delete(&self, target: &str, w: &mut Writes) {
         // By slot position: the writes are a few per cent of the clusters, and hashing
         // every cluster's name to ask was a cache miss per cluster on a large fleet.
         let mut applied = vec![false; self.clusters.slots.len()];
-        for c in &p.works {
+        for c in &w.works {
             if let WorkChange::Apply(a) = c
                 && let Some(i) = self.clusters.slots.position(&a.cluster)
             {
@@ -194,10 +232,10 @@ impl<'a> Pass<'a> {
         }
         drop(applied);
         if withheld && let Err(Some(wait)) = gate {
-            p.recheck = Some(p.recheck.map_or(wait, |r| r.min(wait)));
+            w.recheck = Some(w.recheck.map_or(wait, |r| r.min(wait)));
         }
-        p.works.extend(relabels);
-        p.works
+        w.works.extend(relabels);
+        w.works
             .extend(deletes.into_iter().map(|w| WorkChange::Delete {
                 cluster: w.cluster.clone(),
                 name: w.name.clone(),
