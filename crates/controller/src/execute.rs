@@ -6,6 +6,8 @@
 //! - status is written whatever happened to the writes (it describes what was observed);
 //! - the finalizer comes off only after every delete it guards succeeded.
 
+use std::collections::BTreeMap;
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -13,11 +15,11 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use mwrs_api::labels;
-use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 use mwrs_engine::hash;
 use mwrs_engine::owner::OwnerKey;
-use mwrs_engine::plan::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
+use mwrs_engine::plan::{FinalizerAction, Plan, RevisionChange, Transition, WorkApply, WorkChange};
 use serde_json::{Value, json};
 
 use crate::context::Context;
@@ -92,185 +94,277 @@ pub async fn execute(
     snap: &Snapshot,
     plan: &Plan,
 ) -> Result<Executed> {
-    let ns = mwrs.namespace().ok_or(Error::MissingField("namespace"))?;
-    let name = mwrs.name_any();
-    let mwrs_api: Api<ManifestWorkReplicaSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut out = Executed::default();
+    // Every field by name: one the executor does not carry out says so here.
+    let Plan {
+        finalizer,
+        works,
+        revisions,
+        templates,
+        status,
+        events,
+        recheck: _,
+        invalid: _,
+        clusters: _,
+    } = plan;
+    let on = On::new(ctx, mwrs)?;
+    let mut tally = Tally::default();
     let mut status_version = mwrs.resource_version();
+    if *finalizer == FinalizerAction::Add {
+        status_version = add_finalizer(&on).await?;
+        tally.writes += 1;
+    }
+    let stored = write_revisions(&on, revisions, &mut tally).await;
+    // If a revision could not be stored, write no ManifestWork that could name it: the
+    // next pass resolves the revision again (e.g. with a bumped collision count).
+    if !stored.create_failed {
+        write_works(&on, snap, templates, works, &mut tally).await;
+    }
+    let bumped = stored
+        .name_taken
+        .then(|| collision_bumped(&on, status.as_ref()))
+        .flatten();
+    let new_status = bumped.as_ref().or(status.as_ref());
+    let status_version = write_status(&on, new_status, status_version, &mut tally).await?;
+    if *finalizer == FinalizerAction::Remove && tally.failures.is_empty() {
+        remove_finalizer(&on, &mut tally).await?;
+    }
+    let old_abort = mwrs.status.as_ref().and_then(|s| s.last_abort.as_ref());
+    count_abort(&ctx.metrics, old_abort, status.as_ref());
+    publish_transitions(&on, events).await;
+    tally.into_result(status_version)
+}
 
-    if plan.finalizer == FinalizerAction::Add {
-        may_write(ctx, "patch", "finalizers")?;
-        let p = patch::finalizer_add(mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER)
+/// The MWRS a plan is carried out for.
+struct On<'a> {
+    ctx: &'a Context,
+    mwrs: &'a ManifestWorkReplicaSet,
+    ns: String,
+    name: String,
+    api: Api<ManifestWorkReplicaSet>,
+}
+
+impl<'a> On<'a> {
+    fn new(ctx: &'a Context, mwrs: &'a ManifestWorkReplicaSet) -> Result<Self> {
+        let ns = mwrs.namespace().ok_or(Error::MissingField("namespace"))?;
+        Ok(Self {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            ctx,
+            mwrs,
+            name: mwrs.name_any(),
+            ns,
+        })
+    }
+
+    fn key(&self) -> String {
+        format!("{}/{}", self.ns, self.name)
+    }
+}
+
+/// Writes made and failed so far.
+#[derive(Default)]
+struct Tally {
+    writes: usize,
+    total: usize,
+    failures: Vec<Error>,
+}
+
+impl Tally {
+    fn record(&mut self, r: Result<()>) {
+        self.total += 1;
+        match r {
+            Ok(()) => self.writes += 1,
+            Err(e) => self.failures.push(e),
+        }
+    }
+
+    /// Ok with what was done, or the first failure (with the count when several).
+    fn into_result(mut self, status_version: Option<String>) -> Result<Executed> {
+        if self.failures.is_empty() {
+            return Ok(Executed {
+                writes: self.writes,
+                status_version,
+            });
+        }
+        let failed = self.failures.len();
+        let first = self.failures.remove(0);
+        if failed == 1 {
+            return Err(first);
+        }
+        Err(Error::Writes {
+            failed,
+            total: self.total.max(failed),
+            first: Box::new(first),
+        })
+    }
+}
+
+/// Adds the finalizer; the resourceVersion of the result guards the status write (the
+/// status was computed from the object as read, and the patch changed only finalizers).
+async fn add_finalizer(on: &On<'_>) -> Result<Option<String>> {
+    may_write(on.ctx, "patch", "finalizers")?;
+    let p = patch::finalizer_add(on.mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER)
+        .map_err(|source| Error::Serialize {
+            what: "finalizer patch",
+            source,
+        })?;
+    let r = on
+        .api
+        .patch(&on.name, &pp(), &Patch::Json::<()>(p))
+        .await
+        .map_err(|e| finalizer_error(&on.name, e));
+    on.ctx.metrics.write("finalizer", "add", result_label(&r));
+    Ok(r?.resource_version())
+}
+
+/// How the revision writes went, for what follows them.
+struct StoredRevisions {
+    create_failed: bool,
+    /// A revision name is held by another object.
+    name_taken: bool,
+}
+
+/// Revisions, in plan order (few; creations first in the planner's order).
+async fn write_revisions(
+    on: &On<'_>,
+    revisions: &[RevisionChange],
+    tally: &mut Tally,
+) -> StoredRevisions {
+    let mut stored = StoredRevisions {
+        create_failed: false,
+        name_taken: false,
+    };
+    for change in revisions {
+        let r = revision(on.ctx, on.mwrs, &on.ns, change).await;
+        if let (Err(e), RevisionChange::Create { .. }) = (&r, change) {
+            stored.create_failed = true;
+            stored.name_taken |= matches!(e, Error::RevisionNameTaken { .. });
+        }
+        tally.record(r);
+    }
+    stored
+}
+
+/// ManifestWork writes with bounded concurrency: creates, updates and relabels, then
+/// deletes.
+async fn write_works(
+    on: &On<'_>,
+    snap: &Snapshot,
+    templates: &BTreeMap<String, Value>,
+    works: &[WorkChange],
+    tally: &mut Tally,
+) {
+    let n = on.ctx.config.write_concurrency.max(1);
+    let (deletes, others): (Vec<&WorkChange>, Vec<&WorkChange>) = works
+        .iter()
+        .partition(|c| matches!(c, WorkChange::Delete { .. }));
+    for batch in [others, deletes] {
+        // Futures built up front: a closure inside the stream type trips the
+        // higher-ranked lifetime check of the spawned reconcile future.
+        let futs: Vec<_> = batch
+            .into_iter()
+            .map(|c| work(on.ctx, on.mwrs, snap, templates, c))
+            .collect();
+        let results: Vec<Result<()>> = futures::stream::iter(futs)
+            .buffer_unordered(n)
+            .collect()
+            .await;
+        for r in results {
+            tally.record(r);
+        }
+    }
+}
+
+/// A revision name held by another object: only the collision count moves (as
+/// Kubernetes' history helpers do), so the next pass names the revision anew; the rest
+/// of the plan's status describes a revision that could not be stored.
+fn collision_bumped(
+    on: &On<'_>,
+    planned: Option<&ManifestWorkReplicaSetStatus>,
+) -> Option<ManifestWorkReplicaSetStatus> {
+    let used = planned?.collision_count.unwrap_or(0);
+    let mut bumped = on.mwrs.status.clone().unwrap_or_default();
+    bumped.collision_count = Some(used.saturating_add(1));
+    tracing::warn!(mwrs = %on.key(), collision_count = used.saturating_add(1),
+        "revision name taken by another object; collisionCount bumped");
+    Some(bumped)
+}
+
+/// Writes `new` when it differs from the status read, guarded by `version` (the version
+/// it was computed from); returns the version the write produced, if any.
+async fn write_status(
+    on: &On<'_>,
+    new: Option<&ManifestWorkReplicaSetStatus>,
+    version: Option<String>,
+    tally: &mut Tally,
+) -> Result<Option<String>> {
+    let Some(new) = new else { return Ok(None) };
+    let ser = |v: &ManifestWorkReplicaSetStatus| {
+        serde_json::to_value(v).map_err(|source| Error::Serialize {
+            what: "status",
+            source,
+        })
+    };
+    let old = ser(&on.mwrs.status.clone().unwrap_or_default())?;
+    let Some(body) = patch::status(&old, &ser(new)?, version.as_deref()) else {
+        return Ok(None);
+    };
+    may_write(on.ctx, "patch", "status")?;
+    let r = on
+        .api
+        .patch_status(&on.name, &pp(), &Patch::Merge(&body))
+        .await
+        .map_err(|e| Error::kube(format!("status of {}", on.key()), e));
+    on.ctx.metrics.write("status", "patch", result_label(&r));
+    match r {
+        Ok(obj) => {
+            tally.record(Ok(()));
+            Ok(obj.resource_version())
+        }
+        Err(e) => {
+            tally.record(Err(e));
+            Ok(None)
+        }
+    }
+}
+
+/// Removes the finalizer, once every delete it guards succeeded.
+async fn remove_finalizer(on: &On<'_>, tally: &mut Tally) -> Result<()> {
+    let removal =
+        patch::finalizer_remove(on.mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER)
             .map_err(|source| Error::Serialize {
                 what: "finalizer patch",
                 source,
             })?;
-        let r = mwrs_api
-            .patch(&name, &pp(), &Patch::Json::<()>(p))
-            .await
-            .map_err(|e| finalizer_error(&name, e));
-        ctx.metrics.write("finalizer", "add", result_label(&r));
-        // The status below was computed from the object as read; the finalizer patch
-        // changed only the finalizers, so its result's version guards the status write.
-        status_version = r?.resource_version();
-        out.writes += 1;
-    }
+    let Some(p) = removal else { return Ok(()) };
+    may_write(on.ctx, "patch", "finalizers")?;
+    let r = on
+        .api
+        .patch(&on.name, &pp(), &Patch::Json::<()>(p))
+        .await
+        .map(|_| ())
+        .or_else(|e| if is_status(&e, 404) { Ok(()) } else { Err(e) })
+        .map_err(|e| finalizer_error(&on.name, e));
+    on.ctx
+        .metrics
+        .write("finalizer", "remove", result_label(&r));
+    tally.record(r);
+    Ok(())
+}
 
-    let mut failures: Vec<Error> = Vec::new();
-    let mut total = 0usize;
-
-    // Revisions, in plan order (few; creations first in the planner's order).
-    let mut revision_create_failed = false;
-    let mut name_taken = false;
-    for change in &plan.revisions {
-        total += 1;
-        let r = revision(ctx, mwrs, &ns, change).await;
-        if let Err(e) = r {
-            if matches!(change, RevisionChange::Create { .. }) {
-                revision_create_failed = true;
-                name_taken |= matches!(e, Error::RevisionNameTaken { .. });
-            }
-            failures.push(e);
+/// Every transition as an Event and a log line (info, or warn for warnings): the log
+/// tells the rollout's story even after its Events expire.
+async fn publish_transitions(on: &On<'_>, events: &[Transition]) {
+    let key = on.key();
+    for t in events {
+        let type_ = if t.warning {
+            tracing::warn!(mwrs = %key, reason = %t.reason, "{}", t.message);
+            EventType::Warning
         } else {
-            out.writes += 1;
-        }
-    }
-
-    // ManifestWorks. If a revision could not be stored, write none that could name it:
-    // the next pass resolves the revision again (e.g. with a bumped collision count).
-    if !revision_create_failed {
-        let n = ctx.config.write_concurrency.max(1);
-        let (deletes, others): (Vec<&WorkChange>, Vec<&WorkChange>) = plan
-            .works
-            .iter()
-            .partition(|c| matches!(c, WorkChange::Delete { .. }));
-        for batch in [others, deletes] {
-            // Futures built up front: a closure inside the stream type trips the
-            // higher-ranked lifetime check of the spawned reconcile future.
-            let futs: Vec<_> = batch
-                .into_iter()
-                .map(|c| work(ctx, mwrs, snap, plan, c))
-                .collect();
-            let results: Vec<Result<()>> = futures::stream::iter(futs)
-                .buffer_unordered(n)
-                .collect()
-                .await;
-            for r in results {
-                total += 1;
-                match r {
-                    Ok(()) => out.writes += 1,
-                    Err(e) => failures.push(e),
-                }
-            }
-        }
-    }
-
-    // A revision name held by another object: only the collision count moves (as
-    // Kubernetes' history helpers do), so the next pass names the revision anew; the
-    // rest of the plan's status describes a revision that could not be stored.
-    let collided;
-    let status = match &plan.status {
-        Some(new) if name_taken => {
-            let mut bumped = mwrs.status.clone().unwrap_or_default();
-            let used = new.collision_count.unwrap_or(0);
-            bumped.collision_count = Some(used.saturating_add(1));
-            tracing::warn!(mwrs = %format!("{ns}/{name}"), collision_count = used.saturating_add(1),
-                "revision name taken by another object; collisionCount bumped");
-            collided = bumped;
-            Some(&collided)
-        }
-        other => other.as_ref(),
-    };
-    // Status: only when it changed, guarded by the version it was computed from.
-    if let Some(new) = status {
-        let ser = |v| {
-            serde_json::to_value(v).map_err(|source| Error::Serialize {
-                what: "status",
-                source,
-            })
+            tracing::info!(mwrs = %key, reason = %t.reason, "{}", t.message);
+            EventType::Normal
         };
-        let old_status = mwrs.status.clone().unwrap_or_default();
-        let old = ser(&old_status)?;
-        let new = ser(new)?;
-        if let Some(body) = patch::status(&old, &new, status_version.as_deref()) {
-            may_write(ctx, "patch", "status")?;
-            let r = mwrs_api
-                .patch_status(&name, &pp(), &Patch::Merge(&body))
-                .await
-                .map_err(|e| Error::kube(format!("status of {ns}/{name}"), e));
-            ctx.metrics.write("status", "patch", result_label(&r));
-            match r {
-                Ok(obj) => {
-                    out.writes += 1;
-                    out.status_version = obj.resource_version();
-                }
-                Err(e) => failures.push(e),
-            }
-        }
+        publish(on.ctx, on.mwrs, type_, &t.reason, &t.message).await;
     }
-
-    let removal = if plan.finalizer == FinalizerAction::Remove && failures.is_empty() {
-        patch::finalizer_remove(mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER).map_err(
-            |source| Error::Serialize {
-                what: "finalizer patch",
-                source,
-            },
-        )?
-    } else {
-        None
-    };
-    if let Some(p) = removal {
-        may_write(ctx, "patch", "finalizers")?;
-        let r = mwrs_api
-            .patch(&name, &pp(), &Patch::Json::<()>(p))
-            .await
-            .map(|_| ())
-            .or_else(|e| if is_status(&e, 404) { Ok(()) } else { Err(e) })
-            .map_err(|e| finalizer_error(&name, e));
-        ctx.metrics.write("finalizer", "remove", result_label(&r));
-        match r {
-            Ok(()) => out.writes += 1,
-            Err(e) => failures.push(e),
-        }
-    }
-
-    let old_abort = mwrs.status.as_ref().and_then(|s| s.last_abort.as_ref());
-    count_abort(&ctx.metrics, old_abort, plan);
-    for t in &plan.events {
-        // Every transition at info (new revision, abort, retry, completion): the log
-        // tells the rollout's story even after its Events expire.
-        if t.warning {
-            tracing::warn!(mwrs = %format!("{ns}/{name}"), reason = %t.reason, "{}", t.message);
-        } else {
-            tracing::info!(mwrs = %format!("{ns}/{name}"), reason = %t.reason, "{}", t.message);
-        }
-        publish(
-            ctx,
-            mwrs,
-            if t.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            &t.reason,
-            &t.message,
-        )
-        .await;
-    }
-
-    if failures.is_empty() {
-        return Ok(out);
-    }
-    let failed = failures.len();
-    let first = failures.remove(0);
-    if failed == 1 {
-        return Err(first);
-    }
-    Err(Error::Writes {
-        failed,
-        total: total.max(failed),
-        first: Box::new(first),
-    })
 }
 
 fn finalizer_error(name: &str, e: kube::Error) -> Error {
@@ -283,9 +377,14 @@ fn finalizer_error(name: &str, e: kube::Error) -> Error {
     Error::kube(format!("finalizers of {name}"), e)
 }
 
-/// Counts an abort when the plan records a new one (a typed value, not an event reason).
-fn count_abort(metrics: &Metrics, old: Option<&AbortRecord>, plan: &Plan) {
-    let Some(new) = plan.status.as_ref().and_then(|s| s.last_abort.as_ref()) else {
+/// Counts an abort when the planned status records a new one (a typed value, not an
+/// event reason).
+fn count_abort(
+    metrics: &Metrics,
+    old: Option<&AbortRecord>,
+    planned: Option<&ManifestWorkReplicaSetStatus>,
+) {
+    let Some(new) = planned.and_then(|s| s.last_abort.as_ref()) else {
         return;
     };
     if old == Some(new) {
@@ -400,64 +499,7 @@ async fn revision(
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), ns);
     may_write(ctx, "write", "controllerrevision")?;
     match change {
-        RevisionChange::Create {
-            name,
-            revision,
-            template,
-            labels,
-            annotations,
-            ..
-        } => {
-            let mut owner = mwrs
-                .controller_owner_ref(&())
-                .ok_or(Error::MissingField("uid"))?;
-            // Foreground deletion of the MWRS waits for its revisions too.
-            owner.block_owner_deletion = Some(true);
-            let cr = ControllerRevision {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(ns.to_string()),
-                    labels: Some(labels.clone()),
-                    annotations: Some(annotations.clone()),
-                    owner_references: Some(vec![owner]),
-                    ..Default::default()
-                },
-                data: Some(RawExtension(template.clone())),
-                revision: *revision,
-            };
-            let r = match api.create(&post(), &cr).await {
-                Ok(_) => Ok(()),
-                Err(e) if is_status(&e, 409) => {
-                    // Same name: fine if same content, else a collision the next pass
-                    // resolves with a bumped collisionCount (it sees this object).
-                    let existing = api
-                        .get(name)
-                        .await
-                        .map_err(|e| Error::kube(format!("revision {ns}/{name}"), e))?;
-                    // Ours only with our marks and this very template; anything else
-                    // (another owner, other content, no template) is a collision.
-                    let same = existing
-                        .data
-                        .as_ref()
-                        .is_some_and(|d| hash::digest(&d.0) == hash::digest(template));
-                    let empty = Default::default();
-                    let owned = OwnerKey::new(ns, mwrs.name_any()).owns(
-                        existing.metadata.labels.as_ref().unwrap_or(&empty),
-                        existing.metadata.annotations.as_ref().unwrap_or(&empty),
-                    );
-                    ctx.metrics.write(CR, "create", "exists");
-                    if same && owned {
-                        return Ok(());
-                    }
-                    Err(Error::RevisionNameTaken {
-                        what: format!("{ns}/{name}"),
-                    })
-                }
-                Err(e) => Err(Error::kube(format!("create revision {ns}/{name}"), e)),
-            };
-            ctx.metrics.write(CR, "create", result_label(&r));
-            r
-        }
+        RevisionChange::Create { .. } => create_revision(ctx, mwrs, &api, change).await,
         RevisionChange::Renumber { name, revision } => {
             let p: json_patch::Patch = serde_json::from_value(json!([
                 {"op": "replace", "path": "/revision", "value": revision}
@@ -496,17 +538,85 @@ async fn revision(
     }
 }
 
+/// Stores a new revision. Its name already taken is fine when the object is ours with
+/// this very template; anything else is a collision the next pass resolves with a bumped
+/// collisionCount.
+async fn create_revision(
+    ctx: &Context,
+    mwrs: &ManifestWorkReplicaSet,
+    api: &Api<ControllerRevision>,
+    change: &RevisionChange,
+) -> Result<()> {
+    let RevisionChange::Create {
+        name,
+        hash: _,
+        revision,
+        template,
+        labels,
+        annotations,
+    } = change
+    else {
+        return Ok(());
+    };
+    let ns = mwrs.namespace().unwrap_or_default();
+    let mut owner = mwrs
+        .controller_owner_ref(&())
+        .ok_or(Error::MissingField("uid"))?;
+    // Foreground deletion of the MWRS waits for its revisions too.
+    owner.block_owner_deletion = Some(true);
+    let cr = ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.clone()),
+            labels: Some(labels.clone()),
+            annotations: Some(annotations.clone()),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        data: Some(RawExtension(template.clone())),
+        revision: *revision,
+    };
+    let r = match api.create(&post(), &cr).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 409) => {
+            ctx.metrics.write(CR, "create", "exists");
+            let existing = api
+                .get(name)
+                .await
+                .map_err(|e| Error::kube(format!("revision {ns}/{name}"), e))?;
+            let same = existing
+                .data
+                .as_ref()
+                .is_some_and(|d| hash::digest(&d.0) == hash::digest(template));
+            let empty = Default::default();
+            let owned = OwnerKey::new(&ns, mwrs.name_any()).owns(
+                existing.metadata.labels.as_ref().unwrap_or(&empty),
+                existing.metadata.annotations.as_ref().unwrap_or(&empty),
+            );
+            if same && owned {
+                return Ok(());
+            }
+            Err(Error::RevisionNameTaken {
+                what: format!("{ns}/{name}"),
+            })
+        }
+        Err(e) => Err(Error::kube(format!("create revision {ns}/{name}"), e)),
+    };
+    ctx.metrics.write(CR, "create", result_label(&r));
+    r
+}
+
 async fn work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
     snap: &Snapshot,
-    plan: &Plan,
+    templates: &BTreeMap<String, Value>,
     change: &WorkChange,
 ) -> Result<()> {
     may_write(ctx, "write", "manifestwork")?;
     match change {
         WorkChange::Apply(a) => {
-            let Some(template) = plan.templates.get(&a.revision) else {
+            let Some(template) = templates.get(&a.revision) else {
                 // The planner always ships the template of a revision it writes.
                 return Err(Error::MissingField("template of the revision to write"));
             };
@@ -686,20 +796,10 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn plan_with_abort(record: Option<AbortRecord>) -> Plan {
-        Plan {
-            finalizer: FinalizerAction::Keep,
-            works: Vec::new(),
-            revisions: Vec::new(),
-            templates: BTreeMap::new(),
-            status: Some(mwrs_api::mwrs::ManifestWorkReplicaSetStatus {
-                last_abort: record,
-                ..Default::default()
-            }),
-            events: Vec::new(),
-            recheck: None,
-            invalid: None,
-            clusters: Vec::new(),
+    fn with_abort(record: Option<AbortRecord>) -> ManifestWorkReplicaSetStatus {
+        ManifestWorkReplicaSetStatus {
+            last_abort: record,
+            ..Default::default()
         }
     }
 
@@ -718,14 +818,14 @@ mod tests {
         };
         let m = Metrics::new();
         let deadline = record("ProgressDeadlineExceeded", Some("a"));
-        count_abort(&m, None, &plan_with_abort(Some(deadline.clone())));
+        count_abort(&m, None, Some(&with_abort(Some(deadline.clone()))));
         count_abort(
             &m,
             Some(&deadline),
-            &plan_with_abort(Some(deadline.clone())),
+            Some(&with_abort(Some(deadline.clone()))),
         );
-        count_abort(&m, None, &plan_with_abort(Some(record("Requested", None))));
-        count_abort(&m, None, &plan_with_abort(None));
+        count_abort(&m, None, Some(&with_abort(Some(record("Requested", None)))));
+        count_abort(&m, None, Some(&with_abort(None)));
         let text = m.encode();
         assert!(
             text.contains(

@@ -21,7 +21,7 @@ use mwrs_api::work::condition as wc;
 
 use crate::hash;
 use crate::placement::PlacementView;
-use crate::plan::{FinalizerAction, Observed, Plan, PlanConfig, RevisionChange, WorkChange};
+use crate::plan::{FinalizerAction, Observed, Plan, PlanConfig, WorkChange, in_memory};
 use crate::revision::RevisionView;
 use crate::snapshot::Snapshot;
 use crate::work::WorkView;
@@ -354,37 +354,8 @@ impl<'f> Sim<'f> {
         }
         for r in &plan.revisions {
             changed = true;
-            match r {
-                RevisionChange::Create {
-                    name,
-                    hash: h,
-                    revision,
-                    template,
-                    annotations,
-                    ..
-                } => self.revisions.push(RevisionView {
-                    marks: Default::default(),
-                    name: name.clone(),
-                    hash: h.clone(),
-                    revision: *revision,
-                    digest: hash::digest(template),
-                    template: template.clone(),
-                    created: Some(self.now),
-                    change_cause: annotations.get(labels::CHANGE_CAUSE).cloned(),
-                    generation: self.mwrs.metadata.generation,
-                }),
-                RevisionChange::Renumber { name, revision } => {
-                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
-                        r.revision = *revision;
-                    }
-                }
-                RevisionChange::Delete { name } => self.revisions.retain(|r| &r.name != name),
-                RevisionChange::Mark { name, annotations } => {
-                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
-                        r.marks = r.marks.with(annotations);
-                    }
-                }
-            }
+            let generation = self.mwrs.metadata.generation;
+            in_memory::apply_revision_change(&mut self.revisions, r, self.now, generation);
         }
         let mut deleted: BTreeSet<(String, String)> = BTreeSet::new();
         for w in &plan.works {
@@ -403,13 +374,7 @@ impl<'f> Sim<'f> {
                             self.works.len() - 1
                         }
                     };
-                    let work = &mut self.works[i];
-                    if work.spec_digest != digest || digest.is_none() {
-                        work.generation += 1;
-                    }
-                    work.spec_digest = digest;
-                    work.labels.extend(a.labels.clone());
-                    work.annotations.extend(a.annotations.clone());
+                    in_memory::apply_work(&mut self.works[i], a, digest);
                 }
                 WorkChange::Relabel {
                     cluster,
@@ -422,8 +387,7 @@ impl<'f> Sim<'f> {
                         .iter_mut()
                         .find(|w| &w.cluster == cluster && &w.name == name)
                     {
-                        w.labels.extend(labels.clone());
-                        w.annotations.extend(annotations.clone());
+                        in_memory::relabel_work(w, labels, annotations);
                     }
                 }
                 WorkChange::Delete { cluster, name } => {

@@ -50,6 +50,7 @@ mod cluster_table;
 mod controls;
 mod deletion;
 mod history;
+pub mod in_memory;
 mod outcome;
 mod output;
 mod revision_ids;

@@ -16,7 +16,7 @@ use mwrs_api::rollout::RolloutStrategy;
 use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_engine::hash;
 use mwrs_engine::placement::PlacementView;
-use mwrs_engine::plan::{FinalizerAction, Plan, PlanConfig, RevisionChange, WorkChange};
+use mwrs_engine::plan::{FinalizerAction, Plan, PlanConfig, WorkChange, in_memory};
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::rollout::{DecisionGroups, GroupKey};
 use mwrs_engine::work::WorkView;
@@ -182,36 +182,8 @@ impl Hub {
                 .push(labels::MWRS_FINALIZER.into());
         }
         for r in &plan.revisions {
-            match r {
-                RevisionChange::Create {
-                    name,
-                    hash: h,
-                    revision,
-                    template,
-                    ..
-                } => self.revisions.push(RevisionView {
-                    marks: Default::default(),
-                    name: name.clone(),
-                    hash: h.clone(),
-                    revision: *revision,
-                    digest: hash::digest(template),
-                    template: template.clone(),
-                    created: Some(self.now),
-                    change_cause: None,
-                    generation: self.mwrs.metadata.generation,
-                }),
-                RevisionChange::Renumber { name, revision } => {
-                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
-                        r.revision = *revision;
-                    }
-                }
-                RevisionChange::Delete { name } => self.revisions.retain(|r| &r.name != name),
-                RevisionChange::Mark { name, annotations } => {
-                    if let Some(r) = self.revisions.iter_mut().find(|r| &r.name == name) {
-                        r.marks = r.marks.with(annotations);
-                    }
-                }
-            }
+            let generation = self.mwrs.metadata.generation;
+            in_memory::apply_revision_change(&mut self.revisions, r, self.now, generation);
         }
         for w in &plan.works {
             self.writes += 1;
@@ -222,13 +194,7 @@ impl Hub {
                         .works
                         .entry(a.cluster.clone())
                         .or_insert_with(|| WorkView::created(&a.cluster, &a.name, self.now));
-                    let digest = hash::digest(template);
-                    if work.spec_digest != Some(digest) {
-                        work.generation += 1;
-                    }
-                    work.spec_digest = Some(digest);
-                    work.labels.extend(a.labels.clone());
-                    work.annotations.extend(a.annotations.clone());
+                    in_memory::apply_work(work, a, Some(hash::digest(template)));
                 }
                 WorkChange::Relabel {
                     cluster,
@@ -237,8 +203,7 @@ impl Hub {
                     ..
                 } => {
                     if let Some(work) = self.works.get_mut(cluster) {
-                        work.labels.extend(labels.clone());
-                        work.annotations.extend(annotations.clone());
+                        in_memory::relabel_work(work, labels, annotations);
                     }
                 }
                 WorkChange::Delete { cluster, .. } => {
