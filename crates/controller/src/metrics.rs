@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -76,6 +76,18 @@ pub struct Metrics {
     pub crd_usable: Gauge,
 }
 
+/// Registers `metric` under `name` and returns it (a handle to the same series).
+fn registered<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    r.register(name, help, metric.clone());
+    metric
+}
+
+/// [`registered`] with the unit seconds.
+fn seconds(r: &mut Registry, name: &str, help: &str, h: Histogram) -> Histogram {
+    r.register_with_unit(name, help, Unit::Seconds, h.clone());
+    h
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -84,92 +96,82 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("mwrs_controller");
-        let reconciles = Counter::default();
-        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
-        let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
-        let writes = Family::<WriteLabels, Counter>::default();
-        let aborts = Family::<AbortLabels, Counter>::default();
-        let foreign_works = Counter::default();
-        let refused_writes = Counter::default();
-        let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
-        let rollout_info = Family::<InfoLabels, Gauge>::default();
-        let invalid_specs = Counter::default();
-        let crd_usable = Gauge::default();
-        registry.register(
-            "crd_usable",
-            "1 while the installed ManifestWorkReplicaSet CRD has the fields this controller stores its state in; 0 stops every write",
-            crd_usable.clone(),
-        );
-        registry.register("reconciles", "Reconciles started", reconciles.clone());
-        registry.register(
-            "reconcile_errors",
-            "Reconciles that failed, by error kind",
-            reconcile_errors.clone(),
-        );
-        registry.register_with_unit(
-            "reconcile_duration",
-            "Wall time of one reconcile, writes included",
-            Unit::Seconds,
-            reconcile_duration.clone(),
-        );
-        registry.register_with_unit(
-            "plan_duration",
-            "Time the pure planner took for one MWRS",
-            Unit::Seconds,
-            plan_duration.clone(),
-        );
-        registry.register(
-            "writes",
-            "Writes to the hub by resource, operation and result",
-            writes.clone(),
-        );
-        registry.register(
-            "aborts",
-            "Aborts started, by trigger and outcome (reverted, or stopped: no stable revision)",
-            aborts.clone(),
-        );
-        registry.register(
-            "foreign_manifestworks",
-            "Creates refused because another owner holds the ManifestWork name",
-            foreign_works.clone(),
-        );
-        registry.register(
-            "refused_manifestwork_writes",
-            "ManifestWork writes the hub refused (invalid, forbidden, no such namespace); the cluster counts as failed until a retry",
-            refused_writes.clone(),
-        );
-        registry.register(
-            "rollout_clusters",
-            "Clusters of each MWRS by rollout status against its target revision",
-            rollout_clusters.clone(),
-        );
-        registry.register(
-            "rollout_info",
-            "1 per MWRS, labelled with its phase and its current and update revisions",
-            rollout_info.clone(),
-        );
-        registry.register(
-            "invalid_specs",
-            "Reconciles that found an invalid spec",
-            invalid_specs.clone(),
-        );
+        let mut r = Registry::with_prefix("mwrs_controller");
         Self {
-            registry,
-            reconciles,
-            reconcile_errors,
-            reconcile_duration,
-            plan_duration,
-            writes,
-            aborts,
-            foreign_works,
-            refused_writes,
-            rollout_clusters,
-            rollout_info,
+            crd_usable: registered(
+                &mut r,
+                "crd_usable",
+                "1 while the installed ManifestWorkReplicaSet CRD has the fields this controller stores its state in; 0 stops every write",
+                Gauge::default(),
+            ),
+            reconciles: registered(
+                &mut r,
+                "reconciles",
+                "Reconciles started",
+                Counter::default(),
+            ),
+            reconcile_errors: registered(
+                &mut r,
+                "reconcile_errors",
+                "Reconciles that failed, by error kind",
+                Family::default(),
+            ),
+            reconcile_duration: seconds(
+                &mut r,
+                "reconcile_duration",
+                "Wall time of one reconcile, writes included",
+                Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            ),
+            plan_duration: seconds(
+                &mut r,
+                "plan_duration",
+                "Time the pure planner took for one MWRS",
+                Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            ),
+            writes: registered(
+                &mut r,
+                "writes",
+                "Writes to the hub by resource, operation and result",
+                Family::default(),
+            ),
+            aborts: registered(
+                &mut r,
+                "aborts",
+                "Aborts started, by trigger and outcome (reverted, or stopped: no stable revision)",
+                Family::default(),
+            ),
+            foreign_works: registered(
+                &mut r,
+                "foreign_manifestworks",
+                "Creates refused because another owner holds the ManifestWork name",
+                Counter::default(),
+            ),
+            refused_writes: registered(
+                &mut r,
+                "refused_manifestwork_writes",
+                "ManifestWork writes the hub refused (invalid, forbidden, no such namespace); the cluster counts as failed until a retry",
+                Counter::default(),
+            ),
+            rollout_clusters: registered(
+                &mut r,
+                "rollout_clusters",
+                "Clusters of each MWRS by rollout status against its target revision",
+                Family::default(),
+            ),
+            rollout_info: registered(
+                &mut r,
+                "rollout_info",
+                "1 per MWRS, labelled with its phase and its current and update revisions",
+                Family::default(),
+            ),
             info_of: Mutex::default(),
-            invalid_specs,
-            crd_usable,
+            invalid_specs: registered(
+                &mut r,
+                "invalid_specs",
+                "Reconciles that found an invalid spec",
+                Counter::default(),
+            ),
+            registry: r,
         }
     }
 

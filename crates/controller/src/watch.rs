@@ -203,94 +203,22 @@ where
 /// Builds every reflector. `namespace` scopes the MWRS-side kinds (MWRS, Placements,
 /// decisions, revisions); ManifestWorks are cluster-wide.
 pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
-    let cfg = || watcher::Config::default().any_semantic();
-
     let ready = Readiness::new();
-    let (mwrs_r, mwrs_w) = reflector::store();
-    let mwrs = watch_fn(api::<GuardedMwrs>(client, namespace), cfg())
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(mwrs_w)
-        .inspect(ready.track(0))
-        .applied_objects()
-        .boxed();
-
     let work_changes = LastChanges::default();
     let placement_changes = LastChanges::default();
     let written = Written::default();
-    let work_watch = |key: &'static str, bit: u8| {
-        let (r, w) = reflector::store();
-        let index = SharedIndex::new(key);
-        // A paged, consistent list: a list at any resource version is served whole from
-        // the watch cache (the API server ignores `limit` there), and one response
-        // holding every owned ManifestWork was the controller's start-up peak.
-        let config = watcher::Config::default().labels(key);
-        let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
-            .default_backoff()
-            // Before the store: the index never lacks an object the store holds.
-            .inspect(index_events(&index))
-            .inspect(change_events(&work_changes, work_change))
-            .inspect(forget_deleted(&written))
-            .reflect(w)
-            .inspect(ready.track(bit))
-            // Deletions too: Foreground deletion waits for works to disappear.
-            .touched_objects()
-            .boxed();
-        (r, index, stream)
+    let (mwrs_r, mwrs) = watch_mwrs(client, namespace, &ready);
+    let feeds = WorkFeeds {
+        changes: &work_changes,
+        written: &written,
     };
-    let (w0, wi0, ws0) = work_watch(OWNER_KEYS[0], 1);
-    let (w1, wi1, ws1) = work_watch(OWNER_KEYS[1], 2);
-    let works = futures::stream::select(ws0, ws1).boxed();
-
-    let revision_watch = |key: &'static str, bit: u8| {
-        let (r, w) = reflector::store();
-        let index = SharedIndex::new(key);
-        let stream = watch_fn(
-            api::<ControllerRevision>(client, namespace),
-            cfg().labels(key),
-        )
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .inspect(index_events(&index))
-        .reflect(w)
-        .inspect(ready.track(bit))
-        .touched_objects()
-        .boxed();
-        (r, index, stream)
-    };
-    let (r0, ri0, rs0) = revision_watch(OWNER_KEYS[0], 3);
-    let (r1, ri1, rs1) = revision_watch(OWNER_KEYS[1], 4);
-    let revisions = futures::stream::select(rs0, rs1).boxed();
-
-    let (pl_r, pl_w) = reflector::store();
-    let placements = watch_fn(api::<Placement>(client, namespace), cfg())
-        .default_backoff()
-        .modify(|p: &mut Placement| {
-            // Scheduling inputs are the placement controller's business.
-            p.spec.fields.clear();
-            p.managed_fields_mut().clear();
-        })
-        .inspect(change_events(&placement_changes, placement_change))
-        .reflect(pl_w)
-        .inspect(ready.track(5))
-        .touched_objects()
-        .boxed();
-
-    let (pd_r, pd_w) = reflector::store();
-    let decision_index = SharedIndex::new(labels::PLACEMENT_LABEL);
-    let decisions = watch_fn(
-        api::<PlacementDecision>(client, namespace),
-        cfg().labels(labels::PLACEMENT_LABEL),
-    )
-    .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
-    .inspect(index_events(&decision_index))
-    .inspect(change_events(&placement_changes, decision_change))
-    .reflect(pd_w)
-    .inspect(ready.track(6))
-    .touched_objects()
-    .boxed();
-
+    let (w0, wi0, ws0) = watch_works(client, OWNER_KEYS[0], ready.track(1), &feeds);
+    let (w1, wi1, ws1) = watch_works(client, OWNER_KEYS[1], ready.track(2), &feeds);
+    let (r0, ri0, rs0) = watch_revisions(client, namespace, OWNER_KEYS[0], ready.track(3));
+    let (r1, ri1, rs1) = watch_revisions(client, namespace, OWNER_KEYS[1], ready.track(4));
+    let (pl_r, placements) = watch_placements(client, namespace, &ready, &placement_changes);
+    let (pd_r, decision_index, decisions) =
+        watch_decisions(client, namespace, &ready, &placement_changes);
     let stores = Stores {
         ready,
         mwrs: mwrs_r,
@@ -307,12 +235,142 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     };
     let triggers = Triggers {
         mwrs,
-        works,
-        revisions,
+        works: futures::stream::select(ws0, ws1).boxed(),
+        revisions: futures::stream::select(rs0, rs1).boxed(),
         placements,
         decisions,
     };
     (stores, triggers)
+}
+
+fn cfg() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
+
+fn watch_mwrs(
+    client: &Client,
+    namespace: Option<&str>,
+    ready: &Readiness,
+) -> (Store<GuardedMwrs>, Trigger<GuardedMwrs>) {
+    let (r, w) = reflector::store();
+    let stream = watch_fn(api::<GuardedMwrs>(client, namespace), cfg())
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(w)
+        .inspect(ready.track(0))
+        .applied_objects()
+        .boxed();
+    (r, stream)
+}
+
+/// What the ManifestWork watches feed besides their stores.
+struct WorkFeeds<'a> {
+    changes: &'a LastChanges,
+    written: &'a Written,
+}
+
+/// The ManifestWorks carrying owner label `key`, cluster-wide.
+fn watch_works(
+    client: &Client,
+    key: &'static str,
+    track: impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static,
+    feeds: &WorkFeeds<'_>,
+) -> (Store<StoredWork>, SharedIndex, Trigger<StoredWork>) {
+    let (r, w) = reflector::store();
+    let index = SharedIndex::new(key);
+    // A paged, consistent list: a list at any resource version is served whole from the
+    // watch cache (the API server ignores `limit` there), and one response holding every
+    // owned ManifestWork was the controller's start-up peak.
+    let config = watcher::Config::default().labels(key);
+    let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
+        .default_backoff()
+        // Before the store: the index never lacks an object the store holds.
+        .inspect(index_events(&index))
+        .inspect(change_events(feeds.changes, work_change))
+        .inspect(forget_deleted(feeds.written))
+        .reflect(w)
+        .inspect(track)
+        // Deletions too: Foreground deletion waits for works to disappear.
+        .touched_objects()
+        .boxed();
+    (r, index, stream)
+}
+
+/// The ControllerRevisions carrying owner label `key`.
+fn watch_revisions(
+    client: &Client,
+    namespace: Option<&str>,
+    key: &'static str,
+    track: impl FnMut(&Result<watcher::Event<ControllerRevision>, watcher::Error>) + Send + 'static,
+) -> (
+    Store<ControllerRevision>,
+    SharedIndex,
+    Trigger<ControllerRevision>,
+) {
+    let (r, w) = reflector::store();
+    let index = SharedIndex::new(key);
+    let stream = watch_fn(
+        api::<ControllerRevision>(client, namespace),
+        cfg().labels(key),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .inspect(index_events(&index))
+    .reflect(w)
+    .inspect(track)
+    .touched_objects()
+    .boxed();
+    (r, index, stream)
+}
+
+fn watch_placements(
+    client: &Client,
+    namespace: Option<&str>,
+    ready: &Readiness,
+    changes: &LastChanges,
+) -> (Store<Placement>, Trigger<Placement>) {
+    let (r, w) = reflector::store();
+    let stream = watch_fn(api::<Placement>(client, namespace), cfg())
+        .default_backoff()
+        .modify(|p: &mut Placement| {
+            // Scheduling inputs are the placement controller's business.
+            p.spec.fields.clear();
+            p.managed_fields_mut().clear();
+        })
+        .inspect(change_events(changes, placement_change))
+        .reflect(w)
+        .inspect(ready.track(5))
+        .touched_objects()
+        .boxed();
+    (r, stream)
+}
+
+/// Decisions, indexed by the placement label's value (the Placement's name).
+fn watch_decisions(
+    client: &Client,
+    namespace: Option<&str>,
+    ready: &Readiness,
+    changes: &LastChanges,
+) -> (
+    Store<PlacementDecision>,
+    SharedIndex,
+    Trigger<PlacementDecision>,
+) {
+    let (r, w) = reflector::store();
+    let index = SharedIndex::new(labels::PLACEMENT_LABEL);
+    let stream = watch_fn(
+        api::<PlacementDecision>(client, namespace),
+        cfg().labels(labels::PLACEMENT_LABEL),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .inspect(index_events(&index))
+    .inspect(change_events(changes, decision_change))
+    .reflect(w)
+    .inspect(ready.track(6))
+    .touched_objects()
+    .boxed();
+    (r, index, stream)
 }
 
 /// Feeds a watch stream's events into `index`.

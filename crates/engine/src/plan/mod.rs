@@ -55,6 +55,8 @@ mod outcome;
 mod output;
 mod revision_ids;
 mod status;
+#[cfg(test)]
+mod tests;
 mod writes;
 
 use abort::*;

@@ -218,6 +218,8 @@ impl Outcome {
         )
     }
 
+    /// The Progressing condition: an abort's state first, then failures, completion,
+    /// a pause, and otherwise the rollout in progress.
     pub(super) fn progressing(
         &self,
         abort: &AbortState,
@@ -226,94 +228,71 @@ impl Outcome {
         in_progress: &'static str,
     ) -> Cond {
         let t = mc::PROGRESSING;
-        let current = self.current.as_deref().unwrap_or("");
-        match abort {
-            AbortState::Failed(why) => {
-                return Cond::new(t, Status::False, mc::REASON_ABORT_FAILED, why.message());
-            }
-            AbortState::Held => {
-                let message = if self.done == self.desired {
-                    format!(
-                        "rolled back to revision {current} on all {} clusters; revision {update} \
-                         is held until a retry, an undo or a new template",
-                        self.desired
-                    )
-                } else {
-                    format!(
-                        "rolling back to revision {current}: {} of {} clusters done; revision \
-                         {update} is held",
-                        self.done, self.desired
-                    )
-                };
-                return Cond::new(t, Status::False, mc::REASON_ROLLOUT_ABORTED, message);
-            }
-            AbortState::Starting(Breach::Requested) => {
-                return Cond::new(
-                    t,
-                    Status::False,
-                    mc::REASON_ROLLOUT_ABORTED,
-                    format!("abort requested: reverting revision {update} to {current}"),
-                );
-            }
-            AbortState::Starting(_) => {
-                return Cond::new(
-                    t,
-                    Status::False,
-                    self.failure_reason(),
-                    format!("{}; aborting to revision {current}", self.failure_message()),
-                );
-            }
-            AbortState::None => {}
+        if let Some(c) = self.aborting(abort, update) {
+            return c;
         }
         if self.breach.is_some() || self.settled_with_failures() {
-            return Cond::new(
-                t,
-                Status::False,
-                self.failure_reason(),
-                self.failure_message(),
-            );
+            let reason = self.failure_reason();
+            return Cond::new(t, Status::False, reason, self.failure_message());
         }
+        let (done, desired) = (self.done, self.desired);
         if self.complete {
+            let message = format!("revision {update} is available on all {desired} clusters");
             return Cond::new(
                 t,
                 Status::False,
                 mc::REASON_NEW_MANIFESTWORK_AVAILABLE,
-                format!(
-                    "revision {update} is available on all {} clusters",
-                    self.desired
-                ),
+                message,
             );
         }
         if paused {
-            return Cond::new(
-                t,
-                Status::Unknown,
-                mc::REASON_ROLLOUT_PAUSED,
-                format!(
-                    "paused: revision {update} on {} of {} clusters",
-                    self.done, self.desired
-                ),
-            );
+            let message = format!("paused: revision {update} on {done} of {desired} clusters");
+            return Cond::new(t, Status::Unknown, mc::REASON_ROLLOUT_PAUSED, message);
         }
-        Cond::new(
-            t,
-            Status::True,
-            in_progress,
-            if self.unknown.is_empty() {
+        let message = if self.unknown.is_empty() {
+            format!("rolling out revision {update}: {done} of {desired} clusters done")
+        } else {
+            format!(
+                "rolling out revision {update}: {done} of {desired} known clusters done; not \
+                 promoted while the decisions of placement {} are unknown",
+                self.unknown.join(", ")
+            )
+        };
+        Cond::new(t, Status::True, in_progress, message)
+    }
+
+    /// Progressing while an abort starts, holds or cannot happen.
+    fn aborting(&self, abort: &AbortState, update: &str) -> Option<Cond> {
+        let t = mc::PROGRESSING;
+        let current = self.current.as_deref().unwrap_or("");
+        let (done, desired) = (self.done, self.desired);
+        let (reason, message) = match abort {
+            AbortState::None => return None,
+            AbortState::Failed(why) => (mc::REASON_ABORT_FAILED, why.message()),
+            AbortState::Held if done == desired => (
+                mc::REASON_ROLLOUT_ABORTED,
                 format!(
-                    "rolling out revision {update}: {} of {} clusters done",
-                    self.done, self.desired
-                )
-            } else {
+                    "rolled back to revision {current} on all {desired} clusters; revision \
+                     {update} is held until a retry, an undo or a new template"
+                ),
+            ),
+            AbortState::Held => (
+                mc::REASON_ROLLOUT_ABORTED,
                 format!(
-                    "rolling out revision {update}: {} of {} known clusters done; not promoted \
-                     while the decisions of placement {} are unknown",
-                    self.done,
-                    self.desired,
-                    self.unknown.join(", ")
-                )
-            },
-        )
+                    "rolling back to revision {current}: {done} of {desired} clusters done; \
+                     revision {update} is held"
+                ),
+            ),
+            AbortState::Starting(Breach::Requested) => (
+                mc::REASON_ROLLOUT_ABORTED,
+                format!("abort requested: reverting revision {update} to {current}"),
+            ),
+            AbortState::Starting(_) => (
+                self.failure_reason(),
+                format!("{}; aborting to revision {current}", self.failure_message()),
+            ),
+        };
+        Some(Cond::new(t, Status::False, reason, message))
     }
 }
 
