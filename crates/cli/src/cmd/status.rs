@@ -1,8 +1,8 @@
 //! `rollout status NAME [-w] [--timeout D] [--clusters N|all]`: progress per placement and
-//! per cluster, computed by the engine's planner on what the hub shows (so it says exactly
-//! what the controller sees). With `-w` it keeps reflectors (watches) on the MWRS, its
-//! ManifestWorks, revisions, Placements and decisions, and redraws on every change until
-//! the rollout ends or the timeout passes.
+//! per cluster, classified by the engine's planner stages on what the hub shows (so it says
+//! exactly what the controller sees), without planning any write. With `-w` it keeps
+//! reflectors (watches) on the MWRS, its ManifestWorks, revisions, Placements and
+//! decisions, and redraws on every change until the rollout ends or the timeout passes.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use mwrs_api::placement::{Placement, PlacementDecision};
 use mwrs_api::work::ManifestWork;
 use mwrs_engine::PlanConfig;
 use mwrs_engine::phase::{Phase, phase};
+use mwrs_engine::plan::clusters;
 use mwrs_engine::snapshot::{Snapshot, owner_of};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -62,12 +63,12 @@ impl View {
         let (placements, clusters) = match works_hidden {
             Some(_) => (published_placements(m), Vec::new()),
             None => {
-                let plan = mwrs_engine::plan(&snap.observed(), now, &PlanConfig::default());
-                let lines = ordered(&plan.clusters)
+                let reports = clusters(&snap.observed(), now, &PlanConfig::default());
+                let lines = ordered(&reports)
                     .into_iter()
                     .map(ClusterLine::from)
                     .collect();
-                (placements(m, &plan.clusters), lines)
+                (placements(m, &reports), lines)
             }
         };
         let (st, message) = phase(m);

@@ -113,6 +113,28 @@ pub struct Observed<'a> {
 }
 
 /// Plans one pass for one MWRS.
+/// Every desired cluster's place in the rollout as the planner's first three stages see
+/// it, without deciding or writing anything: for read-only views (`rollout status`).
+/// Empty for an MWRS being deleted or with an invalid spec.
+pub fn clusters(o: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Vec<ClusterReport> {
+    let meta = &o.mwrs.metadata;
+    if meta.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    let Ok(validated) = validate::validate(&o.mwrs.spec, cfg.manifest_size_limit) else {
+        return Vec::new();
+    };
+    let owner = OwnerKey::new(
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    );
+    let old = o.mwrs.status.clone().unwrap_or_default();
+    Pass::new(o, owner, old, validated, now, cfg)
+        .observe()
+        .seen
+        .reports
+}
+
 pub fn plan(o: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Plan {
     let meta = &o.mwrs.metadata;
     let owner = OwnerKey::new(
@@ -137,6 +159,15 @@ pub fn plan(o: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Plan {
         Err(invalid) => return plan_invalid(o, &old, invalid, finalizer, now),
     };
     Pass::new(o, owner, old, validated, now, cfg).run(finalizer)
+}
+
+/// What stages 1 to 3 found.
+struct Observation<'a> {
+    revision: RevisionStep,
+    controls: Controls,
+    memory: AbortMemory,
+    hold: Hold<'a>,
+    seen: Classified,
 }
 
 struct Pass<'a> {
@@ -213,8 +244,8 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// The stages in order, each a function of what the stages before it returned.
-    fn run(self, finalizer: FinalizerAction) -> Plan {
+    /// Stages 1 to 3: what this pass finds, before it decides anything.
+    fn observe(&self) -> Observation<'a> {
         let revision = self.revision_step();
         let held = !revision.changed && self.old.aborted_time.is_some();
         let controls = self.controls(&revision.update, held);
@@ -229,6 +260,24 @@ impl<'a> Pass<'a> {
         };
         let hold = self.hold(&memory, &revision.update);
         let seen = self.classified(&hold.target);
+        Observation {
+            revision,
+            controls,
+            memory,
+            hold,
+            seen,
+        }
+    }
+
+    /// The stages in order, each a function of what the stages before it returned.
+    fn run(self, finalizer: FinalizerAction) -> Plan {
+        let Observation {
+            revision,
+            controls,
+            memory,
+            hold,
+            seen,
+        } = self.observe();
         let abort = self.decide_abort(&revision.update, controls.abort, &hold, &seen, memory);
         let writes = self.writes(&revision.update, controls.paused, &hold, &seen, &abort);
         let status = self.status_update(&revision, &controls, &hold, &seen, &abort);
