@@ -83,9 +83,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub config: Config,
     /// Consecutive failures per MWRS, for exponential backoff.
-    pub(crate) failures: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u32>>,
-    /// resourceVersion returned by our last status write per MWRS.
-    pub(crate) written: Mutex<HashMap<ObjectRef<ManifestWorkReplicaSet>, u64>>,
+    pub(crate) failures: Failures,
+    /// The resourceVersion of our last status write per MWRS.
+    pub(crate) status_writes: StatusWrites,
     /// ManifestWork writes that cannot be made for now, by (cluster, name): the name is
     /// held by another owner, or the hub refused the last write. The planner counts those
     /// clusters as failed, with the reason, and nothing is sent there until the entry
@@ -156,10 +156,115 @@ impl Context {
             events,
             metrics,
             config,
-            failures: Mutex::default(),
-            written: Mutex::default(),
+            failures: Failures::default(),
+            status_writes: StatusWrites::default(),
             blocked: Mutex::default(),
             schema,
         }
+    }
+}
+
+type MwrsKey = ObjectRef<ManifestWorkReplicaSet>;
+
+/// Consecutive failed passes per MWRS (a success forgets them).
+#[derive(Default)]
+pub struct Failures(Mutex<HashMap<MwrsKey, u32>>);
+
+impl Failures {
+    /// Counts one more failure of `key`; returns how many in a row.
+    pub fn record(&self, key: &MwrsKey) -> u32 {
+        self.0
+            .lock()
+            .map(|mut f| {
+                let n = f.entry(key.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            })
+            .unwrap_or(1)
+    }
+
+    pub fn forget(&self, key: &MwrsKey) {
+        if let Ok(mut f) = self.0.lock() {
+            f.remove(key);
+        }
+    }
+}
+
+/// The resourceVersion our last status write of each MWRS produced, so a pass never acts
+/// on a cached object older than its own write (the write would undo itself, and fail its
+/// resourceVersion guard anyway). resourceVersions are opaque by contract but etcd
+/// revisions in practice; an unparsable one counts as fresh.
+#[derive(Default)]
+pub struct StatusWrites(Mutex<HashMap<MwrsKey, u64>>);
+
+impl StatusWrites {
+    pub fn record(&self, key: &MwrsKey, version: &str) {
+        if let (Ok(v), Ok(mut w)) = (version.parse(), self.0.lock()) {
+            w.insert(key.clone(), v);
+        }
+    }
+
+    /// Is `seen` (the cached object's resourceVersion) older than our last write? Once
+    /// the cache has caught up the entry is dropped.
+    pub fn is_stale(&self, key: &MwrsKey, seen: Option<&str>) -> bool {
+        let Some(seen) = seen.and_then(|s| s.parse::<u64>().ok()) else {
+            return false;
+        };
+        let Ok(mut w) = self.0.lock() else {
+            return false;
+        };
+        match w.get(key) {
+            Some(written) if seen < *written => true,
+            Some(_) => {
+                w.remove(key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    pub fn forget(&self, key: &MwrsKey) {
+        if let Ok(mut w) = self.0.lock() {
+            w.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod bookkeeping_tests {
+    use super::*;
+
+    fn key(name: &str) -> MwrsKey {
+        ObjectRef::new(name).within("ns")
+    }
+
+    #[test]
+    fn a_cache_older_than_our_status_write_is_stale_until_it_catches_up() {
+        let w = StatusWrites::default();
+        assert!(!w.is_stale(&key("a"), Some("5")), "nothing written yet");
+        w.record(&key("a"), "10");
+        assert!(w.is_stale(&key("a"), Some("9")));
+        assert!(!w.is_stale(&key("b"), Some("9")), "per MWRS");
+        assert!(
+            !w.is_stale(&key("a"), Some("x")),
+            "unparsable counts as fresh"
+        );
+        assert!(!w.is_stale(&key("a"), Some("10")), "caught up");
+        assert!(
+            !w.is_stale(&key("a"), Some("9")),
+            "and forgotten once caught up"
+        );
+        w.record(&key("a"), "20");
+        w.forget(&key("a"));
+        assert!(!w.is_stale(&key("a"), Some("1")));
+    }
+
+    #[test]
+    fn failures_count_in_a_row_until_forgotten() {
+        let f = Failures::default();
+        assert_eq!((f.record(&key("a")), f.record(&key("a"))), (1, 2));
+        assert_eq!(f.record(&key("b")), 1);
+        f.forget(&key("a"));
+        assert_eq!(f.record(&key("a")), 1);
     }
 }

@@ -66,7 +66,10 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     // A snapshot before every store has synced would look like "nothing exists".
     ctx.stores.wait_ready().await;
     let key = ObjectRef::from_obj(mwrs);
-    if is_stale(ctx, &key, mwrs) {
+    if ctx
+        .status_writes
+        .is_stale(&key, mwrs.resource_version().as_deref())
+    {
         // Our own last status write has not reached the cache yet: acting now would
         // undo it (and the write would fail its resourceVersion guard anyway).
         return Ok(Action::requeue(MIN_REQUEUE));
@@ -103,14 +106,10 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
     let executed = result?;
-    if let Some(v) = executed.status_version.as_deref().and_then(parse_rv)
-        && let Ok(mut w) = ctx.written.lock()
-    {
-        w.insert(key.clone(), v);
+    if let Some(v) = executed.status_version.as_deref() {
+        ctx.status_writes.record(&key, v);
     }
-    if let Ok(mut f) = ctx.failures.lock() {
-        f.remove(&key);
-    }
+    ctx.failures.forget(&key);
     if mwrs.metadata.deletion_timestamp.is_some() {
         forget(ctx, mwrs);
     }
@@ -129,33 +128,6 @@ pub fn requeue_after(plan: &mwrs_engine::Plan, max: Duration) -> Duration {
     match plan.recheck.and_then(|d| Duration::try_from(d).ok()) {
         Some(d) => d.clamp(MIN_REQUEUE, max.max(MIN_REQUEUE)),
         None => max,
-    }
-}
-
-fn parse_rv(rv: &str) -> Option<u64> {
-    rv.parse().ok()
-}
-
-/// Is the cached object older than our last status write? resourceVersions are opaque
-/// by contract but are etcd revisions in practice; anything unparsable counts as fresh.
-fn is_stale(
-    ctx: &Context,
-    key: &ObjectRef<ManifestWorkReplicaSet>,
-    mwrs: &ManifestWorkReplicaSet,
-) -> bool {
-    let Some(seen) = mwrs.resource_version().as_deref().and_then(parse_rv) else {
-        return false;
-    };
-    let Ok(mut w) = ctx.written.lock() else {
-        return false;
-    };
-    match w.get(key) {
-        Some(written) if seen < *written => true,
-        Some(_) => {
-            w.remove(key);
-            false
-        }
-        None => false,
     }
 }
 
@@ -192,10 +164,7 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
         &mwrs.name_any(),
         &labels,
     );
-    let key = ObjectRef::from_obj(mwrs);
-    if let Ok(mut w) = ctx.written.lock() {
-        w.remove(&key);
-    }
+    ctx.status_writes.forget(&ObjectRef::from_obj(mwrs));
 }
 
 /// Every failure backs off per object, 1 s doubling to 5 min, with a warning (SPEC
@@ -204,15 +173,7 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
 pub fn error_policy(obj: Arc<GuardedMwrs>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error(err.metric_label());
     let key = key_of(&obj);
-    let n = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(key.clone()).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
+    let n = ctx.failures.record(&key);
     let delay = retry_delay(n, err.is_conflict());
     if err.is_conflict() && n == 1 {
         tracing::debug!(mwrs = %key, error = %err, "conflict; retrying");
