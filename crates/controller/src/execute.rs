@@ -19,7 +19,9 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 use mwrs_engine::hash;
 use mwrs_engine::owner::OwnerKey;
-use mwrs_engine::plan::{FinalizerAction, Plan, RevisionChange, Transition, WorkApply, WorkChange};
+use mwrs_engine::plan::{
+    FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
+};
 use serde_json::{Value, json};
 
 use crate::context::Context;
@@ -28,7 +30,7 @@ use crate::error::{Error, Result, is_status};
 use crate::events::EventType;
 use crate::metrics::{AbortLabels, Metrics};
 use crate::patch;
-use crate::snapshot::Snapshot;
+use crate::store_view::StoreView;
 use mwrs_api::mwrs::AbortRecord;
 
 const MW: &str = "manifestwork";
@@ -45,7 +47,7 @@ pub struct Executed {
     pub status_version: Option<String>,
 }
 
-pub(crate) fn pp() -> PatchParams {
+pub(crate) fn patch_params() -> PatchParams {
     PatchParams {
         field_manager: Some(crate::FIELD_MANAGER.to_string()),
         ..Default::default()
@@ -91,7 +93,7 @@ fn result_label<T>(r: &Result<T>) -> &'static str {
 pub async fn execute(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    snap: &Snapshot,
+    snap: &StoreView,
     plan: &Plan,
 ) -> Result<Executed> {
     // Every field by name: one the executor does not carry out says so here.
@@ -209,7 +211,7 @@ async fn add_finalizer(on: &On<'_>) -> Result<Option<String>> {
         })?;
     let r = on
         .api
-        .patch(&on.name, &pp(), &Patch::Json::<()>(p))
+        .patch(&on.name, &patch_params(), &Patch::Json::<()>(p))
         .await
         .map_err(|e| finalizer_error(&on.name, e));
     on.ctx.metrics.write("finalizer", "add", result_label(&r));
@@ -248,7 +250,7 @@ async fn write_revisions(
 /// deletes.
 async fn write_works(
     on: &On<'_>,
-    snap: &Snapshot,
+    snap: &StoreView,
     templates: &BTreeMap<String, Value>,
     works: &[WorkChange],
     tally: &mut Tally,
@@ -311,7 +313,7 @@ async fn write_status(
     may_write(on.ctx, "patch", "status")?;
     let r = on
         .api
-        .patch_status(&on.name, &pp(), &Patch::Merge(&body))
+        .patch_status(&on.name, &patch_params(), &Patch::Merge(&body))
         .await
         .map_err(|e| Error::kube(format!("status of {}", on.key()), e));
     on.ctx.metrics.write("status", "patch", result_label(&r));
@@ -339,7 +341,7 @@ async fn remove_finalizer(on: &On<'_>, tally: &mut Tally) -> Result<()> {
     may_write(on.ctx, "patch", "finalizers")?;
     let r = on
         .api
-        .patch(&on.name, &pp(), &Patch::Json::<()>(p))
+        .patch(&on.name, &patch_params(), &Patch::Json::<()>(p))
         .await
         .map(|_| ())
         .or_else(|e| if is_status(&e, 404) { Ok(()) } else { Err(e) })
@@ -353,7 +355,7 @@ async fn remove_finalizer(on: &On<'_>, tally: &mut Tally) -> Result<()> {
 
 /// Every transition as an Event and a log line (info, or warn for warnings): the log
 /// tells the rollout's story even after its Events expire.
-async fn publish_transitions(on: &On<'_>, events: &[Transition]) {
+async fn publish_transitions(on: &On<'_>, events: &[PlannedEvent]) {
     let key = on.key();
     for t in events {
         let type_ = if t.warning {
@@ -509,7 +511,7 @@ async fn revision(
                 source,
             })?;
             let r = api
-                .patch(name, &pp(), &Patch::Json::<()>(p))
+                .patch(name, &patch_params(), &Patch::Json::<()>(p))
                 .await
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("renumber revision {ns}/{name}"), e));
@@ -519,7 +521,7 @@ async fn revision(
         RevisionChange::Mark { name, annotations } => {
             let body = json!({"metadata": {"annotations": annotations}});
             let r = api
-                .patch(name, &pp(), &Patch::Merge(&body))
+                .patch(name, &patch_params(), &Patch::Merge(&body))
                 .await
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("mark revision {ns}/{name}"), e));
@@ -609,7 +611,7 @@ async fn create_revision(
 async fn work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    snap: &Snapshot,
+    snap: &StoreView,
     templates: &BTreeMap<String, Value>,
     change: &WorkChange,
 ) -> Result<()> {
@@ -656,7 +658,7 @@ async fn work(
             let Some(p) = p else { return Ok(()) };
             let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
             let r = api
-                .patch(name, &pp(), &Patch::Json::<()>(p))
+                .patch(name, &patch_params(), &Patch::Json::<()>(p))
                 .await
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("relabel work {cluster}/{name}"), e));
@@ -697,7 +699,7 @@ async fn update_work(
         })?;
     let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
     let r = api
-        .patch(&a.name, &pp(), &Patch::Json::<()>(p))
+        .patch(&a.name, &patch_params(), &Patch::Json::<()>(p))
         .await
         .map(|written| remember(ctx, a, &written))
         .map_err(|e| Error::kube(format!("update work {}/{}", a.cluster, a.name), e));
@@ -717,7 +719,7 @@ fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
 async fn create_work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    snap: &Snapshot,
+    snap: &StoreView,
     a: &WorkApply,
     template: &Value,
 ) -> Result<()> {

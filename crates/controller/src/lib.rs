@@ -5,12 +5,12 @@
 //! - [`watch`]: reflectors and trigger streams (MWRS, ManifestWorks, ControllerRevisions,
 //!   Placements, PlacementDecisions) and the mappers from each to its MWRS;
 //! - [`stored`]: the cached form of a ManifestWork (no manifests, ever);
-//! - [`snapshot`]: the planner's input for one MWRS, read from the stores only;
+//! - [`store_view`]: the planner's input for one MWRS, read from the stores only;
 //! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
 //! - [`changes`]: when ManifestWork conditions and placement decisions last changed;
 //! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status, events);
 //! - [`events`]: Kubernetes Events, one per transition (never folded into a series);
-//! - [`guard`]: reporting an MWRS our types cannot read, without stopping the others;
+//! - [`unreadable`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
 //! - [`metrics`], [`http`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server;
 //! - [`tls`], [`access`]: its serving certificate, and who may read `/metrics` (TokenReview,
@@ -25,16 +25,16 @@ pub mod crd;
 pub mod error;
 pub mod events;
 pub mod execute;
-pub mod guard;
 pub mod http;
 pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod patch;
 pub mod reconcile;
-pub mod snapshot;
+pub mod store_view;
 pub mod stored;
 pub mod tls;
+pub mod unreadable;
 pub mod watch;
 
 pub use context::{Config, Context, Shared};

@@ -1,5 +1,5 @@
 //! The reconciler: snapshot from the stores → `mwrs_engine::plan` → execute → requeue at
-//! the plan's recheck; an MWRS our types cannot read goes to [`crate::guard`] instead.
+//! the plan's recheck; an MWRS our types cannot read goes to [`crate::unreadable`] instead.
 //! Also the error policy (per-object exponential backoff) and [`run`], which wires
 //! watches, stores and the kube-runtime Controller together.
 
@@ -23,9 +23,9 @@ use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
 use crate::events::EventType;
 use crate::metrics::InfoLabels;
-use crate::snapshot::Snapshot;
+use crate::store_view::StoreView;
 use crate::watch::{self, GuardedMwrs};
-use crate::{crd, execute, guard};
+use crate::{crd, execute, unreadable};
 use kube::Resource as _;
 
 /// Shortest requeue: a plan asking to look again "now" still lets the watch deliver
@@ -58,7 +58,7 @@ fn key_of(obj: &GuardedMwrs) -> ObjectRef<ManifestWorkReplicaSet> {
 pub async fn reconcile(obj: Arc<GuardedMwrs>, ctx: Arc<Context>) -> Result<Action> {
     match &obj.0 {
         Ok(mwrs) => reconcile_readable(mwrs, &ctx).await,
-        Err(invalid) => guard::report(&ctx, invalid).await,
+        Err(invalid) => unreadable::report(&ctx, invalid).await,
     }
 }
 
@@ -81,7 +81,7 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
         OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any()).work_name();
     let blocked = ctx.blocked_writes(&work_name);
     let blocked_before = blocked.len();
-    let snap = Snapshot::gather(&ctx.stores, mwrs, blocked);
+    let snap = StoreView::gather(&ctx.stores, mwrs, blocked);
     let plan_started = Instant::now();
     let plan = mwrs_engine::plan(&snap.observed(mwrs), Timestamp::now(), &ctx.config.plan);
     ctx.metrics

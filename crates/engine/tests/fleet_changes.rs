@@ -15,17 +15,17 @@ use mwrs_engine::plan::WorkChange;
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::work::WorkView;
 use serde_json::json;
-use support::{Behaviour, Hub, secs, template};
+use support::{Behaviour, MemoryHub, secs, template};
 
 fn all() -> serde_json::Value {
     json!({"type": "All", "all": {"progressDeadline": "60s"}})
 }
 
-fn complete(h: &Hub) -> bool {
+fn complete(h: &MemoryHub) -> bool {
     h.condition("PlacementRolledOut") == ("True".into(), "Complete".into())
 }
 
-fn settle(h: &mut Hub) {
+fn settle(h: &mut MemoryHub) {
     h.reconcile();
     for _ in 0..30 {
         if complete(h) {
@@ -36,7 +36,7 @@ fn settle(h: &mut Hub) {
     panic!("did not complete: {:?}", h.conditions());
 }
 
-fn add_placement(h: &mut Hub, name: &str, clusters: &[&str]) {
+fn add_placement(h: &mut MemoryHub, name: &str, clusters: &[&str]) {
     h.mwrs
         .spec
         .placement_refs
@@ -46,7 +46,7 @@ fn add_placement(h: &mut Hub, name: &str, clusters: &[&str]) {
 
 #[test]
 fn a_cluster_selected_by_two_placements_gets_one_work() {
-    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1", "c2"]]);
     add_placement(&mut h, "q", &["c2", "c3"]);
     settle(&mut h);
     assert_eq!(h.works.len(), 3);
@@ -74,7 +74,7 @@ fn a_cluster_selected_by_two_placements_gets_one_work() {
 
 #[test]
 fn a_removed_cluster_loses_its_work_whatever_revision_it_carries() {
-    let mut h = Hub::new(all(), &[&["c1", "c2", "c3"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1", "c2", "c3"]]);
     settle(&mut h);
     h.behave("c3", "v2", Behaviour::Hang);
     h.set_template("v2");
@@ -89,7 +89,7 @@ fn a_removed_cluster_loses_its_work_whatever_revision_it_carries() {
 
 #[test]
 fn a_removed_cluster_is_deleted_mid_abort_and_a_new_one_gets_the_stable_revision() {
-    let mut h = Hub::new(
+    let mut h = MemoryHub::new(
         json!({"type": "All", "all": {"progressDeadline": "20s"}, "failureStrategy": "AbortAll"}),
         &[&["c1", "c2", "c3"]],
     );
@@ -117,7 +117,7 @@ fn a_removed_cluster_is_deleted_mid_abort_and_a_new_one_gets_the_stable_revision
 
 #[test]
 fn a_missing_placement_keeps_its_works_and_the_others_go_on() {
-    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1", "c2"]]);
     add_placement(&mut h, "q", &["c3"]);
     settle(&mut h);
     // Placement p is deleted.
@@ -157,7 +157,7 @@ fn a_missing_placement_keeps_its_works_and_the_others_go_on() {
 
 #[test]
 fn history_is_pruned_to_the_limit_keeping_live_revisions() {
-    let mut h = Hub::new(all(), &[&["c1"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1"]]);
     h.mwrs.spec.revision_history_limit = Some(2);
     settle(&mut h);
     for v in ["v2", "v3", "v4", "v5"] {
@@ -193,7 +193,7 @@ fn history_is_pruned_to_the_limit_keeping_live_revisions() {
 
 #[test]
 fn a_hash_collision_bumps_the_count_and_converges() {
-    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1", "c2"]]);
     settle(&mut h);
     // Someone else's revision already holds the name v2 would get.
     let v2 = h.hash_of("v2");
@@ -246,7 +246,7 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
 
 #[test]
 fn works_from_a_controller_without_history_are_adopted_not_rerolled() {
-    let mut h = Hub::new(all(), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1", "c2"]]);
     h.works.insert(
         "c1".into(),
         legacy_work("c1", "appx7k2p", "v1", "2025-01-01T00:00:00Z"),
@@ -276,7 +276,7 @@ fn works_from_a_controller_without_history_are_adopted_not_rerolled() {
 
 #[test]
 fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
-    let mut h = Hub::new(all(), &[&["c1"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1"]]);
     settle(&mut h);
     // A second owned ManifestWork in c1's namespace (left by upstream's generateName).
     // The in-memory hub keys works by cluster, so keep it aside and show it to the planner.
@@ -303,7 +303,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
 
 #[test]
 fn a_long_owner_uses_the_hashed_label_and_the_annotation() {
-    let mut h = Hub::new(all(), &[&["c1"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1"]]);
     let long = "a-replica-set-name-that-is-long-enough-to-break-the-label-limit";
     h.mwrs.metadata.name = Some(long.into());
     settle(&mut h);
@@ -320,7 +320,7 @@ fn a_long_owner_uses_the_hashed_label_and_the_annotation() {
 
 #[test]
 fn placement_refs_keep_spec_order_for_ownership() {
-    let mut h = Hub::new(all(), &[&["c1"]]);
+    let mut h = MemoryHub::new(all(), &[&["c1"]]);
     add_placement(&mut h, "q", &["c1"]);
     h.mwrs.spec.placement_refs.reverse();
     settle(&mut h);
@@ -331,7 +331,7 @@ fn placement_refs_keep_spec_order_for_ownership() {
 fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}});
     let clusters = ["c1", "c2", "c3", "c4", "c5", "c6"];
-    let mut h = Hub::new(strategy, &[&clusters]);
+    let mut h = MemoryHub::new(strategy, &[&clusters]);
     settle(&mut h);
     h.set_template("v2");
     h.step(secs(5));

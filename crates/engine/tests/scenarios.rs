@@ -8,7 +8,7 @@ mod support;
 
 use mwrs_api::labels;
 use serde_json::json;
-use support::{Behaviour, Hub, c, secs};
+use support::{Behaviour, MemoryHub, c, secs};
 
 const CLUSTERS: [&str; 6] = ["c1", "c2", "c3", "c4", "c5", "c6"];
 
@@ -20,12 +20,12 @@ fn progressive(extra: serde_json::Value) -> serde_json::Value {
     json!({"type": "Progressive", "progressive": p})
 }
 
-fn hub(strategy: serde_json::Value) -> Hub {
-    Hub::new(strategy, &[&CLUSTERS])
+fn hub(strategy: serde_json::Value) -> MemoryHub {
+    MemoryHub::new(strategy, &[&CLUSTERS])
 }
 
 /// Steps 5s at a time until `done`, at most `max` steps; returns the steps taken.
-fn run_until(h: &mut Hub, max: usize, done: impl Fn(&Hub) -> bool) -> usize {
+fn run_until(h: &mut MemoryHub, max: usize, done: impl Fn(&MemoryHub) -> bool) -> usize {
     for i in 0..max {
         if done(h) {
             return i;
@@ -40,11 +40,11 @@ fn run_until(h: &mut Hub, max: usize, done: impl Fn(&Hub) -> bool) -> usize {
     max
 }
 
-fn complete(h: &Hub) -> bool {
+fn complete(h: &MemoryHub) -> bool {
     h.condition("PlacementRolledOut") == ("True".into(), "Complete".into())
 }
 
-fn completed_rollout(strategy: serde_json::Value) -> Hub {
+fn completed_rollout(strategy: serde_json::Value) -> MemoryHub {
     let mut h = hub(strategy);
     h.reconcile();
     run_until(&mut h, 50, complete);
@@ -535,10 +535,10 @@ fn an_abort_keeps_its_cause_and_marks_the_revisions() {
 fn invalid_input_names_the_field_and_touches_nothing() {
     let mut h = completed_rollout(progressive(json!({})));
     let works = h.works.clone();
-    type Breaker = Box<dyn Fn(&mut Hub)>;
+    type Breaker = Box<dyn Fn(&mut MemoryHub)>;
     let cases: Vec<(Breaker, &str)> = vec![
         (
-            Box::new(|h: &mut Hub| {
+            Box::new(|h: &mut MemoryHub| {
                 h.mwrs.spec.placement_refs[0]
                     .rollout_strategy
                     .as_mut()
@@ -548,7 +548,7 @@ fn invalid_input_names_the_field_and_touches_nothing() {
             "spec.placementRefs[0].rolloutStrategy.failureStrategy",
         ),
         (
-            Box::new(|h: &mut Hub| {
+            Box::new(|h: &mut MemoryHub| {
                 h.mwrs.spec.placement_refs[0] = serde_json::from_value(
                     json!({"name": "p", "rolloutStrategy": {"type": "Progressive", "progressive": {"maxConcurrency": "lots"}}}),
                 )
@@ -557,7 +557,7 @@ fn invalid_input_names_the_field_and_touches_nothing() {
             "spec.placementRefs[0].rolloutStrategy.progressive.maxConcurrency",
         ),
         (
-            Box::new(|h: &mut Hub| {
+            Box::new(|h: &mut MemoryHub| {
                 h.mwrs.spec.placement_refs[0] = serde_json::from_value(
                     json!({"name": "p", "rolloutStrategy": {"type": "All", "all": {"progressDeadline": "2d"}}}),
                 )
@@ -566,7 +566,7 @@ fn invalid_input_names_the_field_and_touches_nothing() {
             "spec.placementRefs[0].rolloutStrategy.all.progressDeadline",
         ),
         (
-            Box::new(|h: &mut Hub| {
+            Box::new(|h: &mut MemoryHub| {
                 h.mwrs.spec.manifest_work_template.fields.insert(
                     "workload".into(),
                     json!({"manifests": [{"kind": "ConfigMap", "metadata": {"name": "x"}}]}),
@@ -600,9 +600,9 @@ fn invalid_input_names_the_field_and_touches_nothing() {
 
 /// ProgressivePerGroup with no progressDeadline: a cluster that degrades in a later group
 /// is a failure at once (maxFailures 0), not a wait for a deadline that never comes.
-fn per_group_with_a_degraded_cluster_in_the_second_group(abort_all: bool) -> Hub {
+fn per_group_with_a_degraded_cluster_in_the_second_group(abort_all: bool) -> MemoryHub {
     let groups: [&[&str]; 3] = [&["c1", "c2"], &["c3", "c4"], &["c5", "c6"]];
-    let mut h = Hub::new(json!({"type": "ProgressivePerGroup"}), &groups);
+    let mut h = MemoryHub::new(json!({"type": "ProgressivePerGroup"}), &groups);
     h.reconcile();
     run_until(&mut h, 50, complete);
     if abort_all {

@@ -19,13 +19,13 @@ use mwrs_engine::placement::PlacementView;
 use mwrs_engine::plan::WorkChange;
 use mwrs_engine::rollout::RolloutStatus;
 use serde_json::json;
-use support::{APPLY_ERROR, Behaviour, Hub, secs};
+use support::{APPLY_ERROR, Behaviour, MemoryHub, secs};
 
 fn all(deadline: &str) -> serde_json::Value {
     json!({"type": "All", "all": {"progressDeadline": deadline}})
 }
 
-fn applies(h: &Hub) -> usize {
+fn applies(h: &MemoryHub) -> usize {
     h.last_plan.as_ref().map_or(0, |p| {
         p.works
             .iter()
@@ -34,11 +34,11 @@ fn applies(h: &Hub) -> usize {
     })
 }
 
-fn complete(h: &Hub) -> bool {
+fn complete(h: &MemoryHub) -> bool {
     h.condition("PlacementRolledOut") == ("True".into(), "Complete".into())
 }
 
-fn applied_at(h: &Hub, cluster: &str) -> Option<String> {
+fn applied_at(h: &MemoryHub, cluster: &str) -> Option<String> {
     h.works[cluster]
         .annotations
         .get(labels::REVISION_APPLIED_AT)
@@ -49,7 +49,7 @@ fn applied_at(h: &Hub, cluster: &str) -> Option<String> {
 /// makes the silent cluster a failure that AbortAll acts on.
 #[test]
 fn a_silent_agent_gets_one_write_and_times_out_into_an_abort() {
-    let mut h = Hub::new(all("30s"), &[&["c1", "c2", "c3"]]);
+    let mut h = MemoryHub::new(all("30s"), &[&["c1", "c2", "c3"]]);
     h.abort_all();
     h.reconcile();
     while !complete(&h) {
@@ -86,7 +86,7 @@ fn a_silent_agent_gets_one_write_and_times_out_into_an_abort() {
 
 #[test]
 fn an_apply_error_is_in_flight_with_the_agents_message_then_fails() {
-    let mut h = Hub::new(all("20s"), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all("20s"), &[&["c1", "c2"]]);
     h.behave("c1", "v1", Behaviour::ApplyError);
     h.reconcile();
     h.step(secs(5));
@@ -110,7 +110,7 @@ fn an_apply_error_is_in_flight_with_the_agents_message_then_fails() {
 /// the time the revision was first written into it (SPEC §11.1).
 #[test]
 fn a_rewrite_of_the_same_revision_keeps_its_applied_at() {
-    let mut h = Hub::new(all("None"), &[&["c1"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
     h.reconcile();
     let first = applied_at(&h, "c1");
     h.works.get_mut("c1").unwrap().spec_digest = Some(mwrs_engine::hash::digest(&json!({"x": 1})));
@@ -129,7 +129,7 @@ fn a_rewrite_of_the_same_revision_keeps_its_applied_at() {
 #[test]
 fn success_counts_only_once_it_has_settled() {
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
-    let mut h = Hub::new(strategy, &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(strategy, &[&["c1", "c2"]]);
     h.reconcile();
     // c1 reports success at once; the controller saw that report just now.
     let gen_ = h.works["c1"].generation;
@@ -170,7 +170,7 @@ fn success_counts_only_once_it_has_settled() {
 /// An MWRS's own labels never set the keys this controller owns (SPEC §11.4).
 #[test]
 fn mwrs_labels_cannot_forge_ownership_keys() {
-    let mut h = Hub::new(all("None"), &[&["c1"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
     let forged = BTreeMap::from([
         (labels::MWRS_OWNER.to_string(), "tenant-a.app".to_string()),
         (labels::OWNER_KEY_HASH.to_string(), "0123".to_string()),
@@ -195,14 +195,14 @@ fn mwrs_labels_cannot_forge_ownership_keys() {
     assert!(h.last_plan.as_ref().unwrap().works.is_empty());
 }
 
-fn settled(h: &mut Hub) {
+fn settled(h: &mut MemoryHub) {
     h.reconcile();
     while !complete(h) {
         h.step(secs(5));
     }
 }
 
-fn deletes(h: &Hub) -> Vec<String> {
+fn deletes(h: &MemoryHub) -> Vec<String> {
     h.last_plan
         .as_ref()
         .unwrap()
@@ -217,7 +217,7 @@ fn deletes(h: &Hub) -> Vec<String> {
 
 #[test]
 fn renaming_a_placement_ref_to_a_missing_placement_deletes_nothing() {
-    let mut h = Hub::new(all("None"), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1", "c2"]]);
     settled(&mut h);
     h.mwrs.spec.placement_refs[0].name = "p2".into();
     for _ in 0..5 {
@@ -271,7 +271,7 @@ fn placement(selected: Option<i32>) -> Placement {
 /// cluster leaves one page before it appears on the next. Nothing is deleted meanwhile.
 #[test]
 fn decisions_in_flux_delete_nothing() {
-    let mut h = Hub::new(all("None"), &[&["c1", "c2", "c3"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1", "c2", "c3"]]);
     settled(&mut h);
     let pl = placement(Some(3));
     let steps: [Vec<PlacementDecision>; 2] = [
@@ -330,7 +330,7 @@ fn an_empty_placement_without_decision_status_is_complete() {
 /// rollout completes on the others.
 #[test]
 fn invalid_cluster_names_are_skipped_and_reported() {
-    let mut h = Hub::new(all("None"), &[&["c1"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
     let pl = placement(Some(2));
     let pds = [decision("p-1", Some(&["c1", "", "../kube-system"]))];
     let v = PlacementView::from_objects("p", Some(&pl), &pds);
@@ -349,7 +349,7 @@ fn invalid_cluster_names_are_skipped_and_reported() {
 /// status naming its successor is stored (SPEC §11.6).
 #[test]
 fn the_old_stable_revision_is_pruned_after_the_promotion_is_stored() {
-    let mut h = Hub::new(all("None"), &[&["c1"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
     h.mwrs.spec.revision_history_limit = Some(0);
     settled(&mut h);
     let v1 = h.hash_of("v1");
@@ -384,7 +384,7 @@ fn the_old_stable_revision_is_pruned_after_the_promotion_is_stored() {
 /// counted as a failed cluster, so AbortAll sees it.
 #[test]
 fn a_taken_name_counts_as_a_failed_cluster() {
-    let mut h = Hub::new(all("None"), &[&["c1", "c2"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1", "c2"]]);
     h.abort_all();
     settled(&mut h);
     h.set_template("v2");
@@ -428,7 +428,7 @@ fn a_taken_name_counts_as_a_failed_cluster() {
 /// Only a change after that write (a new generation) is an edit to undo (issue #12).
 #[test]
 fn a_spec_defaulted_by_the_server_is_not_a_hand_edit() {
-    let mut h = Hub::new(all("None"), &[&["c1"]]);
+    let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
     h.reconcile();
     let w = h.works.get_mut("c1").unwrap();
     w.spec_digest = Some(mwrs_engine::hash::digest(&json!({"defaulted": true})));

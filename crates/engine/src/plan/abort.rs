@@ -135,7 +135,7 @@ impl<'a> Pass<'a> {
     /// set and there is a stable revision.
     pub(super) fn hold(&self, memory: &AbortMemory, update: &str) -> Hold<'a> {
         let current = self.old.current_revision.as_deref();
-        let stable = current.and_then(|c| revision::find_by_hash(self.o.revisions, c));
+        let stable = current.and_then(|c| revision::find_by_hash(self.observed.revisions, c));
         match current.filter(|_| memory.aborted_time.is_some()) {
             Some(c) => Hold {
                 state: match stable {
@@ -235,7 +235,7 @@ impl<'a> Pass<'a> {
         for (i, r) in results.iter().enumerate() {
             let Some(r) = r else { continue };
             let s = &self.validated.strategies[i];
-            let name = &self.o.mwrs.spec.placement_refs[i].name;
+            let name = &self.observed.mwrs.spec.placement_refs[i].name;
             let mine = reports.iter().filter(|c| *c.placement == **name);
             let (failed, timed_out) = mine.fold((0usize, 0usize), |(f, t), c| match c.status {
                 RolloutStatus::Failed => (f + 1, t),

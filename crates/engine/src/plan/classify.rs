@@ -24,7 +24,7 @@ pub(super) struct Classified {
 impl<'a> Pass<'a> {
     /// Stage 3.
     pub(super) fn classified(&self, target: &str) -> Classified {
-        let (reports, existing, settling) = self.classify(self.known.id(target));
+        let (reports, existing, settling) = self.classify(self.ids.id(target));
         let results = self.evaluate(&existing);
         Classified {
             reports,
@@ -99,22 +99,22 @@ impl<'a> Pass<'a> {
         let mut out = Vec::with_capacity(self.clusters.desired_len);
         let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
         let names: Vec<Arc<str>> = self
-            .o
+            .observed
             .mwrs
             .spec
             .placement_refs
             .iter()
             .map(|r| Arc::from(r.name.as_str()))
             .collect();
-        let revisions: Vec<Arc<str>> = (0..self.known.len())
-            .map(|i| Arc::from(self.known.name(i)))
+        let revisions: Vec<Arc<str>> = (0..self.ids.len())
+            .map(|i| Arc::from(self.ids.name(i)))
             .collect();
         for (cluster, slot) in self.clusters.slots.iter() {
             let Some(d) = &slot.desired else { continue };
             let strategy = &self.validated.strategies[d.placement];
             let revision = slot.carried.map(|r| match r {
-                Rev::Known(i) => revisions[i].clone(),
-                Rev::Foreign(h) => Arc::from(h),
+                Carried::Known(i) => revisions[i].clone(),
+                Carried::Unstored(h) => Arc::from(h),
             });
             let (mut status, since, note) = self.observed_status(cluster, slot, target);
             if let Some(t) = self.settles_at(slot, status) {
@@ -180,7 +180,7 @@ impl<'a> Pass<'a> {
         target: Option<usize>,
     ) -> (RolloutStatus, Option<Timestamp>, Option<String>) {
         if !self.carries_in(slot, target) {
-            if let Some(b) = self.o.blocked.iter().find(|b| b.cluster == cluster) {
+            if let Some(b) = self.observed.blocked.iter().find(|b| b.cluster == cluster) {
                 return (RolloutStatus::Failed, None, Some(b.why.clone()));
             }
             return (RolloutStatus::ToApply, None, None);

@@ -30,7 +30,7 @@ pub(super) struct Expected<'e> {
     pub(super) mwrs_labels: Option<&'e BTreeMap<String, String>>,
     /// placementRef names, by index.
     pub(super) placements: Vec<&'e str>,
-    pub(super) known: &'e Known,
+    pub(super) ids: &'e RevisionIds,
 }
 
 /// What a pass reads from a surviving ManifestWork, read in one go when the slots are
@@ -51,12 +51,28 @@ pub(super) struct Facts {
     pub(super) available: bool,
     pub(super) progressing: bool,
     pub(super) degraded: bool,
-    /// The spec's content among the known revisions: None when its digest is unknown,
-    /// else the first revision with that content, if any.
-    pub(super) content: Option<Option<usize>>,
+    /// The spec's content among the revisions the pass knows.
+    pub(super) content: Content,
     /// Every label and annotation this controller sets is in place, for the placementRef
     /// that wants the cluster and the revision its label names.
     pub(super) labelled: bool,
+}
+
+/// What a ManifestWork's spec holds, among the revisions a pass knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Content {
+    /// Not read (no digest): taken on trust.
+    Unread,
+    /// The content of the revision with this id.
+    Revision(usize),
+    /// Content no known revision has (the spec was edited).
+    Other,
+}
+
+impl Content {
+    fn of(id: Option<usize>) -> Self {
+        id.map_or(Content::Other, Content::Revision)
+    }
 }
 
 impl Facts {
@@ -69,7 +85,7 @@ impl Facts {
         available: false,
         progressing: false,
         degraded: false,
-        content: None,
+        content: Content::Unread,
         labelled: false,
     };
 
@@ -98,9 +114,12 @@ impl Facts {
             content: if w.written_generation.is_some_and(|g| g == w.generation) {
                 // Written by this controller and unchanged since: the revision its label
                 // names, even when the server's defaults make the digest differ.
-                Some(w.hash().and_then(|h| e.known.id(h)))
+                Content::of(w.hash().and_then(|h| e.ids.id(h)))
             } else {
-                w.spec_digest.map(|d| e.known.with_content(d))
+                match w.spec_digest {
+                    Some(d) => Content::of(e.ids.with_content(d)),
+                    None => Content::Unread,
+                }
             },
             labelled,
         }
@@ -114,7 +133,7 @@ pub(super) struct Slot<'a> {
     /// The survivor: the deterministic name, else the oldest.
     pub(super) work: Option<&'a WorkView>,
     /// The revision the survivor carries.
-    pub(super) carried: Option<Rev<'a>>,
+    pub(super) carried: Option<Carried<'a>>,
     pub(super) facts: Facts,
     /// Other owned ManifestWorks in the same namespace.
     pub(super) dups: Vec<&'a WorkView>,
@@ -267,7 +286,7 @@ impl<'a> Clusters<'a> {
                 Slot {
                     desired: wanted,
                     work: survivor,
-                    carried: survivor.and_then(|w| e.known.carried(w)),
+                    carried: survivor.and_then(|w| e.ids.carried(w)),
                     facts,
                     dups,
                     name_taken,

@@ -14,7 +14,7 @@ pub(super) struct Controls {
     pub(super) retry: bool,
     pub(super) paused: bool,
     /// One per request read, acted on or not, so a user sees it was read (once).
-    pub(super) events: Vec<Transition>,
+    pub(super) events: Vec<PlannedEvent>,
 }
 
 /// A new request's token: its value, and the revision it names if that is not `update`.
@@ -30,7 +30,7 @@ impl<'a> Pass<'a> {
         let retry = self.take_request(labels::CONTROL_RETRY, &mut handled.retry, update);
         let mut events = Vec::new();
         if let Some(r) = &retry {
-            events.push(Transition {
+            events.push(PlannedEvent {
                 reason: EVENT_RETRY_REQUESTED.into(),
                 message: match (&r.elsewhere, held) {
                     (Some(other), _) => format!(
@@ -46,7 +46,7 @@ impl<'a> Pass<'a> {
             });
         }
         if let Some(r) = &abort {
-            events.push(Transition {
+            events.push(PlannedEvent {
                 reason: EVENT_ABORT_REQUESTED.into(),
                 message: match (&r.elsewhere, &self.old.current_revision) {
                     (Some(other), _) => format!(
@@ -71,7 +71,7 @@ impl<'a> Pass<'a> {
     }
 
     fn annotation(&self, key: &str) -> Option<&str> {
-        self.o
+        self.observed
             .mwrs
             .metadata
             .annotations

@@ -22,9 +22,9 @@ pub(super) struct RevisionStep {
 impl<'a> Pass<'a> {
     /// Stage 1 (resolved when the pass was set up: every ManifestWork is read against it).
     pub(super) fn revision_step(&self) -> RevisionStep {
-        let generation = self.o.mwrs.metadata.generation;
+        let generation = self.observed.mwrs.metadata.generation;
         let update = self.resolution.hash().to_string();
-        let template = self.o.mwrs.spec.manifest_work_template.to_value();
+        let template = self.observed.mwrs.spec.manifest_work_template.to_value();
         let mut changes = Vec::new();
         let mut collision_count = None;
         let created = match &self.resolution {
@@ -54,7 +54,7 @@ impl<'a> Pass<'a> {
                         revision: *to,
                     });
                 }
-                self.o.revisions.iter().any(|r| {
+                self.observed.revisions.iter().any(|r| {
                     &r.name == name && r.generation.is_some() && r.generation == generation
                 })
             }
@@ -71,7 +71,7 @@ impl<'a> Pass<'a> {
 
     /// The write that marks revision `hash` with annotation `key` = now.
     pub(super) fn mark(&self, hash: &str, key: &str) -> Option<RevisionChange> {
-        let name = match revision::find_by_hash(self.o.revisions, hash) {
+        let name = match revision::find_by_hash(self.observed.revisions, hash) {
             Some(r) => r.name.clone(),
             None => match &self.resolution {
                 Resolution::Create { name, hash: h, .. } if h == hash => name.clone(),
@@ -95,11 +95,11 @@ impl<'a> Pass<'a> {
             labels::MWRS_OWNER_ANNOTATION.to_string(),
             self.owner.slashed(),
         )]);
-        if let Some(g) = self.o.mwrs.metadata.generation {
+        if let Some(g) = self.observed.mwrs.metadata.generation {
             a.insert(labels::REVISION_GENERATION.into(), g.to_string());
         }
         if let Some(cause) = self
-            .o
+            .observed
             .mwrs
             .metadata
             .annotations
@@ -122,7 +122,7 @@ impl<'a> Pass<'a> {
         live.extend(self.old.update_revision.as_deref());
         // Every revision any owned ManifestWork carries, survivors read once per pass;
         // one flag per known revision so 100,000 works cost no set insertions.
-        let mut carried = vec![false; self.known.len()];
+        let mut carried = vec![false; self.ids.len()];
         let survivors = self.clusters.slots.iter().flat_map(|(_, slot)| {
             slot.carried
                 .into_iter()
@@ -131,8 +131,8 @@ impl<'a> Pass<'a> {
         let gone = self.clusters.gone.iter().filter_map(|w| self.carried(w));
         for r in survivors.chain(gone) {
             match r {
-                Rev::Known(i) => carried[i] = true,
-                Rev::Foreign(h) => {
+                Carried::Known(i) => carried[i] = true,
+                Carried::Unstored(h) => {
                     live.insert(h);
                 }
             }
@@ -142,11 +142,11 @@ impl<'a> Pass<'a> {
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| **c)
-                .map(|(i, _)| self.known.name(i)),
+                .map(|(i, _)| self.ids.name(i)),
         );
         live.insert(self.resolution.hash());
-        let limit = self.o.mwrs.spec.revision_history_limit();
-        revision::prune(self.o.revisions, &live, limit)
+        let limit = self.observed.mwrs.spec.revision_history_limit();
+        revision::prune(self.observed.revisions, &live, limit)
             .into_iter()
             .map(|name| RevisionChange::Delete { name })
             .collect()

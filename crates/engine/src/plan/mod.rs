@@ -171,7 +171,7 @@ struct Observation<'a> {
 }
 
 struct Pass<'a> {
-    o: &'a Observed<'a>,
+    observed: &'a Observed<'a>,
     owner: OwnerKey,
     old: ManifestWorkReplicaSetStatus,
     validated: validate::Validated,
@@ -185,7 +185,7 @@ struct Pass<'a> {
     /// The revision of the current spec.
     resolution: Resolution,
     /// Every revision a ManifestWork is compared against.
-    known: Known,
+    ids: RevisionIds,
     /// The owner label, computed once (a hashed owner costs a SHA-256).
     owner_label: (&'static str, String),
 }
@@ -210,7 +210,7 @@ impl<'a> Pass<'a> {
             &validated.canonical,
             old.collision_count.unwrap_or(0),
         );
-        let known = Known::new(
+        let ids = RevisionIds::new(
             o.revisions,
             (
                 resolution.hash(),
@@ -226,14 +226,14 @@ impl<'a> Pass<'a> {
             owner_slashed: &owner_slashed,
             mwrs_labels: o.mwrs.metadata.labels.as_ref(),
             placements: refs.iter().map(|r| r.name.as_str()).collect(),
-            known: &known,
+            ids: &ids,
         };
         let clusters = Clusters::new(&views, o.works, &expect);
         Self {
             owner_label,
             resolution,
-            known,
-            o,
+            ids,
+            observed: o,
             owner,
             old,
             validated,

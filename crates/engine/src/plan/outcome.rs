@@ -54,7 +54,7 @@ impl Outcome {
         let unknown: Vec<String> = pass
             .views
             .iter()
-            .zip(&pass.o.mwrs.spec.placement_refs)
+            .zip(&pass.observed.mwrs.spec.placement_refs)
             .filter(|(v, _)| !matches!(v.map(|v| &v.state), Some(PlacementState::Found(_))))
             .map(|(_, r)| r.name.clone())
             .collect();

@@ -101,7 +101,7 @@ pub struct ClusterReport {
 
 /// A condition that changed in this pass (or a notable moment), for Events and metrics.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transition {
+pub struct PlannedEvent {
     pub reason: String,
     pub message: String,
     /// Warning (true) or Normal.
@@ -119,7 +119,7 @@ pub struct Plan {
     pub templates: BTreeMap<String, Value>,
     /// The status to write; None means leave status alone (deletion).
     pub status: Option<ManifestWorkReplicaSetStatus>,
-    pub events: Vec<Transition>,
+    pub events: Vec<PlannedEvent>,
     /// Look again after this long even if nothing changes.
     pub recheck: Option<SignedDuration>,
     pub invalid: Option<Invalid>,

@@ -3,25 +3,25 @@
 
 use super::*;
 
-/// A revision a ManifestWork carries: one the pass knows (an index into [`Known`]), or a
+/// A revision a ManifestWork carries: one the pass knows (an index into [`RevisionIds`]), or a
 /// label naming a revision that is in no history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Rev<'a> {
+pub(super) enum Carried<'a> {
     Known(usize),
-    Foreign(&'a str),
+    Unstored(&'a str),
 }
 
 /// Every revision a pass compares ManifestWorks against: the stored ones and the update
 /// revision, by hash, and the stable revision even when history lost it. Indices let the
 /// per-cluster comparisons be integer compares.
-pub(super) struct Known {
+pub(super) struct RevisionIds {
     /// Hash and content digest; the digest is unknown only for a stable revision that is
     /// no longer stored.
     pub(super) list: Vec<(String, Option<Digest>)>,
     pub(super) by_hash: HashMap<String, usize>,
 }
 
-impl Known {
+impl RevisionIds {
     pub(super) fn new(
         revisions: &[RevisionView],
         update: (&str, Digest),
@@ -72,10 +72,10 @@ impl Known {
 
     /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
     /// before revisions existed — the revision whose content its spec equals.
-    pub(super) fn carried<'w>(&self, w: &'w WorkView) -> Option<Rev<'w>> {
+    pub(super) fn carried<'w>(&self, w: &'w WorkView) -> Option<Carried<'w>> {
         match w.hash() {
-            Some(h) => Some(self.id(h).map_or(Rev::Foreign(h), Rev::Known)),
-            None => self.with_content(w.spec_digest?).map(Rev::Known),
+            Some(h) => Some(self.id(h).map_or(Carried::Unstored(h), Carried::Known)),
+            None => self.with_content(w.spec_digest?).map(Carried::Known),
         }
     }
 }
@@ -83,14 +83,14 @@ impl Known {
 impl<'a> Pass<'a> {
     /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
     /// before revisions existed — the stored revision whose content its spec equals.
-    pub(super) fn carried(&self, w: &'a WorkView) -> Option<Rev<'a>> {
-        self.known.carried(w)
+    pub(super) fn carried(&self, w: &'a WorkView) -> Option<Carried<'a>> {
+        self.ids.carried(w)
     }
 
-    pub(super) fn rev_name<'s>(&'s self, r: Rev<'s>) -> &'s str {
+    pub(super) fn rev_name<'s>(&'s self, r: Carried<'s>) -> &'s str {
         match r {
-            Rev::Known(i) => self.known.name(i),
-            Rev::Foreign(h) => h,
+            Carried::Known(i) => self.ids.name(i),
+            Carried::Unstored(h) => h,
         }
     }
 
@@ -99,10 +99,11 @@ impl<'a> Pass<'a> {
     pub(super) fn carries_in(&self, slot: &Slot<'a>, target: Option<usize>) -> bool {
         let Some(t) = target else { return false };
         slot.work.is_some()
-            && slot.carried == Some(Rev::Known(t))
-            && match (slot.facts.content, self.known.digest(t)) {
-                (Some(have), Some(want)) => have.and_then(|k| self.known.digest(k)) == Some(want),
-                _ => true,
+            && slot.carried == Some(Carried::Known(t))
+            && match (slot.facts.content, self.ids.digest(t)) {
+                (Content::Revision(have), Some(want)) => self.ids.digest(have) == Some(want),
+                (Content::Other, Some(_)) => false,
+                (Content::Unread, _) | (_, None) => true,
             }
     }
 }

@@ -60,7 +60,7 @@ pub(super) fn add(a: Summary, b: Summary) -> Summary {
 pub(super) fn transitions(
     old: &ManifestWorkReplicaSetStatus,
     new: &ManifestWorkReplicaSetStatus,
-) -> Vec<Transition> {
+) -> Vec<PlannedEvent> {
     let old_list: &[Condition] = old.conditions.as_deref().unwrap_or(&[]);
     new.conditions
         .iter()
@@ -69,7 +69,7 @@ pub(super) fn transitions(
             conditions::find(old_list, &c.type_)
                 .is_none_or(|o| o.status != c.status || o.reason != c.reason)
         })
-        .map(|c| Transition {
+        .map(|c| PlannedEvent {
             reason: c.reason.clone(),
             message: format!("{} {}: {}", c.type_, c.status, c.message),
             warning: matches!(
@@ -90,7 +90,7 @@ pub(super) fn transitions(
 pub(super) struct StatusUpdate {
     pub(super) status: ManifestWorkReplicaSetStatus,
     /// Condition changes, a new revision, an abort starting or completed, in that order.
-    pub(super) events: Vec<Transition>,
+    pub(super) events: Vec<PlannedEvent>,
     /// The update revision's completed-at mark, when it completes in this pass.
     pub(super) mark: Option<RevisionChange>,
 }
@@ -107,7 +107,7 @@ impl<'a> Pass<'a> {
     ) -> StatusUpdate {
         let update = revision.update.as_str();
         let mut status = self.old.clone();
-        status.observed_generation = self.o.mwrs.metadata.generation;
+        status.observed_generation = self.observed.mwrs.metadata.generation;
         if revision.collision_count.is_some() {
             status.collision_count = revision.collision_count;
         }
@@ -142,7 +142,7 @@ impl<'a> Pass<'a> {
             }
         }
         self.report(&mut status, &seen.reports, &hold.target, update);
-        status.blocked_clusters = blocked_clusters(self.o.blocked);
+        status.blocked_clusters = blocked_clusters(self.observed.blocked);
         let conds = self.conditions(
             &outcome,
             &abort.state,
@@ -153,7 +153,12 @@ impl<'a> Pass<'a> {
         );
         let mut list = status.conditions.clone().unwrap_or_default();
         for c in &conds {
-            conditions::set(&mut list, c, self.o.mwrs.metadata.generation, self.now);
+            conditions::set(
+                &mut list,
+                c,
+                self.observed.mwrs.metadata.generation,
+                self.now,
+            );
         }
         status.conditions = Some(list);
         let events = self.status_events(&status, revision, hold, &outcome, &abort.state);
@@ -174,12 +179,12 @@ impl<'a> Pass<'a> {
         hold: &Hold<'_>,
         outcome: &Outcome,
         abort: &AbortState,
-    ) -> Vec<Transition> {
+    ) -> Vec<PlannedEvent> {
         let update = revision.update.as_str();
         let mut events = transitions(&self.old, status);
         let started = self.in_progress_reason(revision.changed, revision.created);
         if revision.changed && !events.iter().any(|e| e.reason == started) {
-            events.push(Transition {
+            events.push(PlannedEvent {
                 reason: started.into(),
                 message: format!("revision {update} is the update revision"),
                 warning: false,
@@ -193,7 +198,7 @@ impl<'a> Pass<'a> {
                 .and_then(|l| conditions::find(l, mc::MANIFESTWORK_APPLIED))
                 .is_some_and(|c| c.status == "True");
             if !was_done {
-                events.push(Transition {
+                events.push(PlannedEvent {
                     reason: mc::EVENT_ABORT_COMPLETED.into(),
                     message: format!(
                         "all {} clusters are back on revision {}",
@@ -204,7 +209,7 @@ impl<'a> Pass<'a> {
             }
         }
         if matches!(abort, AbortState::Starting(_)) {
-            events.push(Transition {
+            events.push(PlannedEvent {
                 reason: mc::EVENT_ABORT_STARTED.into(),
                 message: format!(
                     "reverting every cluster from revision {update} to {}",
@@ -223,8 +228,8 @@ impl<'a> Pass<'a> {
         target: &str,
         update: &str,
     ) {
-        let id = self.known.id(target);
-        let refs = &self.o.mwrs.spec.placement_refs;
+        let id = self.ids.id(target);
+        let refs = &self.observed.mwrs.spec.placement_refs;
         let mut per: Vec<Summary> = vec![Summary::default(); refs.len()];
         let mut applied_on_target = vec![0i64; refs.len()];
         for c in reports {
@@ -321,7 +326,7 @@ impl<'a> Pass<'a> {
     }
 
     pub(super) fn placement_verified(&self) -> Cond {
-        let refs = &self.o.mwrs.spec.placement_refs;
+        let refs = &self.observed.mwrs.spec.placement_refs;
         for (i, v) in self.views.iter().enumerate() {
             let name = &refs[i].name;
             match v.map(|v| &v.state) {

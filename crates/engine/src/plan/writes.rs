@@ -49,7 +49,13 @@ impl<'a> Pass<'a> {
         d_placement: usize,
         revision: &str,
     ) -> Option<WorkApply> {
-        let placement = &self.o.mwrs.spec.placement_refs.get(d_placement)?.name;
+        let placement = &self
+            .observed
+            .mwrs
+            .spec
+            .placement_refs
+            .get(d_placement)?
+            .name;
         let slot = self.clusters.get(cluster);
         let existing = slot.and_then(|s| s.work);
         // A ManifestWork on the way out keeps its name until the agent is done with it.
@@ -76,9 +82,10 @@ impl<'a> Pass<'a> {
     }
 
     pub(super) fn work_labels(&self, placement: &str, revision: &str) -> BTreeMap<String, String> {
-        let mut l: BTreeMap<String, String> = copied_labels(self.o.mwrs.metadata.labels.as_ref())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut l: BTreeMap<String, String> =
+            copied_labels(self.observed.mwrs.metadata.labels.as_ref())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
         l.insert(self.owner_label.0.into(), self.owner_label.1.clone());
         l.insert(labels::PLACEMENT_NAME.into(), placement.into());
         l.insert(labels::CONTROLLER_HASH.into(), revision.into());
@@ -114,7 +121,7 @@ impl<'a> Pass<'a> {
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
     /// stable revision, all at once, whatever the strategy.
     pub(super) fn revert(&self, target: &str, w: &mut Writes) {
-        let id = self.known.id(target);
+        let id = self.ids.id(target);
         for (cluster, slot) in self.clusters.slots.iter() {
             if self.carries_in(slot, id) {
                 continue;
@@ -135,7 +142,7 @@ impl<'a> Pass<'a> {
             return Some(d.placement);
         }
         let name = slot.work?.placement()?;
-        self.o
+        self.observed
             .mwrs
             .spec
             .placement_refs
@@ -191,7 +198,7 @@ impl<'a> Pass<'a> {
         }
         let mut relabels = Vec::new();
         let mut deletes = Vec::new();
-        let id = self.known.id(target);
+        let id = self.ids.id(target);
         let gate = self.unselected_may_go();
         let mut withheld = false;
         for (i, (cluster, slot)) in self.clusters.slots.iter().enumerate() {
@@ -211,7 +218,7 @@ impl<'a> Pass<'a> {
                 }
                 Some(d) => {
                     if !applied[i] {
-                        let placement = &self.o.mwrs.spec.placement_refs[d.placement].name;
+                        let placement = &self.observed.mwrs.spec.placement_refs[d.placement].name;
                         if let Some(rev) = slot.carried
                             && !slot.facts.labelled
                         {

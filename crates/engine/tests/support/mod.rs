@@ -52,7 +52,7 @@ pub fn secs(s: i64) -> SignedDuration {
     SignedDuration::from_secs(s)
 }
 
-pub struct Hub {
+pub struct MemoryHub {
     pub now: Timestamp,
     pub mwrs: ManifestWorkReplicaSet,
     pub placements: Vec<PlacementView>,
@@ -71,7 +71,7 @@ pub struct Hub {
     transcript: Vec<String>,
 }
 
-impl Hub {
+impl MemoryHub {
     /// One MWRS `app` in `default`, one placementRef `p` with `groups` (group index →
     /// clusters), template version `v1`.
     pub fn new(strategy: Value, groups: &[&[&str]]) -> Self {
@@ -326,7 +326,7 @@ pub fn c(type_: &str, status: &str, reason: &str) -> (String, String, String) {
     (type_.into(), status.into(), reason.into())
 }
 
-impl Drop for Hub {
+impl Drop for MemoryHub {
     /// Every scenario's plans must stay what they were (see [`golden`]).
     fn drop(&mut self) {
         if !std::thread::panicking() {

@@ -20,7 +20,7 @@ use crate::stored::StoredWork;
 use crate::watch::Stores;
 
 /// Everything the stores hold about one MWRS.
-pub struct Snapshot {
+pub struct StoreView {
     pub owner: OwnerKey,
     pub placements: Vec<PlacementView>,
     pub works: Vec<WorkView>,
@@ -31,7 +31,7 @@ pub struct Snapshot {
     pub work_objects: BTreeMap<(String, String), Arc<StoredWork>>,
 }
 
-impl Snapshot {
+impl StoreView {
     /// `blocked`: clusters where a write found this MWRS's ManifestWork name held by an
     /// object it does not own (the stores never hold such objects), or was refused.
     pub fn gather(

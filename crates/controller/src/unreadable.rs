@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::EventType;
-use crate::execute::{pp, publish_on};
+use crate::execute::{patch_params, publish_on};
 
 /// The message of the condition and Event for an unreadable object.
 pub fn unreadable_message(error: &str) -> String {
@@ -125,7 +125,7 @@ pub async fn report(ctx: &Context, invalid: &InvalidObject) -> Result<Action> {
         body["metadata"] = json!({ "resourceVersion": rv });
     }
     let r = api
-        .patch_status(&name, &pp(), &Patch::Merge(&body))
+        .patch_status(&name, &patch_params(), &Patch::Merge(&body))
         .await
         .map_err(|e| Error::kube(format!("status of {ns}/{name}"), e));
     ctx.metrics
