@@ -124,20 +124,86 @@ async fn usage_help_and_unreachable_hub() {
 
 /// The walkthrough: rollout, status -w, get, history, diff, undo (dry run, conflict,
 /// unknown revision, real), plan, and the errors along the way.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn walkthrough_of_every_command() {
-    let Some(hub) = TestHub::from_env("cli-walk", 4).await else {
-        return;
-    };
-    let _controller = start_controller(&hub);
-    let _agent = Agent::start(
+/// The test's slice of the hub with the controller and a fleet (every cluster done after
+/// 300 ms), and MWRS `app` (Progressive, two at a time, AbortAll) rolled out on v1
+/// ("first release") and, with `to_v2`, on v2 ("bump to v2"). Take it apart binding
+/// `_controller` and `_agent` (as `_c`, `_a`): a field left to `..` is dropped with the
+/// temporary, and the controller with it.
+struct Fixture {
+    hub: TestHub,
+    _controller: mwrs_testsupport::TaskGuard,
+    _agent: mwrs_fleet::AgentHandle,
+    v1: String,
+    v2: String,
+    /// What `rollout status -w` printed while v1 rolled out.
+    first_watch: common::Run,
+}
+
+async fn fixture(test: &str, to_v2: bool) -> Option<Fixture> {
+    let hub = TestHub::from_env(test, 4).await?;
+    let controller = start_controller(&hub);
+    let agent = Agent::start(
         hub.client.clone(),
         AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
             after: Duration::from_millis(300),
         }),
     );
     hub.publish_all("p").await;
+    hub.create_mwrs(&app()).await;
+    let first_watch = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(first_watch.code, 0, "{first_watch:?}");
+    let v1 = status(&hub.get_mwrs("app").await.unwrap())
+        .current_revision
+        .expect("v1 promoted");
+    let mut v2 = String::new();
+    if to_v2 {
+        set_template(&hub, "app", "v2", "bump to v2").await;
+        let r = mwrs(
+            &hub,
+            &["rollout", "status", "app", "-w", "--timeout", "60s"],
+        )
+        .await;
+        assert_eq!(r.code, 0, "{r:?}");
+        v2 = status(&hub.get_mwrs("app").await.unwrap())
+            .current_revision
+            .expect("v2 promoted");
+        assert_ne!(v1, v2);
+    }
+    Some(Fixture {
+        hub,
+        _controller: controller,
+        _agent: agent,
+        v1,
+        v2,
+        first_watch,
+    })
+}
 
+/// MWRS `app` on v1 with its change cause.
+fn app() -> mwrs_api::mwrs::ManifestWorkReplicaSet {
+    let strategy = json!({"type": "Progressive",
+        "progressive": {"maxConcurrency": 2, "progressDeadline": "30s"},
+        "failureStrategy": "AbortAll"});
+    let mut app = mwrs_object("app", configmap_template("v1"), &[("p", strategy)]);
+    app.metadata.annotations = Some(
+        [(
+            labels::CHANGE_CAUSE.to_string(),
+            "first release".to_string(),
+        )]
+        .into(),
+    );
+    app
+}
+
+#[tokio::test]
+async fn an_unknown_mwrs_is_exit_6_from_every_command() {
+    let Some(hub) = TestHub::from_env("cli-unknown", 0).await else {
+        return;
+    };
     // Unknown MWRS: a clear message and exit 6, from every command that names one.
     for args in [
         vec!["get", "app"],
@@ -158,20 +224,14 @@ async fn walkthrough_of_every_command() {
     let r = mwrs(&hub, &["get"]).await;
     assert_eq!(r.code, 0);
     assert!(r.err.contains("No resources found"), "{r:?}");
+}
 
-    let strategy = json!({"type": "Progressive",
-        "progressive": {"maxConcurrency": 2, "progressDeadline": "30s"},
-        "failureStrategy": "AbortAll"});
-    let mut app = mwrs_object("app", configmap_template("v1"), &[("p", strategy)]);
-    app.metadata.annotations = Some(
-        [(
-            labels::CHANGE_CAUSE.to_string(),
-            "first release".to_string(),
-        )]
-        .into(),
-    );
-    hub.create_mwrs(&app).await;
-
+#[tokio::test]
+async fn completion_lists_the_mwrs_of_the_namespace() {
+    let Some(hub) = TestHub::from_env("cli-complete", 0).await else {
+        return;
+    };
+    hub.create_mwrs(&app()).await;
     // kubectl's plugin completion lists the MWRS of the namespace the line names.
     let r = complete(&[
         "--kubeconfig",
@@ -185,13 +245,21 @@ async fn walkthrough_of_every_command() {
     .await;
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.out, "app\n:4\n");
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_follows_the_rollout_to_complete() {
+    let Some(Fixture {
+        hub,
+        first_watch: r,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-watch", false).await
+    else {
+        return;
+    };
     // status -w: follows to Complete, exit 0, one plain line per change (not a terminal).
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
     assert_eq!(r.code, 0, "{r:?}");
     let last = r
         .out
@@ -208,10 +276,20 @@ async fn walkthrough_of_every_command() {
         );
     }
     assert!(r.out.contains("placement p: 4/4 done"), "{}", r.out);
+}
 
-    let m = hub.get_mwrs("app").await.unwrap();
-    let v1 = status(&m).current_revision.expect("v1 promoted");
-
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_shows_counters_revisions_and_state() {
+    let Some(Fixture {
+        hub,
+        v1,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-get", false).await
+    else {
+        return;
+    };
     // get: one row with the counters, revisions and state.
     let r = mwrs(&hub, &["get"]).await;
     assert_eq!(r.code, 0, "{r:?}");
@@ -251,19 +329,20 @@ async fn walkthrough_of_every_command() {
     assert_eq!(j["status"]["currentRevision"], v1.as_str());
     let r = mwrs(&hub, &["get", "app", "-o", "yaml"]).await;
     assert!(r.out.contains("kind: ManifestWorkReplicaSet"), "{}", r.out);
+}
 
-    // A second revision.
-    set_template(&hub, "app", "v2", "bump to v2").await;
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
-    assert_eq!(r.code, 0, "{r:?}");
-    let m = hub.get_mwrs("app").await.unwrap();
-    let v2 = status(&m).current_revision.expect("v2 promoted");
-    assert_ne!(v1, v2);
-
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_placements_and_clusters() {
+    let Some(Fixture {
+        hub,
+        v2,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-status", true).await
+    else {
+        return;
+    };
     // status without -w: placement bar and cluster table.
     let r = mwrs(&hub, &["rollout", "status", "app"]).await;
     assert_eq!(r.code, 0, "{r:?}");
@@ -284,7 +363,21 @@ async fn walkthrough_of_every_command() {
     assert_eq!(j["state"], "Complete");
     assert_eq!(j["clusters"].as_array().unwrap().len(), 4);
     assert_eq!(j["placements"][0]["done"], 4);
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_lists_revisions_carriers_roles_and_causes() {
+    let Some(Fixture {
+        hub,
+        v1,
+        v2,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-history", true).await
+    else {
+        return;
+    };
     // history: two revisions, who carries them, roles and change causes.
     let r = mwrs(&hub, &["rollout", "history", "app"]).await;
     assert_eq!(r.code, 0, "{r:?}");
@@ -325,7 +418,21 @@ async fn walkthrough_of_every_command() {
             .contains("revision 7 not found: mwrs/app has revisions 1, 2"),
         "{r:?}"
     );
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_compares_two_revisions() {
+    let Some(Fixture {
+        hub,
+        v1,
+        v2,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-diff", true).await
+    else {
+        return;
+    };
     // diff: default is current against update (the same now); 1 against 2 differs.
     let r = mwrs(&hub, &["rollout", "diff", "app"]).await;
     assert_eq!(r.code, 0);
@@ -360,7 +467,21 @@ async fn walkthrough_of_every_command() {
     );
     let r = mwrs(&hub, &["rollout", "diff", "app", "1", "9"]).await;
     assert_eq!(r.code, 6, "{r:?}");
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
+    let Some(Fixture {
+        hub,
+        v1,
+        v2,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-undo", true).await
+    else {
+        return;
+    };
     // undo --dry-run: the diff, nothing written.
     let before = hub.get_mwrs("app").await.unwrap();
     let r = mwrs(&hub, &["rollout", "undo", "app", "--dry-run"]).await;
@@ -461,7 +582,20 @@ async fn walkthrough_of_every_command() {
     let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "3"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.out.contains("is already at revision 3"), "{}", r.out);
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_previews_a_file_not_applied_yet() {
+    let Some(Fixture {
+        hub,
+        v1,
+        _controller: _c,
+        _agent: _a,
+        ..
+    }) = fixture("cli-plan", false).await
+    else {
+        return;
+    };
     // plan on a file not applied yet: a new template, two waves of two; with a failing
     // cluster the AbortAll strategy reverts everything to the stable revision.
     let mut next = hub.get_mwrs("app").await.unwrap();
