@@ -126,20 +126,21 @@ async fn usage_help_and_unreachable_hub() {
 /// unknown revision, real), plan, and the errors along the way.
 /// The test's slice of the hub with the controller and a fleet (every cluster done after
 /// 300 ms), and MWRS `app` (Progressive, two at a time, AbortAll) rolled out on v1
-/// ("first release") and, with `to_v2`, on v2 ("bump to v2"). Take it apart binding
-/// `_controller` and `_agent` (as `_c`, `_a`): a field left to `..` is dropped with the
-/// temporary, and the controller with it.
+/// ("first release") and, with `to_v2`, on v2 ("bump to v2").
 struct Fixture {
     hub: TestHub,
-    _controller: mwrs_testsupport::TaskGuard,
-    _agent: mwrs_fleet::AgentHandle,
     v1: String,
     v2: String,
     /// What `rollout status -w` printed while v1 rolled out.
     first_watch: common::Run,
 }
 
-async fn fixture(test: &str, to_v2: bool) -> Option<Fixture> {
+/// The controller and the fleet of a [`Fixture`], running while this lives (their guards
+/// stop them on drop).
+#[allow(dead_code)]
+struct Running(mwrs_testsupport::TaskGuard, mwrs_fleet::AgentHandle);
+
+async fn fixture(test: &str, to_v2: bool) -> Option<(Fixture, Running)> {
     let hub = TestHub::from_env(test, 4).await?;
     let controller = start_controller(&hub);
     let agent = Agent::start(
@@ -173,14 +174,15 @@ async fn fixture(test: &str, to_v2: bool) -> Option<Fixture> {
             .expect("v2 promoted");
         assert_ne!(v1, v2);
     }
-    Some(Fixture {
-        hub,
-        _controller: controller,
-        _agent: agent,
-        v1,
-        v2,
-        first_watch,
-    })
+    Some((
+        Fixture {
+            hub,
+            v1,
+            v2,
+            first_watch,
+        },
+        Running(controller, agent),
+    ))
 }
 
 /// MWRS `app` on v1 with its change cause.
@@ -249,13 +251,14 @@ async fn completion_lists_the_mwrs_of_the_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_watch_follows_the_rollout_to_complete() {
-    let Some(Fixture {
-        hub,
-        first_watch: r,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-watch", false).await
+    let Some((
+        Fixture {
+            hub,
+            first_watch: r,
+            ..
+        },
+        _running,
+    )) = fixture("cli-watch", false).await
     else {
         return;
     };
@@ -280,14 +283,7 @@ async fn status_watch_follows_the_rollout_to_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_shows_counters_revisions_and_state() {
-    let Some(Fixture {
-        hub,
-        v1,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-get", false).await
-    else {
+    let Some((Fixture { hub, v1, .. }, _running)) = fixture("cli-get", false).await else {
         return;
     };
     // get: one row with the counters, revisions and state.
@@ -333,14 +329,7 @@ async fn get_shows_counters_revisions_and_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_placements_and_clusters() {
-    let Some(Fixture {
-        hub,
-        v2,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-status", true).await
-    else {
+    let Some((Fixture { hub, v2, .. }, _running)) = fixture("cli-status", true).await else {
         return;
     };
     // status without -w: placement bar and cluster table.
@@ -367,15 +356,7 @@ async fn status_shows_placements_and_clusters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_lists_revisions_carriers_roles_and_causes() {
-    let Some(Fixture {
-        hub,
-        v1,
-        v2,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-history", true).await
-    else {
+    let Some((Fixture { hub, v1, v2, .. }, _running)) = fixture("cli-history", true).await else {
         return;
     };
     // history: two revisions, who carries them, roles and change causes.
@@ -422,15 +403,7 @@ async fn history_lists_revisions_carriers_roles_and_causes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_compares_two_revisions() {
-    let Some(Fixture {
-        hub,
-        v1,
-        v2,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-diff", true).await
-    else {
+    let Some((Fixture { hub, v1, v2, .. }, _running)) = fixture("cli-diff", true).await else {
         return;
     };
     // diff: default is current against update (the same now); 1 against 2 differs.
@@ -471,15 +444,7 @@ async fn diff_compares_two_revisions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
-    let Some(Fixture {
-        hub,
-        v1,
-        v2,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-undo", true).await
-    else {
+    let Some((Fixture { hub, v1, v2, .. }, _running)) = fixture("cli-undo", true).await else {
         return;
     };
     // undo --dry-run: the diff, nothing written.
@@ -586,14 +551,7 @@ async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_previews_a_file_not_applied_yet() {
-    let Some(Fixture {
-        hub,
-        v1,
-        _controller: _c,
-        _agent: _a,
-        ..
-    }) = fixture("cli-plan", false).await
-    else {
+    let Some((Fixture { hub, v1, .. }, _running)) = fixture("cli-plan", false).await else {
         return;
     };
     // plan on a file not applied yet: a new template, two waves of two; with a failing

@@ -775,13 +775,14 @@ async fn create_work(
                 .await;
                 return Ok(());
             }
-            let carries = existing.labels().get(labels::CONTROLLER_HASH) == Some(&a.revision)
-                && hash::digest(&existing.spec.to_value()) == hash::digest(template);
-            if carries {
-                return Ok(());
-            }
-            let rv = existing.resource_version();
-            update_work(ctx, &existing.metadata, a, template, rv.as_deref()).await
+            // Ours, and the cache did not show it yet: what to write into it is the
+            // planner's call, on the next pass, which reads it from a fresh cache.
+            Err(Error::Conflict {
+                what: format!(
+                    "work {}/{} (exists; the cache was behind)",
+                    a.cluster, a.name
+                ),
+            })
         }
         Err(e) => {
             ctx.metrics.write(MW, "create", "error");
