@@ -91,6 +91,9 @@ pub struct Context {
     /// clusters as failed, with the reason, and nothing is sent there until the entry
     /// expires ([`TAKEN_RECHECK`], [`REFUSED_RECHECK`]).
     pub(crate) blocked: Mutex<HashMap<(String, String), Blocked>>,
+    /// ControllerRevision names (namespace, name) a create found held by another object,
+    /// and since when: the planner names no new revision so ([`TAKEN_RECHECK`]).
+    pub(crate) taken_revisions: Mutex<HashMap<(String, String), Instant>>,
     /// Whether the installed CRD can hold this controller's state; no write without it.
     pub schema: SchemaWatch,
 }
@@ -142,6 +145,27 @@ impl Context {
 }
 
 impl Context {
+    /// The revision names of `namespace` found held by other objects.
+    pub fn taken_revision_names(&self, namespace: &str) -> Vec<String> {
+        let Ok(mut t) = self.taken_revisions.lock() else {
+            return Vec::new();
+        };
+        t.retain(|_, since| since.elapsed() < TAKEN_RECHECK);
+        t.keys()
+            .filter(|(ns, _)| ns == namespace)
+            .map(|(_, name)| name.clone())
+            .collect()
+    }
+
+    /// Records that revision name `namespace/name` is held by another object.
+    pub fn mark_revision_taken(&self, namespace: &str, name: &str) {
+        if let Ok(mut t) = self.taken_revisions.lock() {
+            t.insert((namespace.to_string(), name.to_string()), Instant::now());
+        }
+    }
+}
+
+impl Context {
     pub fn new(
         client: Client,
         stores: Stores,
@@ -159,6 +183,7 @@ impl Context {
             failures: Failures::default(),
             status_writes: StatusWrites::default(),
             blocked: Mutex::default(),
+            taken_revisions: Mutex::default(),
             schema,
         }
     }

@@ -121,11 +121,9 @@ pub async fn execute(
     if !stored.create_failed {
         write_works(&on, snap, templates, works, &mut tally).await;
     }
-    let bumped = stored
-        .name_taken
-        .then(|| collision_bumped(&on, status.as_ref()))
-        .flatten();
-    let new_status = bumped.as_ref().or(status.as_ref());
+    // The planned status names the update revision: not written when it could not be
+    // stored (the next pass names it anew, past a name another object holds).
+    let new_status = status.as_ref().filter(|_| !stored.create_failed);
     let status_version = write_status(&on, new_status, status_version, &mut tally).await?;
     if *finalizer == FinalizerAction::Remove && tally.failures.is_empty() {
         remove_finalizer(&on, &mut tally).await?;
@@ -221,8 +219,6 @@ async fn add_finalizer(on: &On<'_>) -> Result<Option<String>> {
 /// How the revision writes went, for what follows them.
 struct StoredRevisions {
     create_failed: bool,
-    /// A revision name is held by another object.
-    name_taken: bool,
 }
 
 /// Revisions, in plan order (few; creations first in the planner's order).
@@ -233,13 +229,17 @@ async fn write_revisions(
 ) -> StoredRevisions {
     let mut stored = StoredRevisions {
         create_failed: false,
-        name_taken: false,
     };
     for change in revisions {
         let r = revision(on.ctx, on.mwrs, &on.ns, change).await;
-        if let (Err(e), RevisionChange::Create { .. }) = (&r, change) {
+        if let (Err(e), RevisionChange::Create { name, .. }) = (&r, change) {
             stored.create_failed = true;
-            stored.name_taken |= matches!(e, Error::RevisionNameTaken { .. });
+            if matches!(e, Error::RevisionNameTaken { .. }) {
+                // Data for the next pass: the planner names the revision past it.
+                on.ctx.mark_revision_taken(&on.ns, name);
+                tracing::warn!(mwrs = %on.key(), revision = %name,
+                    "revision name taken by another object; the next pass names it anew");
+            }
         }
         tally.record(r);
     }
@@ -274,21 +274,6 @@ async fn write_works(
             tally.record(r);
         }
     }
-}
-
-/// A revision name held by another object: only the collision count moves (as
-/// Kubernetes' history helpers do), so the next pass names the revision anew; the rest
-/// of the plan's status describes a revision that could not be stored.
-fn collision_bumped(
-    on: &On<'_>,
-    planned: Option<&ManifestWorkReplicaSetStatus>,
-) -> Option<ManifestWorkReplicaSetStatus> {
-    let used = planned?.collision_count.unwrap_or(0);
-    let mut bumped = on.mwrs.status.clone().unwrap_or_default();
-    bumped.collision_count = Some(used.saturating_add(1));
-    tracing::warn!(mwrs = %on.key(), collision_count = used.saturating_add(1),
-        "revision name taken by another object; collisionCount bumped");
-    Some(bumped)
 }
 
 /// Writes `new` when it differs from the status read, guarded by `version` (the version

@@ -81,7 +81,8 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
         OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any()).work_name();
     let blocked = ctx.blocked_writes(&work_name);
     let blocked_before = blocked.len();
-    let snap = StoreView::gather(&ctx.stores, mwrs, blocked);
+    let taken = ctx.taken_revision_names(&mwrs.namespace().unwrap_or_default());
+    let snap = StoreView::gather(&ctx.stores, mwrs, blocked, taken);
     let plan_started = Instant::now();
     let plan = mwrs_engine::plan(&snap.observed(mwrs), Timestamp::now(), &ctx.config.plan);
     ctx.metrics

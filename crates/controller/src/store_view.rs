@@ -27,17 +27,21 @@ pub struct StoreView {
     pub revisions: Vec<RevisionView>,
     /// Clusters whose ManifestWork cannot be written for now, and why.
     pub blocked: Vec<BlockedWrite>,
+    /// Revision names of the namespace other objects hold.
+    pub taken_revision_names: Vec<String>,
     /// Stored ManifestWorks by (cluster, name).
     pub work_objects: BTreeMap<(String, String), Arc<StoredWork>>,
 }
 
 impl StoreView {
     /// `blocked`: clusters where a write found this MWRS's ManifestWork name held by an
-    /// object it does not own (the stores never hold such objects), or was refused.
+    /// object it does not own (the stores never hold such objects), or was refused;
+    /// `taken_revision_names`: the same for ControllerRevision names.
     pub fn gather(
         stores: &Stores,
         mwrs: &ManifestWorkReplicaSet,
         blocked: Vec<BlockedWrite>,
+        taken_revision_names: Vec<String>,
     ) -> Self {
         let namespace = mwrs.namespace().unwrap_or_default();
         let owner = OwnerKey::new(namespace.clone(), mwrs.name_any());
@@ -100,6 +104,7 @@ impl StoreView {
         Self {
             owner,
             blocked,
+            taken_revision_names,
             placements,
             works: inner.works,
             revisions: inner.revisions,
@@ -114,6 +119,7 @@ impl StoreView {
             works: &self.works,
             revisions: &self.revisions,
             blocked: &self.blocked,
+            taken_revision_names: &self.taken_revision_names,
         }
     }
 }

@@ -203,6 +203,7 @@ fn median_passes(fixtures: &[Fixture], cfg: &PlanConfig) -> Vec<(Duration, usize
             works: &f.works,
             revisions: &f.revisions,
             blocked: &[],
+            taken_revision_names: &[],
         })
         .collect();
     // Also the warm-up pass.

@@ -302,6 +302,7 @@ impl<'f> Sim<'f> {
             works: &self.works,
             revisions: &self.revisions,
             blocked: &[],
+            taken_revision_names: &[],
         };
         let plan = crate::plan::plan(&observed, self.now, cfg);
         let update = plan

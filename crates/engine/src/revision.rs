@@ -161,9 +161,11 @@ impl Resolution {
     }
 }
 
-/// Finds or names the revision for a template with canonical JSON `canonical`.
+/// Finds or names the revision for a template with canonical JSON `canonical`; a new
+/// name is neither in `history` nor among the `taken` names other objects hold.
 pub fn resolve(
     history: &[RevisionView],
+    taken: &[String],
     mwrs_name: &str,
     canonical: &str,
     collision_count: i32,
@@ -186,7 +188,9 @@ pub fn resolve(
     loop {
         let hash = hash::revision_hash_of_canonical(canonical, count);
         let name = revision_name(mwrs_name, &hash);
-        if !history.iter().any(|r| r.name == name || r.hash == hash) {
+        let free =
+            !history.iter().any(|r| r.name == name || r.hash == hash) && !taken.contains(&name);
+        if free {
             return Resolution::Create {
                 hash,
                 name,
@@ -285,7 +289,7 @@ mod tests {
     fn resolve_new_template_creates_next_revision() {
         let h = vec![rev("x", 1, json!({"a": 1})), rev("y", 4, json!({"a": 2}))];
         let canonical = hash::canonical_json(&json!({"a": 3}));
-        match resolve(&h, "app", &canonical, 0) {
+        match resolve(&h, &[], "app", &canonical, 0) {
             Resolution::Create {
                 revision,
                 collision_count,
@@ -305,7 +309,7 @@ mod tests {
         let h = vec![rev("x", 1, json!({"a": 1})), rev("y", 4, json!({"a": 2}))];
         let older = hash::canonical_json(&json!({"a": 1}));
         assert_eq!(
-            resolve(&h, "app", &older, 0),
+            resolve(&h, &[], "app", &older, 0),
             Resolution::Existing {
                 hash: "x".into(),
                 name: "app-x".into(),
@@ -314,7 +318,7 @@ mod tests {
         );
         let newest = hash::canonical_json(&json!({"a": 2}));
         assert_eq!(
-            resolve(&h, "app", &newest, 0),
+            resolve(&h, &[], "app", &newest, 0),
             Resolution::Existing {
                 hash: "y".into(),
                 name: "app-y".into(),
@@ -324,13 +328,33 @@ mod tests {
     }
 
     #[test]
+    fn a_name_another_object_holds_is_skipped() {
+        let t = json!({"a": 4});
+        let canonical = hash::canonical_json(&t);
+        let first = revision_name("app", &hash::revision_hash_of_canonical(&canonical, 0));
+        let second = revision_name("app", &hash::revision_hash_of_canonical(&canonical, 1));
+        let taken = [first, second];
+        match resolve(&[], &taken, "app", &canonical, 0) {
+            Resolution::Create {
+                collision_count,
+                name,
+                ..
+            } => {
+                assert_eq!(collision_count, 2);
+                assert!(!taken.contains(&name));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn resolve_collision_bumps_count() {
         let t = json!({"a": 3});
         let canonical = hash::canonical_json(&t);
         let taken = hash::revision_hash_of_canonical(&canonical, 0);
         // A stored revision holds the name this template would get, with other content.
         let h = vec![rev(&taken, 1, json!({"other": true}))];
-        match resolve(&h, "app", &canonical, 0) {
+        match resolve(&h, &[], "app", &canonical, 0) {
             Resolution::Create {
                 collision_count,
                 hash,

@@ -128,6 +128,7 @@ impl Snapshot {
             works: &self.works,
             revisions: &self.revisions,
             blocked: &self.blocked,
+            taken_revision_names: &[],
         }
     }
 }

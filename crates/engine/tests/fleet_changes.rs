@@ -289,6 +289,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
         works: &works,
         revisions: &h.revisions,
         blocked: &[],
+        taken_revision_names: &[],
     };
     let p = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert_eq!(
@@ -347,6 +348,7 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
             works,
             revisions: &h.revisions,
             blocked: &[],
+            taken_revision_names: &[],
         };
         mwrs_engine::plan(&observed, h.now, &h.cfg)
     };

@@ -400,6 +400,7 @@ fn a_taken_name_counts_as_a_failed_cluster() {
         works: &works,
         revisions: &h.revisions,
         blocked: &taken,
+        taken_revision_names: &[],
     };
     let plan = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert!(

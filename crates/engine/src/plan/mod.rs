@@ -110,6 +110,9 @@ pub struct Observed<'a> {
     /// an object on this MWRS's ManifestWork name that it does not own (SPEC §10.13), or
     /// the hub refused the last write there. Counted as failed while they lack the target.
     pub blocked: &'a [BlockedWrite],
+    /// ControllerRevision names in this MWRS's namespace that another object holds (a
+    /// create met them): a new revision is never named so (SPEC §10, collisions).
+    pub taken_revision_names: &'a [String],
 }
 
 /// Plans one pass for one MWRS.
@@ -206,6 +209,7 @@ impl<'a> Pass<'a> {
             .collect();
         let resolution = revision::resolve(
             o.revisions,
+            o.taken_revision_names,
             &owner.name,
             &validated.canonical,
             old.collision_count.unwrap_or(0),

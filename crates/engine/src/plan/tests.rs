@@ -102,6 +102,7 @@ fn update_hash(m: &ManifestWorkReplicaSet, v: &validate::Validated, cfg: &PlanCo
         works: &[],
         revisions: &[],
         blocked: &[],
+        taken_revision_names: &[],
     };
     let old = m.status.clone().unwrap_or_default();
     let pass = Pass::new(&o, OwnerKey::new("ns", "app"), old, v.clone(), t0(), cfg);
@@ -224,6 +225,7 @@ fn the_abort_decision_table() {
             works: &[],
             revisions: &revisions,
             blocked: &[],
+            taken_revision_names: &[],
         };
         let pass = Pass::new(&o, OwnerKey::new("ns", "app"), old, validated, t0(), &cfg);
         let memory = AbortMemory {

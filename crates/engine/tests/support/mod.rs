@@ -165,6 +165,7 @@ impl MemoryHub {
             works: &works,
             revisions: &self.revisions,
             blocked: &[],
+            taken_revision_names: &[],
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
         // Read-only views classify with the planner's own stages, nothing else.
