@@ -12,7 +12,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{WAIT, carried, describe, mwrs, rows, run_with, section, start_controller, status};
+use common::{
+    WAIT, carried, describe, mwrs, rows, run_with, section, start_controller, status, watch,
+};
 use kube::api::{Patch, PatchParams};
 use mwrs_api::labels;
 use mwrs_fleet::agent::APPLY_ERROR;
@@ -151,11 +153,7 @@ async fn fixture(test: &str, to_v2: bool) -> Option<(Fixture, Running)> {
     );
     hub.publish_all("p").await;
     hub.create_mwrs(&app()).await;
-    let first_watch = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let first_watch = watch(&hub, "app").await;
     assert_eq!(first_watch.code, 0, "{first_watch:?}");
     let v1 = status(&hub.get_mwrs("app").await.unwrap())
         .current_revision
@@ -163,11 +161,7 @@ async fn fixture(test: &str, to_v2: bool) -> Option<(Fixture, Running)> {
     let mut v2 = String::new();
     if to_v2 {
         set_template(&hub, "app", "v2", "bump to v2").await;
-        let r = mwrs(
-            &hub,
-            &["rollout", "status", "app", "-w", "--timeout", "60s"],
-        )
-        .await;
+        let r = watch(&hub, "app").await;
         assert_eq!(r.code, 0, "{r:?}");
         v2 = status(&hub.get_mwrs("app").await.unwrap())
             .current_revision
@@ -521,11 +515,7 @@ async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
         r.out.trim(),
         format!("mwrs/app rolled back to revision 1 ({v1})")
     );
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "{r:?}");
     let on = carried(&hub, "app").await;
     assert!(on.values().all(|h| *h == v1), "{on:?}");
@@ -658,8 +648,7 @@ async fn plan_and_undo_refuse_invalid_input() {
         &[("p", progressive)],
     ))
     .await;
-    let watch = ["rollout", "status", "app", "-w", "--timeout", "60s"];
-    assert_eq!(mwrs(&hub, &watch).await.code, 0);
+    assert_eq!(watch(&hub, "app").await.code, 0);
     // The file as a user writes it (typed structs would drop an unknown field).
     let file_with = |strategy: serde_json::Value| {
         let mut m =

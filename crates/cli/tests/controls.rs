@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{WAIT, carried, describe, mwrs, start_controller, status, version_of};
+use common::{WAIT, carried, describe, mwrs, start_controller, status, version_of, watch};
 use mwrs_api::labels;
 use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour};
 use mwrs_testsupport::{TestHub, configmap_template, has_condition, mwrs as mwrs_object, wait_for};
@@ -57,7 +57,7 @@ async fn v1_then_v2(hub: &TestHub, strategy: Value) -> (String, String) {
         &[("p", strategy)],
     ))
     .await;
-    let r = mwrs(hub, &["rollout", "status", "app", "-w", "--timeout", "60s"]).await;
+    let r = watch(hub, "app").await;
     assert_eq!(r.code, 0, "v1 completes: {r:?}");
     let v1 = status(&hub.get_mwrs("app").await.unwrap())
         .current_revision
@@ -172,11 +172,7 @@ async fn abort_then_retry() {
     slow.store(false, Ordering::SeqCst);
     let r = mwrs(&hub, &["rollout", "retry", "app"]).await;
     assert_eq!(r.code, 0, "{r:?}");
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "retry completes: {r:?}");
     let m = hub.get_mwrs("app").await.unwrap();
     let s = status(&m);
@@ -224,11 +220,7 @@ async fn retry_after_automatic_abort() {
         "failureStrategy": "AbortAll"});
     let (v1, v2) = v1_then_v2(&hub, strategy).await;
     // status -w ends with the abort: exit 4.
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 4, "{r:?}");
     assert!(r.out.contains("mwrs/app: Aborted"), "{}", r.out);
     all_on(&hub, &v1, "every cluster back on v1").await;
@@ -243,11 +235,7 @@ async fn retry_after_automatic_abort() {
         "{}",
         r.out
     );
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "{r:?}");
     let m = hub.get_mwrs("app").await.unwrap();
     assert_eq!(status(&m).current_revision.as_deref(), Some(v2.as_str()));
@@ -336,11 +324,7 @@ async fn pause_during_progressive_rollout() {
     let r = mwrs(&hub, &["rollout", "resume", "app"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.out.trim(), "mwrs/app resumed");
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "{r:?}");
     all_on(&hub, &v2, "every cluster on v2").await;
 }
@@ -359,8 +343,7 @@ async fn undo_after_two_aborts_goes_to_the_stable_revision() {
     let strategy = json!({"type": "All", "all": {"progressDeadline": "3s"},
         "failureStrategy": "AbortAll"});
     let (v1, v2) = v1_then_v2(&hub, strategy).await;
-    let watch = ["rollout", "status", "app", "-w", "--timeout", "60s"];
-    assert_eq!(mwrs(&hub, &watch).await.code, 4, "v2 aborted");
+    assert_eq!(watch(&hub, "app").await.code, 4, "v2 aborted");
     hub.set_template("app", configmap_template("v3")).await;
     let v3 = wait_for("v3 held by an abort", WAIT, || async {
         let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
@@ -408,7 +391,7 @@ async fn undo_after_two_aborts_goes_to_the_stable_revision() {
     );
     let r = mwrs(&hub, &["rollout", "undo", "app"]).await;
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(mwrs(&hub, &watch).await.code, 0, "undo to v1 completes");
+    assert_eq!(watch(&hub, "app").await.code, 0, "undo to v1 completes");
     let m = hub.get_mwrs("app").await.unwrap();
     assert_eq!(status(&m).current_revision.as_deref(), Some(v1.as_str()));
     all_on(&hub, &v1, "every cluster on v1").await;
@@ -478,11 +461,7 @@ async fn manual_abort_of_the_first_rollout_stops_it() {
     );
     let r = mwrs(&hub, &["rollout", "retry", "app"]).await;
     assert_eq!(r.code, 0, "{r:?}");
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "the retry completes: {r:?}");
     assert_eq!(carried(&hub, "app").await.len(), 3);
 }
@@ -510,8 +489,7 @@ async fn a_missing_placement_and_a_refused_write_say_so() {
         &[("no-such-placement", strategy.clone())],
     ))
     .await;
-    let watch = ["rollout", "status", "app", "-w", "--timeout", "60s"];
-    let r = mwrs(&hub, &watch).await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 10, "blocked: {r:?}");
     assert!(r.out.contains("no-such-placement"), "{}", r.out);
     let row = &common::rows(&mwrs(&hub, &["get"]).await.out)[0];
@@ -532,11 +510,7 @@ async fn a_missing_placement_and_a_refused_write_say_so() {
         &[("p", strategy)],
     ))
     .await;
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "web", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "web").await;
     assert_eq!(r.code, 3, "degraded: {r:?}");
     let r = mwrs(&hub, &["rollout", "status", "web"]).await;
     let line = r

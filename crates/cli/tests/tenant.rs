@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Run, WAIT, describe, mwrs, rows, run_with, start_controller, status};
+use common::{Run, WAIT, describe, mwrs, rows, run_with, start_controller, status, watch};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -132,11 +132,7 @@ async fn a_user_with_edit_in_one_namespace_runs_every_command() {
         &[("p", strategy)],
     ))
     .await;
-    let r = mwrs(
-        &hub,
-        &["rollout", "status", "app", "-w", "--timeout", "60s"],
-    )
-    .await;
+    let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "v1 completes: {r:?}");
     let alice = tenant_with_edit(&hub, "alice").await;
 

@@ -39,6 +39,11 @@ pub async fn mwrs(hub: &TestHub, args: &[&str]) -> Run {
     run_with(&hub.kubeconfig, Some(&hub.namespace), args).await
 }
 
+/// `rollout status NAME -w --timeout 60s`: follows the rollout to its end.
+pub async fn watch(hub: &TestHub, name: &str) -> Run {
+    mwrs(hub, &["rollout", "status", name, "-w", "--timeout", "60s"]).await
+}
+
 pub async fn run_with(kubeconfig: &Path, ns: Option<&str>, args: &[&str]) -> Run {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mwrs"));
     cmd.arg("--kubeconfig").arg(kubeconfig);
