@@ -145,12 +145,7 @@ struct Running(mwrs_testsupport::TaskGuard, mwrs_fleet::AgentHandle);
 async fn fixture(test: &str, to_v2: bool) -> Option<(Fixture, Running)> {
     let hub = TestHub::from_env(test, 4).await?;
     let controller = start_controller(&hub);
-    let agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(300),
-        }),
-    );
+    let agent = common::agent_succeeding(&hub, Duration::from_millis(300));
     hub.publish_all("p").await;
     hub.create_mwrs(&app()).await;
     let first_watch = watch(&hub, "app").await;
@@ -642,12 +637,7 @@ async fn plan_and_undo_refuse_invalid_input() {
     let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
     hub.publish_all("p").await;
     let progressive = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
-    hub.create_mwrs(&mwrs_object(
-        "app",
-        configmap_template("v1"),
-        &[("p", progressive)],
-    ))
-    .await;
+    common::create_v1(&hub, "app", progressive).await;
     assert_eq!(watch(&hub, "app").await.code, 0);
     // The file as a user writes it (typed structs would drop an unknown field).
     let file_with = |strategy: serde_json::Value| {

@@ -51,12 +51,7 @@ fn agent(hub: &TestHub, slow: Arc<AtomicBool>, after: Duration) -> AgentHandle {
 /// Returns (v1, v2) hashes.
 async fn v1_then_v2(hub: &TestHub, strategy: Value) -> (String, String) {
     hub.publish_all("p").await;
-    hub.create_mwrs(&mwrs_object(
-        "app",
-        configmap_template("v1"),
-        &[("p", strategy)],
-    ))
-    .await;
+    common::create_v1(hub, "app", strategy).await;
     let r = watch(hub, "app").await;
     assert_eq!(r.code, 0, "v1 completes: {r:?}");
     let v1 = status(&hub.get_mwrs("app").await.unwrap())
@@ -418,12 +413,7 @@ async fn manual_abort_of_the_first_rollout_stops_it() {
     });
     hub.publish_all("p").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
-    hub.create_mwrs(&mwrs_object(
-        "app",
-        configmap_template("v1"),
-        &[("p", strategy)],
-    ))
-    .await;
+    common::create_v1(&hub, "app", strategy).await;
     wait_for("the first cluster written", WAIT, || async {
         let on = carried(&hub, "app").await;
         (on.len() == 1).then_some(()).ok_or(format!("{on:?}"))
@@ -504,12 +494,7 @@ async fn a_missing_placement_and_a_refused_write_say_so() {
         &[mwrs_fleet::placement::DecisionGroup::new("", clusters)],
     )
     .await;
-    hub.create_mwrs(&mwrs_object(
-        "web",
-        configmap_template("v1"),
-        &[("p", strategy)],
-    ))
-    .await;
+    common::create_v1(&hub, "web", strategy).await;
     let r = watch(&hub, "web").await;
     assert_eq!(r.code, 3, "degraded: {r:?}");
     let r = mwrs(&hub, &["rollout", "status", "web"]).await;

@@ -23,8 +23,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
-use mwrs_fleet::{Agent, AgentConfig, Behaviour};
-use mwrs_testsupport::{TestHub, configmap_template, mwrs as mwrs_object, wait_for};
+use mwrs_testsupport::{TestHub, configmap_template, wait_for};
 use serde_json::{Value, json};
 
 const USERS: &str = include_str!("../../../deploy/rbac/users.yaml");
@@ -118,20 +117,10 @@ async fn a_user_with_edit_in_one_namespace_runs_every_command() {
         return;
     };
     let _controller = start_controller(&hub);
-    let _agent = Agent::start(
-        hub.client.clone(),
-        AgentConfig::new(hub.clusters.clone()).behaviour(|_| Behaviour::Succeed {
-            after: Duration::from_millis(200),
-        }),
-    );
+    let _agent = common::agent_succeeding(&hub, Duration::from_millis(200));
     hub.publish_all("p").await;
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
-    hub.create_mwrs(&mwrs_object(
-        "app",
-        configmap_template("v1"),
-        &[("p", strategy)],
-    ))
-    .await;
+    common::create_v1(&hub, "app", strategy).await;
     let r = watch(&hub, "app").await;
     assert_eq!(r.code, 0, "v1 completes: {r:?}");
     let alice = tenant_with_edit(&hub, "alice").await;

@@ -39,6 +39,25 @@ pub async fn mwrs(hub: &TestHub, args: &[&str]) -> Run {
     run_with(&hub.kubeconfig, Some(&hub.namespace), args).await
 }
 
+/// Creates MWRS `name` on v1 over Placement `p` with rollout `strategy`.
+pub async fn create_v1(hub: &TestHub, name: &str, strategy: Value) {
+    hub.create_mwrs(&mwrs_testsupport::mwrs(
+        name,
+        mwrs_testsupport::configmap_template("v1"),
+        &[("p", strategy)],
+    ))
+    .await;
+}
+
+/// An agent for the test's clusters: every ManifestWork done `after` it is written.
+pub fn agent_succeeding(hub: &TestHub, after: Duration) -> mwrs_fleet::AgentHandle {
+    mwrs_fleet::Agent::start(
+        hub.client.clone(),
+        mwrs_fleet::AgentConfig::new(hub.clusters.clone())
+            .behaviour(move |_| mwrs_fleet::Behaviour::Succeed { after }),
+    )
+}
+
 /// `rollout status NAME -w --timeout 60s`: follows the rollout to its end.
 pub async fn watch(hub: &TestHub, name: &str) -> Run {
     mwrs(hub, &["rollout", "status", name, "-w", "--timeout", "60s"]).await
