@@ -57,7 +57,8 @@ pub fn condition<'a>(
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
-fn annotation<'a>(m: &'a ManifestWorkReplicaSet, key: &str) -> Option<&'a str> {
+/// The value of annotation `key` on `m`.
+pub(crate) fn annotation<'a>(m: &'a ManifestWorkReplicaSet, key: &str) -> Option<&'a str> {
     m.metadata
         .annotations
         .as_ref()

@@ -3,6 +3,7 @@
 //! is read and answered, and does nothing.
 
 use super::*;
+use crate::phase;
 
 /// What the manual controls ask of this pass.
 pub(super) struct Controls {
@@ -65,19 +66,9 @@ impl<'a> Pass<'a> {
             handled,
             abort: abort.is_some_and(|r| r.elsewhere.is_none()),
             retry: retry.is_some_and(|r| r.elsewhere.is_none()),
-            paused: self.annotation(labels::CONTROL_PAUSE) == Some("true"),
+            paused: phase::is_paused(self.observed.mwrs),
             events,
         }
-    }
-
-    fn annotation(&self, key: &str) -> Option<&str> {
-        self.observed
-            .mwrs
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
     }
 
     /// A new request under annotation `key` (a value not handled yet), recorded as
@@ -88,7 +79,7 @@ impl<'a> Pass<'a> {
         handled: &mut Option<String>,
         update: &str,
     ) -> Option<Request> {
-        let value = self.annotation(key)?;
+        let value = phase::annotation(self.observed.mwrs, key)?;
         if handled.as_deref() == Some(value) {
             return None;
         }
