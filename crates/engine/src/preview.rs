@@ -19,9 +19,9 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
 use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_api::work::condition as wc;
 
-use crate::hash;
 use crate::placement::PlacementView;
-use crate::plan::{FinalizerAction, Observed, Plan, PlanConfig, WorkChange, in_memory};
+use crate::plan::in_memory::{Objects, Works};
+use crate::plan::{Observed, Plan, PlanConfig, WorkChange};
 use crate::revision::RevisionView;
 use crate::snapshot::Snapshot;
 use crate::work::WorkView;
@@ -155,7 +155,7 @@ pub fn assume_settled(snapshot: &Snapshot, now: Timestamp) -> Snapshot {
     let nobody = BTreeSet::new();
     let mut sim = Sim::new(&fresh, &nobody, now - SETTLED_SINCE);
     sim.run(&PreviewConfig::default());
-    out.works = sim.works;
+    out.works = sim.works.into_vec();
     out
 }
 
@@ -250,13 +250,11 @@ struct Sim<'f> {
     now: Timestamp,
     mwrs: ManifestWorkReplicaSet,
     placements: Vec<PlacementView>,
-    works: Vec<WorkView>,
-    /// cluster → index in `works` of the ManifestWork named by the writes.
-    by_cluster: HashMap<String, usize>,
+    works: Works,
     revisions: Vec<RevisionView>,
     failing: &'f BTreeSet<String>,
-    /// Generations the agent has answered, per ManifestWork index.
-    answered: Vec<Option<i64>>,
+    /// The generation the agent has answered, per cluster.
+    answered: HashMap<String, i64>,
     update: Option<String>,
     /// Clusters seen Failed or TimeOut on the update revision in any pass.
     failed: BTreeSet<String>,
@@ -264,21 +262,18 @@ struct Sim<'f> {
 
 impl<'f> Sim<'f> {
     fn new(snapshot: &Snapshot, failing: &'f BTreeSet<String>, now: Timestamp) -> Self {
-        let works: Vec<WorkView> = snapshot.works.clone();
-        let by_cluster = works
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (w.cluster.clone(), i))
-            .collect();
+        let works = Works::new(snapshot.works.clone());
         // What the hub shows is already answered: keep it as the agent reported it.
-        let answered = works.iter().map(settled_at).collect();
+        let answered = works
+            .iter()
+            .filter_map(|w| Some((w.cluster.clone(), settled_at(w)?)))
+            .collect();
         Self {
             start: now,
             now,
             mwrs: snapshot.mwrs.clone(),
             placements: snapshot.placements.clone(),
             works,
-            by_cluster,
             revisions: snapshot.revisions.clone(),
             failing,
             answered,
@@ -299,7 +294,7 @@ impl<'f> Sim<'f> {
         let observed = Observed {
             mwrs: &self.mwrs,
             placements: &self.placements,
-            works: &self.works,
+            works: self.works.as_slice(),
             revisions: &self.revisions,
             blocked: &[],
             taken_revision_names: &[],
@@ -321,8 +316,8 @@ impl<'f> Sim<'f> {
     /// Every ManifestWork generation not answered yet gets its final conditions now.
     fn agents(&mut self) {
         let now = self.now;
-        for (i, w) in self.works.iter_mut().enumerate() {
-            if self.answered[i] == Some(w.generation) || w.deleting {
+        for w in self.works.iter_mut() {
+            if self.answered.get(&w.cluster) == Some(&w.generation) || w.deleting {
                 continue;
             }
             let fails = self.failing.contains(&w.cluster)
@@ -338,88 +333,26 @@ impl<'f> Sim<'f> {
                 w.set_condition(wc::PROGRESSING, "False", g, now);
                 w.set_condition(wc::DEGRADED, "False", g, now);
             }
-            self.answered[i] = Some(g);
+            self.answered.insert(w.cluster.clone(), g);
         }
     }
 
     /// Carries out `plan`; true when anything observable changed.
     fn execute(&mut self, plan: &Plan) -> bool {
-        let mut changed = false;
-        if plan.finalizer == FinalizerAction::Add {
-            self.mwrs
-                .metadata
-                .finalizers
-                .get_or_insert_with(Vec::new)
-                .push(labels::MWRS_FINALIZER.into());
-            changed = true;
+        let changed = Objects {
+            mwrs: &mut self.mwrs,
+            revisions: &mut self.revisions,
+            works: &mut self.works,
         }
-        for r in &plan.revisions {
-            changed = true;
-            let generation = self.mwrs.metadata.generation;
-            in_memory::apply_revision_change(&mut self.revisions, r, self.now, generation);
-        }
-        let mut deleted: BTreeSet<(String, String)> = BTreeSet::new();
-        for w in &plan.works {
-            changed = true;
-            match w {
-                WorkChange::Apply(a) => {
-                    let digest = plan.templates.get(&a.revision).map(hash::digest);
-                    let i = match self.by_cluster.get(&a.cluster) {
-                        Some(i) => *i,
-                        None => {
-                            self.works
-                                .push(WorkView::created(&a.cluster, &a.name, self.now));
-                            self.answered.push(None);
-                            self.by_cluster
-                                .insert(a.cluster.clone(), self.works.len() - 1);
-                            self.works.len() - 1
-                        }
-                    };
-                    in_memory::apply_work(&mut self.works[i], a, digest);
-                }
-                WorkChange::Relabel {
-                    cluster,
-                    name,
-                    labels,
-                    annotations,
-                } => {
-                    if let Some(w) = self
-                        .works
-                        .iter_mut()
-                        .find(|w| &w.cluster == cluster && &w.name == name)
-                    {
-                        in_memory::relabel_work(w, labels, annotations);
-                    }
-                }
-                WorkChange::Delete { cluster, name } => {
-                    deleted.insert((cluster.clone(), name.clone()));
-                }
-            }
-        }
-        if !deleted.is_empty() {
-            let keep: Vec<bool> = self
-                .works
-                .iter()
-                .map(|w| !deleted.contains(&(w.cluster.clone(), w.name.clone())))
-                .collect();
-            let mut it = keep.iter();
-            self.works.retain(|_| *it.next().unwrap_or(&true));
-            let mut it = keep.iter();
-            self.answered.retain(|_| *it.next().unwrap_or(&true));
-            self.by_cluster = self
-                .works
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (w.cluster.clone(), i))
-                .collect();
-        }
-        if let Some(s) = &plan.status
-            && self.mwrs.status.as_ref() != Some(s)
+        .execute(plan, self.now);
+        // A ManifestWork created again starts unanswered.
+        if plan
+            .works
+            .iter()
+            .any(|w| matches!(w, WorkChange::Delete { .. }))
         {
-            // Condition times change only with their status; anything else that differs
-            // (counts, messages, revisions) is progress the next pass builds on.
-            self.mwrs.status = Some(s.clone());
-            changed = true;
+            let works = &self.works;
+            self.answered.retain(|c, _| works.contains(c));
         }
         changed
     }
@@ -458,9 +391,8 @@ impl<'f> Sim<'f> {
             .iter()
             .flat_map(|p| p.groups().into_iter().flat_map(|g| g.clusters()))
             .all(|c| {
-                self.by_cluster.get(c).is_some_and(|i| {
-                    self.works[*i].hash() == Some(revision)
-                        && self.answered[*i] == Some(self.works[*i].generation)
+                self.works.get(c).is_some_and(|w| {
+                    w.hash() == Some(revision) && self.answered.get(c) == Some(&w.generation)
                 })
             })
     }
@@ -565,7 +497,7 @@ mod tests {
         }
         let mut out = snap.clone();
         out.mwrs = sim.mwrs.clone();
-        out.works = sim.works.clone();
+        out.works = sim.works.as_slice().to_vec();
         out.revisions = sim.revisions.clone();
         out.mwrs.spec.manifest_work_template =
             ManifestWorkTemplate::from_value(template(next)).unwrap();
@@ -584,7 +516,7 @@ mod tests {
         assert_eq!(past.run(&PreviewConfig::default()).1, End::Complete);
         let mut hub = first.clone();
         hub.mwrs = past.mwrs.clone();
-        hub.works = past.works.clone();
+        hub.works = past.works.as_slice().to_vec();
         hub.revisions = past.revisions.clone();
         hub.mwrs.spec.manifest_work_template =
             ManifestWorkTemplate::from_value(template("v2")).unwrap();

@@ -82,7 +82,7 @@ fn a_removed_cluster_loses_its_work_whatever_revision_it_carries() {
     // Mid-rollout, c3 (on v2, in flight) and c1 leave.
     h.set_groups("p", &[&["c2"]]);
     h.step(secs(5));
-    assert_eq!(h.works.keys().collect::<Vec<_>>(), vec!["c2"]);
+    assert_eq!(h.works.clusters(), vec!["c2"]);
     settle(&mut h);
     assert_eq!(h.status().summary.desired_total, 1);
 }
@@ -106,7 +106,7 @@ fn a_removed_cluster_is_deleted_mid_abort_and_a_new_one_gets_the_stable_revision
     assert!(h.status().aborted_time.is_some());
     h.set_groups("p", &[&["c1", "c2", "c4"]]);
     h.step(secs(1));
-    assert!(!h.works.contains_key("c3"));
+    assert!(!h.works.contains("c3"));
     assert_eq!(
         h.version_of("c4").as_deref(),
         Some("v1"),
@@ -247,14 +247,10 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
 #[test]
 fn works_from_a_controller_without_history_are_adopted_not_rerolled() {
     let mut h = MemoryHub::new(all(), &[&["c1", "c2"]]);
-    h.works.insert(
-        "c1".into(),
-        legacy_work("c1", "appx7k2p", "v1", "2025-01-01T00:00:00Z"),
-    );
-    h.works.insert(
-        "c2".into(),
-        legacy_work("c2", "app9zz1q", "v1", "2025-01-01T00:00:00Z"),
-    );
+    h.works
+        .insert(legacy_work("c1", "appx7k2p", "v1", "2025-01-01T00:00:00Z"));
+    h.works
+        .insert(legacy_work("c2", "app9zz1q", "v1", "2025-01-01T00:00:00Z"));
     h.agents();
     let p = h.reconcile().clone();
     assert!(
@@ -281,7 +277,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
     // A second owned ManifestWork in c1's namespace (left by upstream's generateName).
     // The in-memory hub keys works by cluster, so keep it aside and show it to the planner.
     let dup = legacy_work("c1", "appdup12", "v0", "2025-01-01T00:00:00Z");
-    let mut works: Vec<WorkView> = h.works.values().cloned().collect();
+    let mut works: Vec<WorkView> = h.works.as_slice().to_vec();
     works.push(dup);
     let observed = mwrs_engine::Observed {
         mwrs: &h.mwrs,
@@ -339,7 +335,7 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
     // A second placement, a cluster gone from the first one, and a duplicate.
     add_placement(&mut h, "q", &["c2", "c7"]);
     h.set_groups("p", &[&["c1", "c2", "c3", "c4", "c6"]]);
-    let mut works: Vec<WorkView> = h.works.values().cloned().collect();
+    let mut works: Vec<WorkView> = h.works.as_slice().to_vec();
     works.push(legacy_work("c3", "appdup12", "v0", "2025-01-01T00:00:00Z"));
     let plan_of = |works: &[WorkView]| {
         let observed = mwrs_engine::Observed {

@@ -146,7 +146,7 @@ fn success_counts_only_once_it_has_settled() {
     h.reconcile();
     let c1 = &h.last_plan.as_ref().unwrap().clusters[0];
     assert_eq!(c1.status, RolloutStatus::Progressing);
-    assert!(!h.works.contains_key("c2"), "c1's slot is not freed yet");
+    assert!(!h.works.contains("c2"), "c1's slot is not freed yet");
     assert_eq!(h.last_plan.as_ref().unwrap().recheck, Some(secs(2)));
     // 500 ms later the agent takes it back.
     h.now += jiff::SignedDuration::from_millis(500);
@@ -154,17 +154,17 @@ fn success_counts_only_once_it_has_settled() {
     w.set_condition("Progressing", "True", gen_, h.now);
     w.status_seen = Some(h.now);
     h.reconcile();
-    assert!(!h.works.contains_key("c2"));
+    assert!(!h.works.contains("c2"));
     // Success again, and it stands: the slot frees after the settle time.
     h.now += jiff::SignedDuration::from_millis(500);
     let w = h.works.get_mut("c1").unwrap();
     w.set_condition("Progressing", "False", gen_, h.now);
     w.status_seen = Some(h.now);
     h.reconcile();
-    assert!(!h.works.contains_key("c2"));
+    assert!(!h.works.contains("c2"));
     h.now += secs(2);
     h.reconcile();
-    assert!(h.works.contains_key("c2"), "settled: c2 starts");
+    assert!(h.works.contains("c2"), "settled: c2 starts");
 }
 
 /// An MWRS's own labels never set the keys this controller owns (SPEC §11.4).
@@ -337,7 +337,7 @@ fn invalid_cluster_names_are_skipped_and_reported() {
     assert_eq!(v.skipped, vec![String::new(), "../kube-system".to_string()]);
     h.placements = vec![v];
     settled(&mut h);
-    assert_eq!(h.works.keys().collect::<Vec<_>>(), ["c1"]);
+    assert_eq!(h.works.clusters(), ["c1"]);
     let msg = h.message("PlacementVerified");
     assert!(
         msg.contains("2 decisions skipped") && msg.contains("\"\""),
@@ -393,7 +393,7 @@ fn a_taken_name_counts_as_a_failed_cluster() {
         cluster: "c2".into(),
         why: "ManifestWork c2/x exists and belongs to another owner".into(),
     }];
-    let works: Vec<_> = h.works.values().cloned().collect();
+    let works: Vec<_> = h.works.as_slice().to_vec();
     let observed = mwrs_engine::Observed {
         mwrs: &h.mwrs,
         placements: &h.placements,

@@ -1,13 +1,201 @@
 //! How a plan's writes land on objects held in memory, for the preview's simulated hub
-//! and the engine's test hub: the same rules in both, as the API server would apply them
-//! to what the planner reads back (a spec change bumps the generation, labels and
+//! and the engine's test hub: one executor, with the rules the API server would apply to
+//! what the planner reads back (a spec change bumps the generation, labels and
 //! annotations merge, a revision's marks accumulate).
 
-use super::*;
+use std::collections::BTreeMap;
+use std::ops::Index;
+
+use hashbrown::HashMap;
+use jiff::Timestamp;
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+
+use super::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
+use crate::hash::{self, Digest};
+use crate::revision::RevisionView;
+use crate::work::WorkView;
+
+/// The ManifestWorks of one MWRS, at most one per cluster namespace, kept as one slice
+/// the planner reads without a copy.
+#[derive(Clone, Debug, Default)]
+pub struct Works {
+    list: Vec<WorkView>,
+    /// Cluster → index in `list`.
+    index: HashMap<String, usize>,
+}
+
+impl Works {
+    /// `views` keyed by cluster; a later view of a cluster replaces an earlier one.
+    pub fn new(views: Vec<WorkView>) -> Self {
+        let mut works = Self::default();
+        for v in views {
+            works.insert(v);
+        }
+        works
+    }
+
+    pub fn as_slice(&self) -> &[WorkView] {
+        &self.list
+    }
+
+    pub fn into_vec(self) -> Vec<WorkView> {
+        self.list
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn get(&self, cluster: &str) -> Option<&WorkView> {
+        self.index.get(cluster).map(|i| &self.list[*i])
+    }
+
+    pub fn get_mut(&mut self, cluster: &str) -> Option<&mut WorkView> {
+        self.index.get(cluster).map(|i| &mut self.list[*i])
+    }
+
+    pub fn contains(&self, cluster: &str) -> bool {
+        self.index.contains_key(cluster)
+    }
+
+    /// Inserts `view`, replacing the ManifestWork of its cluster.
+    pub fn insert(&mut self, view: WorkView) {
+        match self.index.get(&view.cluster) {
+            Some(i) => self.list[*i] = view,
+            None => {
+                self.index.insert(view.cluster.clone(), self.list.len());
+                self.list.push(view);
+            }
+        }
+    }
+
+    /// Removes the ManifestWork of `cluster` (the last one takes its place in the slice).
+    pub fn remove(&mut self, cluster: &str) -> Option<WorkView> {
+        let i = self.index.remove(cluster)?;
+        let removed = self.list.swap_remove(i);
+        if let Some(moved) = self.list.get(i) {
+            self.index.insert(moved.cluster.clone(), i);
+        }
+        Some(removed)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &WorkView> {
+        self.list.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut WorkView> {
+        self.list.iter_mut()
+    }
+
+    /// The clusters, in name order.
+    pub fn clusters(&self) -> Vec<&str> {
+        let mut clusters: Vec<&str> = self.index.keys().map(String::as_str).collect();
+        clusters.sort_unstable();
+        clusters
+    }
+}
+
+/// The same ManifestWorks, in any order.
+impl PartialEq for Works {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|w| other.get(&w.cluster) == Some(w))
+    }
+}
+
+impl Index<&str> for Works {
+    type Output = WorkView;
+
+    /// The ManifestWork of `cluster`; panics when there is none, like a map.
+    fn index(&self, cluster: &str) -> &WorkView {
+        self.get(cluster)
+            .unwrap_or_else(|| panic!("no ManifestWork in cluster {cluster}"))
+    }
+}
+
+/// The objects one MWRS's plans write, held in memory.
+pub struct Objects<'a> {
+    pub mwrs: &'a mut ManifestWorkReplicaSet,
+    pub revisions: &'a mut Vec<RevisionView>,
+    pub works: &'a mut Works,
+}
+
+impl Objects<'_> {
+    /// Carries out `plan` at `now`; true when anything the planner reads changed.
+    pub fn execute(&mut self, plan: &Plan, now: Timestamp) -> bool {
+        let mut changed = !plan.revisions.is_empty() || !plan.works.is_empty();
+        if plan.finalizer == FinalizerAction::Add {
+            self.mwrs
+                .metadata
+                .finalizers
+                .get_or_insert_with(Vec::new)
+                .push(labels::MWRS_FINALIZER.into());
+            changed = true;
+        }
+        let generation = self.mwrs.metadata.generation;
+        for r in &plan.revisions {
+            apply_revision_change(self.revisions, r, now, generation);
+        }
+        let digests: BTreeMap<&str, Digest> = plan
+            .templates
+            .iter()
+            .map(|(h, t)| (h.as_str(), hash::digest(t)))
+            .collect();
+        for w in &plan.works {
+            self.apply_work_change(w, &digests, now);
+        }
+        if let Some(s) = &plan.status
+            && self.mwrs.status.as_ref() != Some(s)
+        {
+            self.mwrs.status = Some(s.clone());
+            changed = true;
+        }
+        changed
+    }
+
+    fn apply_work_change(
+        &mut self,
+        change: &WorkChange,
+        digests: &BTreeMap<&str, Digest>,
+        now: Timestamp,
+    ) {
+        match change {
+            WorkChange::Apply(a) => {
+                if !self.works.contains(&a.cluster) {
+                    self.works
+                        .insert(WorkView::created(&a.cluster, &a.name, now));
+                }
+                if let Some(work) = self.works.get_mut(&a.cluster) {
+                    apply_work(work, a, digests.get(a.revision.as_str()).copied());
+                }
+            }
+            WorkChange::Relabel {
+                cluster,
+                name,
+                labels,
+                annotations,
+            } => {
+                if let Some(work) = self.works.get_mut(cluster).filter(|w| &w.name == name) {
+                    work.labels.extend(labels.clone());
+                    work.annotations.extend(annotations.clone());
+                }
+            }
+            WorkChange::Delete { cluster, name } => {
+                if self.works.get(cluster).is_some_and(|w| &w.name == name) {
+                    self.works.remove(cluster);
+                }
+            }
+        }
+    }
+}
 
 /// Carries out one revision change on `history`, a revision created at `now` for MWRS
 /// generation `generation`.
-pub fn apply_revision_change(
+fn apply_revision_change(
     history: &mut Vec<RevisionView>,
     change: &RevisionChange,
     now: Timestamp,
@@ -51,20 +239,11 @@ pub fn apply_revision_change(
 
 /// Writes `apply` into `work`: the spec of digest `digest` (None: unknown, always a
 /// change), its labels and annotations merged.
-pub fn apply_work(work: &mut WorkView, apply: &WorkApply, digest: Option<Digest>) {
+fn apply_work(work: &mut WorkView, apply: &WorkApply, digest: Option<Digest>) {
     if work.spec_digest != digest || digest.is_none() {
         work.generation += 1;
     }
     work.spec_digest = digest;
-    relabel_work(work, &apply.labels, &apply.annotations);
-}
-
-/// Merges `labels` and `annotations` into `work`'s.
-pub fn relabel_work(
-    work: &mut WorkView,
-    labels: &BTreeMap<String, String>,
-    annotations: &BTreeMap<String, String>,
-) {
-    work.labels.extend(labels.clone());
-    work.annotations.extend(annotations.clone());
+    work.labels.extend(apply.labels.clone());
+    work.annotations.extend(apply.annotations.clone());
 }

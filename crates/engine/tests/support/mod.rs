@@ -16,10 +16,10 @@ use mwrs_api::rollout::RolloutStrategy;
 use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_engine::hash;
 use mwrs_engine::placement::PlacementView;
-use mwrs_engine::plan::{FinalizerAction, Plan, PlanConfig, WorkChange, in_memory};
+use mwrs_engine::plan::in_memory::{Objects, Works};
+use mwrs_engine::plan::{Plan, PlanConfig};
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::rollout::{DecisionGroups, GroupKey};
-use mwrs_engine::work::WorkView;
 use serde_json::{Value, json};
 
 pub const T0: &str = "2026-01-01T00:00:00Z";
@@ -56,7 +56,7 @@ pub struct MemoryHub {
     pub now: Timestamp,
     pub mwrs: ManifestWorkReplicaSet,
     pub placements: Vec<PlacementView>,
-    pub works: BTreeMap<String, WorkView>,
+    pub works: Works,
     pub revisions: Vec<RevisionView>,
     /// What each work's generation was first seen by the agent at.
     seen: BTreeMap<(String, i64), Timestamp>,
@@ -93,7 +93,7 @@ impl MemoryHub {
             now: T0.parse().unwrap(),
             mwrs,
             placements: Vec::new(),
-            works: BTreeMap::new(),
+            works: Works::default(),
             revisions: Vec::new(),
             seen: BTreeMap::new(),
             behaviour: BTreeMap::new(),
@@ -158,11 +158,10 @@ impl MemoryHub {
 
     /// One controller pass: plan and execute.
     pub fn reconcile(&mut self) -> &Plan {
-        let works: Vec<WorkView> = self.works.values().cloned().collect();
         let observed = mwrs_engine::Observed {
             mwrs: &self.mwrs,
             placements: &self.placements,
-            works: &works,
+            works: self.works.as_slice(),
             revisions: &self.revisions,
             blocked: &[],
             taken_revision_names: &[],
@@ -181,46 +180,13 @@ impl MemoryHub {
     }
 
     fn execute(&mut self, plan: &Plan) {
-        if plan.finalizer == FinalizerAction::Add {
-            self.mwrs
-                .metadata
-                .finalizers
-                .get_or_insert_with(Vec::new)
-                .push(labels::MWRS_FINALIZER.into());
+        self.writes += plan.works.len();
+        Objects {
+            mwrs: &mut self.mwrs,
+            revisions: &mut self.revisions,
+            works: &mut self.works,
         }
-        for r in &plan.revisions {
-            let generation = self.mwrs.metadata.generation;
-            in_memory::apply_revision_change(&mut self.revisions, r, self.now, generation);
-        }
-        for w in &plan.works {
-            self.writes += 1;
-            match w {
-                WorkChange::Apply(a) => {
-                    let template = &plan.templates[&a.revision];
-                    let work = self
-                        .works
-                        .entry(a.cluster.clone())
-                        .or_insert_with(|| WorkView::created(&a.cluster, &a.name, self.now));
-                    in_memory::apply_work(work, a, Some(hash::digest(template)));
-                }
-                WorkChange::Relabel {
-                    cluster,
-                    labels,
-                    annotations,
-                    ..
-                } => {
-                    if let Some(work) = self.works.get_mut(cluster) {
-                        in_memory::relabel_work(work, labels, annotations);
-                    }
-                }
-                WorkChange::Delete { cluster, .. } => {
-                    self.works.remove(cluster);
-                }
-            }
-        }
-        if let Some(s) = &plan.status {
-            self.mwrs.status = Some(s.clone());
-        }
+        .execute(plan, self.now);
     }
 
     /// The template version (`data.version`) a work carries.
@@ -235,15 +201,21 @@ impl MemoryHub {
 
     pub fn versions(&self) -> BTreeMap<String, String> {
         self.works
-            .keys()
-            .map(|c| (c.clone(), self.version_of(c).unwrap_or_default()))
+            .clusters()
+            .into_iter()
+            .map(|c| (c.to_string(), self.version_of(c).unwrap_or_default()))
             .collect()
     }
 
     /// The agents: report on every work as its behaviour says at `now`.
     pub fn agents(&mut self) {
         let now = self.now;
-        let clusters: Vec<String> = self.works.keys().cloned().collect();
+        let clusters: Vec<String> = self
+            .works
+            .clusters()
+            .into_iter()
+            .map(String::from)
+            .collect();
         for c in clusters {
             let version = self.version_of(&c).unwrap_or_default();
             let b = self
