@@ -14,7 +14,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
-use mwrs_api::labels;
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
 use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_api::work::condition as wc;
@@ -187,15 +186,10 @@ impl Sim<'_> {
             let mut applies: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
             for w in &plan.works {
                 if let WorkChange::Apply(a) = w {
-                    let placement = a
-                        .labels
-                        .get(labels::PLACEMENT_NAME)
-                        .cloned()
-                        .unwrap_or_default();
                     applies
                         .entry(a.revision.as_str())
                         .or_default()
-                        .push((a.cluster.clone(), placement));
+                        .push((a.cluster.clone(), a.placement.clone()));
                 }
             }
             for (revision, mut clusters) in applies {
@@ -433,6 +427,7 @@ mod tests {
 
     use super::*;
     use crate::rollout::{DecisionGroups, GroupKey};
+    use mwrs_api::labels;
     use mwrs_api::mwrs::{LocalPlacementReference, ManifestWorkReplicaSetSpec};
     use mwrs_api::work::ManifestWorkTemplate;
     use serde_json::{Value, json};

@@ -31,6 +31,8 @@ pub struct WorkApply {
     pub create: bool,
     /// Hash of the revision to write; its template is in [`Plan::templates`].
     pub revision: String,
+    /// The placementRef the cluster is rolled out by.
+    pub placement: String,
     /// Labels and annotations this controller owns on the object (others are kept).
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,

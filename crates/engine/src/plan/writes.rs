@@ -75,6 +75,7 @@ impl<'a> Pass<'a> {
             name: existing.map_or_else(|| self.owner.work_name(), |w| w.name.clone()),
             create: existing.is_none(),
             revision: revision.to_string(),
+            placement: placement.clone(),
             labels: self.work_labels(placement, revision),
             annotations,
             resource_version: existing.and_then(|w| w.resource_version.clone()),
