@@ -1,7 +1,16 @@
 //! Stage 4, the abort decision: a breach of the failure limit (or a request) against the
 //! stable revision there is to go back to, and the record of an abort's cause.
 
-use super::*;
+use jiff::Timestamp;
+use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, AbortRecord, condition as mc};
+use mwrs_api::{Time, labels};
+
+use crate::revision;
+use crate::revision::RevisionView;
+use crate::rollout::{RolloutResult, RolloutStatus, StrategyKind};
+
+use super::classify::Classified;
+use super::{ClusterReport, Pass, RevisionChange};
 
 /// Why the rollout of the update revision must stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

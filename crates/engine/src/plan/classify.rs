@@ -1,7 +1,17 @@
 //! Stage 3: every desired cluster's status against the target revision (deadlines,
 //! soaks), the rollout engine's input, and its verdict per placementRef.
 
-use super::*;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::rollout::{ClusterRolloutStatus, DecisionGroups, RolloutResult, RolloutStatus};
+use crate::{rollout, work};
+
+use super::cluster_table::Slot;
+use super::revision_ids::Carried;
+use super::{ClusterReport, Pass};
 
 pub(super) fn min_recheck(results: &[Option<RolloutResult>]) -> Option<SignedDuration> {
     results

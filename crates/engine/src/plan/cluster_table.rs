@@ -2,7 +2,18 @@
 //! ManifestWork that survives, duplicates and works being deleted, and the facts the
 //! stages read from it. Built for fleets of 100,000 clusters: one sorted merge per pass.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use hashbrown::HashMap;
+use jiff::Timestamp;
+use mwrs_api::labels;
+
+use crate::placement::PlacementView;
+use crate::rollout::{GroupKey, RolloutStatus};
+use crate::work;
+use crate::work::WorkView;
+
+use super::revision_ids::{Carried, RevisionIds};
 
 /// One cluster the MWRS wants, with the placementRef that owns it.
 #[derive(Clone)]

@@ -2,8 +2,12 @@
 //! once, and the pause. A request that names another revision than the update revision
 //! is read and answered, and does nothing.
 
-use super::*;
+use mwrs_api::labels;
+use mwrs_api::mwrs::HandledControls;
+
 use crate::phase;
+
+use super::{EVENT_ABORT_REQUESTED, EVENT_RETRY_REQUESTED, Pass, PlannedEvent};
 
 /// What the manual controls ask of this pass.
 pub(super) struct Controls {

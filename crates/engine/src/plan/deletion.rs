@@ -1,7 +1,7 @@
 //! The plan for an MWRS being deleted: its ManifestWorks and revisions go, then the
 //! finalizer.
 
-use super::*;
+use super::{FinalizerAction, Observed, Plan, RevisionChange, WorkChange};
 
 pub(super) fn plan_deletion(o: &Observed<'_>, has_finalizer: bool) -> Plan {
     if !has_finalizer {

@@ -1,7 +1,17 @@
 //! Stages 1 and 7, the pass's ControllerRevision writes: the labels and annotations of a
 //! new revision, completed/aborted marks, and pruning to the history limit.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSetStatus;
+use serde_json::Value;
+
+use crate::revision;
+use crate::revision::Resolution;
+
+use super::revision_ids::Carried;
+use super::{Pass, RevisionChange};
 
 /// Stage 1: the revision of the current spec, and what storing it takes.
 pub(super) struct RevisionStep {

@@ -11,10 +11,11 @@ use jiff::Timestamp;
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 
-use super::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
 use crate::hash::{self, Digest};
 use crate::revision::RevisionView;
 use crate::work::WorkView;
+
+use super::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
 
 /// The ManifestWorks of one MWRS, at most one per cluster namespace, kept as one slice
 /// the planner reads without a copy.

@@ -16,33 +16,28 @@
 //! `cluster_table` and `revision_ids` hold what a pass reads once; `output` what it
 //! returns; `deletion` the plan of an MWRS being deleted.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-
-use hashbrown::HashMap;
+use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
-use mwrs_api::mwrs::{
-    ABORT_TRIGGER_REQUESTED, AbortRecord, BlockedCluster, HandledControls, ManifestWorkReplicaSet,
-    ManifestWorkReplicaSetStatus, PlacementSummary, Summary, condition as mc,
-};
-use mwrs_api::{Condition, Time};
-use serde_json::Value;
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 
-use crate::Invalid;
-use crate::conditions::{self, Cond, Status};
-use crate::hash::{self, Digest};
+use crate::hash;
 use crate::owner::OwnerKey;
-use crate::placement::{PlacementState, PlacementView};
+use crate::placement::PlacementView;
 use crate::revision::{self, Resolution, RevisionView};
-use crate::rollout::{
-    self, ClusterRolloutStatus, Compat, DecisionGroups, GroupKey, RolloutResult, RolloutStatus,
-    StrategyKind,
-};
+use crate::rollout::Compat;
 use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
-use crate::work::{self, WorkView};
+use crate::work::WorkView;
+
+use abort::{AbortMemory, AbortState, Hold};
+use classify::Classified;
+use cluster_table::{Clusters, Expected};
+use controls::Controls;
+use deletion::plan_deletion;
+use history::RevisionStep;
+use revision_ids::RevisionIds;
+use status::plan_invalid;
 
 mod abort;
 mod classify;
@@ -59,16 +54,7 @@ mod status;
 mod tests;
 mod writes;
 
-use abort::*;
-use classify::*;
-use cluster_table::*;
-use controls::*;
-use deletion::*;
-use history::*;
-use outcome::*;
 pub use output::*;
-use revision_ids::*;
-use status::*;
 
 /// How many clusters a status message names before "and N more".
 const NAMED_IN_MESSAGES: usize = 5;

@@ -1,6 +1,13 @@
 //! Where the rollout stands after a pass, and the text of its conditions.
 
-use super::*;
+use mwrs_api::mwrs::condition as mc;
+
+use crate::conditions::{Cond, Status};
+use crate::placement::PlacementState;
+use crate::rollout::{RolloutResult, RolloutStatus};
+
+use super::abort::{AbortState, Breach};
+use super::{ClusterReport, NAMED_IN_MESSAGES, Pass};
 
 /// Where the rollout stands, in the terms conditions are written in.
 pub(super) struct Outcome {

@@ -1,7 +1,15 @@
 //! What the planner returns: the [`Plan`] for one MWRS and the writes, revision changes,
 //! cluster reports and events it is made of.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use mwrs_api::mwrs::ManifestWorkReplicaSetStatus;
+use serde_json::Value;
+
+use crate::Invalid;
+use crate::rollout::{GroupKey, RolloutStatus};
 
 /// Event reasons of handled manual requests (SPEC §7).
 pub const EVENT_ABORT_REQUESTED: &str = "AbortRequested";

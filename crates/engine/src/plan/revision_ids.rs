@@ -1,7 +1,16 @@
 //! Integer ids for the revisions a pass compares ManifestWorks against, and which
 //! revision a ManifestWork carries.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use hashbrown::HashMap;
+
+use crate::hash::Digest;
+use crate::revision::RevisionView;
+use crate::work::WorkView;
+
+use super::Pass;
+use super::cluster_table::{Content, Slot};
 
 /// A revision a ManifestWork carries: one the pass knows (an index into [`RevisionIds`]), or a
 /// label naming a revision that is in no history.

@@ -1,7 +1,27 @@
 //! Stage 6, the status a pass reports: summaries per placementRef, the four conditions
 //! and the Events their changes make; also the plan for an invalid spec.
 
-use super::*;
+use jiff::Timestamp;
+use mwrs_api::mwrs::{
+    BlockedCluster, HandledControls, ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
+    condition as mc,
+};
+use mwrs_api::{Condition, labels};
+
+use crate::conditions::{Cond, Status};
+use crate::placement::PlacementState;
+use crate::rollout::{DecisionGroups, RolloutStatus};
+use crate::{Invalid, conditions};
+
+use super::abort::{AbortDecision, AbortState, Hold};
+use super::classify::Classified;
+use super::controls::Controls;
+use super::history::RevisionStep;
+use super::outcome::{Outcome, name_few};
+use super::{
+    BlockedWrite, ClusterReport, FinalizerAction, Observed, Pass, Plan, PlannedEvent,
+    RevisionChange,
+};
 
 pub(super) fn plan_invalid(
     o: &Observed<'_>,

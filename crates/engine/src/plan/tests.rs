@@ -3,6 +3,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::sync::Arc;
+
+use mwrs_api::Time;
+use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, AbortRecord, condition as mc};
+
+use crate::rollout::{RolloutResult, RolloutStatus};
+
+use super::abort::{AbortFailure, Breach};
+use super::outcome::Outcome;
 use super::*;
 use mwrs_api::mwrs::{LocalPlacementReference, ManifestWorkReplicaSetSpec};
 use mwrs_api::work::ManifestWorkTemplate;

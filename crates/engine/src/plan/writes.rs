@@ -2,7 +2,18 @@
 //! releases, revert to the stable revision while an abort holds, relabel, and delete what
 //! is no longer selected and duplicates.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use jiff::SignedDuration;
+use mwrs_api::labels;
+
+use crate::rollout::{RolloutResult, RolloutStatus};
+use crate::work::WorkView;
+
+use super::abort::{AbortDecision, AbortState, Hold, stopped_now};
+use super::classify::{Classified, min_recheck};
+use super::cluster_table::{Slot, copied_labels};
+use super::{Pass, WorkApply, WorkChange};
 
 /// Stage 5's answer.
 #[derive(Default)]
