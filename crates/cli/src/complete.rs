@@ -14,7 +14,7 @@ use clap::{Arg, Command, CommandFactory};
 use kube::api::ListParams;
 
 use crate::args::{Cli, ColorMode, Format, Global};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 
 /// Cobra's `ShellCompDirectiveDefault`: the shell may also offer file names.
 pub const DIRECTIVE_DEFAULT: u8 = 0;
@@ -221,7 +221,7 @@ pub async fn add_names(c: &mut Completion) {
         color: ColorMode::Never,
         request_timeout: "3s".into(),
     };
-    let Ok(hub) = Hub::connect(&g, false).await else {
+    let Ok(hub) = HubClient::connect(&g, false).await else {
         return;
     };
     let Ok(list) = hub.mwrs_api().list(&ListParams::default()).await else {

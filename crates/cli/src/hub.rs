@@ -19,7 +19,7 @@ use mwrs_engine::snapshot::{Snapshot, owner_of};
 use crate::args::Global;
 use crate::error::{CliError, Exit, Result};
 
-pub struct Hub {
+pub struct HubClient {
     pub client: Client,
     /// `-n`, else the context's namespace.
     pub namespace: String,
@@ -39,7 +39,7 @@ pub fn parse_timeout(s: &str, flag: &str) -> Result<Option<Duration>> {
     })?))
 }
 
-impl Hub {
+impl HubClient {
     /// A client for `--kubeconfig` (else $KUBECONFIG or ~/.kube/config, else in-cluster)
     /// and `--context`. `watch` leaves the read timeout off (watches stay open).
     pub async fn connect(g: &Global, watch: bool) -> Result<Self> {

@@ -1,4 +1,4 @@
-//! The demo's session on the hub: reading a [`Snapshot`], printing a timeline line when
+//! The demo's session on the hub: reading a [`Frame`], printing a timeline line when
 //! it changes, waiting for a step's expected state with a deadline, writing the template,
 //! reading the revision history, and recording each step's outcome.
 
@@ -16,7 +16,7 @@ use mwrs_engine::rollout::RolloutStatus;
 use serde_json::{Value, json};
 
 use crate::fleet::{Fleet, MWRS_NAME};
-use crate::timeline::{self, Snapshot, WorkView};
+use crate::timeline::{self, Frame, WorkState};
 
 const POLL: Duration = Duration::from_millis(150);
 
@@ -75,7 +75,7 @@ impl Demo {
         println!("[{}] {text}", self.elapsed());
     }
 
-    pub async fn snapshot(&mut self) -> anyhow::Result<Snapshot> {
+    pub async fn frame(&mut self) -> anyhow::Result<Frame> {
         let mwrs = self
             .mwrs_api()
             .get(MWRS_NAME)
@@ -108,7 +108,7 @@ impl Demo {
             let done = done(&w);
             works.insert(
                 ns,
-                WorkView {
+                WorkState {
                     hash,
                     version,
                     done,
@@ -116,7 +116,7 @@ impl Demo {
             );
         }
         let spokes = self.fleet.spoke_versions().await;
-        Ok(Snapshot {
+        Ok(Frame {
             mwrs,
             works,
             spokes,
@@ -131,7 +131,7 @@ impl Demo {
     }
 
     /// Prints a timeline line when anything shown changed.
-    fn show(&mut self, snap: &Snapshot) {
+    fn show(&mut self, snap: &Frame) {
         let s = snap.status();
         let (pstatus, preason) = snap
             .condition("Progressing")
@@ -166,16 +166,16 @@ impl Demo {
         }
     }
 
-    /// Polls until `check` accepts a snapshot; fails after `timeout` with the last reason.
+    /// Polls until `check` accepts a frame; fails after `timeout` with the last reason.
     pub async fn wait_until(
         &mut self,
         what: &str,
         timeout: Duration,
-        mut check: impl FnMut(&Snapshot) -> Result<(), String>,
-    ) -> anyhow::Result<Snapshot> {
+        mut check: impl FnMut(&Frame) -> Result<(), String>,
+    ) -> anyhow::Result<Frame> {
         let deadline = Instant::now() + timeout;
         loop {
-            let snap = self.snapshot().await?;
+            let snap = self.frame().await?;
             self.show(&snap);
             match check(&snap) {
                 Ok(()) => return Ok(snap),
@@ -272,7 +272,7 @@ impl Demo {
 }
 
 /// The MWRS's revisions, abort, summary and conditions, for a failed step.
-fn describe(snap: &Snapshot) -> String {
+fn describe(snap: &Frame) -> String {
     let s = snap.status();
     let conditions: Vec<String> = s
         .conditions

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::demo::Demo;
 use crate::fleet::{BAD_VERSION, MWRS_NAME, PLACEMENT};
-use crate::timeline::{Snapshot, expect_complete};
+use crate::timeline::{Frame, expect_complete};
 
 /// Plays the four steps and prints the history and a summary.
 pub async fn play(demo: &mut Demo, deadline_secs: u64) -> anyhow::Result<()> {
@@ -145,7 +145,7 @@ struct AbortSeen {
 }
 
 impl AbortSeen {
-    fn observe(&mut self, s: &Snapshot, v1: &str, since: Instant) {
+    fn observe(&mut self, s: &Frame, v1: &str, since: Instant) {
         let st = s.status();
         let reason = s.progressing_reason();
         if self.reasons.last() != Some(&reason) {
@@ -164,7 +164,7 @@ impl AbortSeen {
 
     /// Why the abort back to `v1` is not there yet: v2 reached a cluster, the hold and its
     /// conditions, v1 current, all `n` ManifestWorks and every spoke back on v1.
-    fn missing(&self, s: &Snapshot, v1: &str, n: usize) -> Result<(), String> {
+    fn missing(&self, s: &Frame, v1: &str, n: usize) -> Result<(), String> {
         let st = s.status();
         let mut missing = Vec::new();
         if self.v2.is_empty() {
@@ -212,7 +212,7 @@ async fn undo_to_v1(demo: &mut Demo, v1: &str, timeout: Duration) -> anyhow::Res
     println!("   ControllerRevision {cr_name} (revision {cr_rev}) -> spec.manifestWorkTemplate");
     demo.set_template(&data).await?;
     let mut seen_found = false;
-    let already_on_v1 = demo.snapshot().await?.all_done_on(v1, n);
+    let already_on_v1 = demo.frame().await?.all_done_on(v1, n);
     demo.wait_until("undo to v1 completes", timeout, |s| {
         seen_found |= s.has("Progressing", "True", "FoundNewRevision");
         expect_complete(s, v1, "v1", n)

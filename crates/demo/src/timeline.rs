@@ -1,5 +1,5 @@
 //! What the demo sees and prints: one look at the hub (and the spokes, with real clusters)
-//! as a [`Snapshot`], the timeline line drawn from it, and the check that a rollout is
+//! as a [`Frame`], the timeline line drawn from it, and the check that a rollout is
 //! complete.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use mwrs_fleet::placement::DecisionGroup;
 
 /// One cluster's ManifestWork as the timeline shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkView {
+pub struct WorkState {
     pub hash: String,
     pub version: String,
     /// Its agent is done with the current generation.
@@ -17,16 +17,16 @@ pub struct WorkView {
 }
 
 /// One look at the hub, and at the spokes when the clusters are real.
-pub struct Snapshot {
+pub struct Frame {
     pub mwrs: ManifestWorkReplicaSet,
     /// cluster -> its ManifestWork
-    pub works: BTreeMap<String, WorkView>,
+    pub works: BTreeMap<String, WorkState>,
     /// cluster -> `data.version` of the demo's ConfigMap on its spoke (empty when the
     /// clusters are simulated: they have no API of their own)
     pub spokes: BTreeMap<String, Option<String>>,
 }
 
-impl Snapshot {
+impl Frame {
     pub fn status(&self) -> ManifestWorkReplicaSetStatus {
         self.mwrs.status.clone().unwrap_or_default()
     }
@@ -78,7 +78,7 @@ impl Snapshot {
 /// or Ok when it is: conditions, both revisions, summary, every ManifestWork done, every
 /// spoke running it, no abort held.
 pub fn expect_complete(
-    snap: &Snapshot,
+    snap: &Frame,
     hash: &str,
     version: &str,
     clusters: usize,
@@ -138,7 +138,7 @@ fn digit_of(version: &str) -> char {
 
 /// One char per cluster, decision groups split by '|': the version digit when its agent is
 /// done, a letter while in flight (1 -> a, 2 -> b, ...), '.' without a ManifestWork.
-pub fn work_strip(groups: &[DecisionGroup], snap: &Snapshot) -> String {
+pub fn work_strip(groups: &[DecisionGroup], snap: &Frame) -> String {
     strip(groups, |cluster| match snap.works.get(cluster) {
         None => '.',
         Some(w) if w.done => digit_of(&w.version),
@@ -150,7 +150,7 @@ pub fn work_strip(groups: &[DecisionGroup], snap: &Snapshot) -> String {
 }
 
 /// One char per spoke, as [`work_strip`]: the version its object runs, '.' for none.
-pub fn spoke_strip(groups: &[DecisionGroup], snap: &Snapshot) -> String {
+pub fn spoke_strip(groups: &[DecisionGroup], snap: &Frame) -> String {
     strip(groups, |cluster| match snap.spokes.get(cluster) {
         Some(Some(v)) => digit_of(v),
         _ => '.',
@@ -180,7 +180,7 @@ pub fn progress_bar(done: i64, total: i64) -> String {
 }
 
 /// Versions and how many ManifestWorks carry each: `v1:3 v2:1`.
-pub fn version_counts(snap: &Snapshot) -> String {
+pub fn version_counts(snap: &Frame) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for w in snap.works.values() {
         *counts.entry(w.version.as_str()).or_default() += 1;
@@ -196,13 +196,13 @@ pub fn version_counts(snap: &Snapshot) -> String {
 mod tests {
     use super::*;
 
-    fn snapshot(works: &[(&str, &str, bool)], spokes: &[(&str, Option<&str>)]) -> Snapshot {
-        Snapshot {
+    fn frame(works: &[(&str, &str, bool)], spokes: &[(&str, Option<&str>)]) -> Frame {
+        Frame {
             mwrs: ManifestWorkReplicaSet::new("x", Default::default()),
             works: works
                 .iter()
                 .map(|(c, v, done)| {
-                    let view = WorkView {
+                    let view = WorkState {
                         hash: format!("h{v}"),
                         version: (*v).to_string(),
                         done: *done,
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn strips_show_each_cluster_by_group() {
-        let snap = snapshot(
+        let snap = frame(
             &[("a", "v2", false), ("b", "v1", true)],
             &[("a", Some("v2")), ("b", Some("v1")), ("c", None)],
         );
@@ -237,9 +237,9 @@ mod tests {
 
     #[test]
     fn spokes_behind_name_their_version() {
-        let snap = snapshot(&[], &[("a", Some("v2")), ("b", Some("v1")), ("c", None)]);
+        let snap = frame(&[], &[("a", Some("v2")), ("b", Some("v1")), ("c", None)]);
         assert_eq!(snap.spokes_not_on("v1"), ["a=v2", "c=none"]);
-        assert!(snapshot(&[], &[]).spokes_not_on("v1").is_empty());
+        assert!(frame(&[], &[]).spokes_not_on("v1").is_empty());
     }
 
     #[test]

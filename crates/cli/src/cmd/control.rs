@@ -9,12 +9,12 @@ use mwrs_api::labels;
 use serde_json::{Value, json};
 
 use crate::error::{CliError, Exit, Result};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::output::{Out, Paint};
 
 const FIELD_MANAGER: &str = "kubectl-mwrs";
 
-async fn annotate(hub: &Hub, name: &str, key: &str, value: Value) -> Result<()> {
+async fn annotate(hub: &HubClient, name: &str, key: &str, value: Value) -> Result<()> {
     let body = json!({"metadata": {"annotations": {key: value}}});
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -41,7 +41,7 @@ fn note(out: &Out, s: &str) {
     eprintln!("{}", out.paint(Paint::Yellow, &format!("note: {s}")));
 }
 
-pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
+pub async fn abort(hub: &HubClient, out: &Out, name: &str) -> Result<Exit> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
     match (&s.current_revision, &s.update_revision) {
@@ -64,7 +64,7 @@ pub async fn abort(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
+pub async fn retry(hub: &HubClient, out: &Out, name: &str) -> Result<Exit> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
     if !s.update_aborted() {
@@ -82,7 +82,7 @@ pub async fn retry(hub: &Hub, out: &Out, name: &str) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub async fn pause(hub: &Hub, _out: &Out, name: &str, on: bool) -> Result<Exit> {
+pub async fn pause(hub: &HubClient, _out: &Out, name: &str, on: bool) -> Result<Exit> {
     let m = hub.get(name).await?;
     let paused = mwrs_engine::phase::is_paused(&m);
     if paused == on {

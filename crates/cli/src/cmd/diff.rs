@@ -9,7 +9,7 @@ use similar::TextDiff;
 use crate::args::DiffArgs;
 use crate::cmd::history::{find, unknown};
 use crate::error::{CliError, Exit, Result};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::output::{Out, Paint, to_yaml};
 
 /// Unified diff of two templates as YAML; empty when they are equal.
@@ -63,7 +63,7 @@ pub fn label(r: &RevisionView) -> String {
     format!("revision {} ({})", r.revision, r.hash)
 }
 
-pub async fn run(hub: &Hub, out: &Out, a: &DiffArgs) -> Result<Exit> {
+pub async fn run(hub: &HubClient, out: &Out, a: &DiffArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
     let history = hub.history(&m).await?;
     let status = m.status.clone().unwrap_or_default();

@@ -7,12 +7,12 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 
 use crate::args::{Format, GetArgs, Global};
 use crate::error::{CliError, Exit, Result};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::output::{Out, Table, age, paint_state};
 use crate::state::abort_line;
 use mwrs_engine::phase::{phase, progressing};
 
-pub async fn run(hub: &Hub, g: &Global, out: &Out, a: &GetArgs) -> Result<Exit> {
+pub async fn run(hub: &HubClient, g: &Global, out: &Out, a: &GetArgs) -> Result<Exit> {
     let items: Vec<ManifestWorkReplicaSet> = match &a.name {
         Some(name) => vec![hub.get(name).await?],
         None => {

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::args::HistoryArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::hub::{Hub, Visible, forbidden, hidden_note, owner_params};
+use crate::hub::{HubClient, Visible, forbidden, hidden_note, owner_params};
 use crate::output::{Out, Table, age, to_yaml};
 
 /// One line of the history.
@@ -69,7 +69,7 @@ pub fn unknown(m: &ManifestWorkReplicaSet, history: &[RevisionView], key: &str) 
 /// How many owned ManifestWorks carry each revision hash (metadata only: cheap at scale);
 /// the refusal instead when the user may not list ManifestWorks.
 pub async fn clusters_per_revision(
-    hub: &Hub,
+    hub: &HubClient,
     m: &ManifestWorkReplicaSet,
 ) -> Result<Visible<BTreeMap<String, usize>>> {
     let api: Api<ManifestWork> = Api::all(hub.client.clone());
@@ -91,7 +91,7 @@ pub async fn clusters_per_revision(
     Ok(Visible::Yes(out))
 }
 
-pub async fn run(hub: &Hub, out: &Out, a: &HistoryArgs) -> Result<Exit> {
+pub async fn run(hub: &HubClient, out: &Out, a: &HistoryArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
     let history = hub.history(&m).await?;
     if let Some(key) = &a.revision {

@@ -12,7 +12,7 @@ use clap::CommandFactory;
 
 use crate::args::{Cli, Command, Rollout};
 use crate::error::{Exit, Result};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::output::Out;
 
 /// Runs the command; Ok carries the exit code of a command that ran to its end.
@@ -25,10 +25,10 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
             clap_complete::generate(*shell, &mut cmd, name, &mut std::io::stdout());
             Ok(Exit::Ok)
         }
-        Command::Get(a) => get::run(&Hub::connect(g, false).await?, g, out, a).await,
+        Command::Get(a) => get::run(&HubClient::connect(g, false).await?, g, out, a).await,
         Command::Rollout { command } => {
             let watch = matches!(command, Rollout::Status(s) if s.watch);
-            let hub = Hub::connect(g, watch).await?;
+            let hub = HubClient::connect(g, watch).await?;
             match command {
                 Rollout::Status(a) => status::run(&hub, out, a).await,
                 Rollout::History(a) => history::run(&hub, out, a).await,

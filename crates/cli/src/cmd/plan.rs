@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::args::{Format, PlanArgs};
 use crate::error::{CliError, Exit, Result};
-use crate::hub::{Hub, hidden_note};
+use crate::hub::{HubClient, hidden_note};
 use crate::output::{Out, Paint, Table, duration, few};
 
 /// How many cluster names a wave line shows in the table (`-o wide`: all).
@@ -94,7 +94,7 @@ fn overlay(
 /// the API server's own validation (unknown fields, schema: a dry run), then the
 /// controller's (durations, strategies, manifests). Returns it and its namespace.
 async fn read_file(
-    hub: &Hub,
+    hub: &HubClient,
     path: &std::path::Path,
     name: Option<&str>,
 ) -> Result<(ManifestWorkReplicaSet, String)> {
@@ -148,7 +148,7 @@ async fn read_file(
     Ok((m, ns))
 }
 
-pub async fn run(hub: &Hub, out: &Out, a: &PlanArgs) -> Result<Exit> {
+pub async fn run(hub: &HubClient, out: &Out, a: &PlanArgs) -> Result<Exit> {
     let Some(path) = &a.file else {
         let Some(name) = &a.name else {
             return Err(CliError::usage(
@@ -159,7 +159,7 @@ pub async fn run(hub: &Hub, out: &Out, a: &PlanArgs) -> Result<Exit> {
     };
     let (m, ns) = read_file(hub, path, a.name.as_deref()).await?;
     // The file names its namespace: read the hub there.
-    let scoped = Hub {
+    let scoped = HubClient {
         client: hub.client.clone(),
         namespace: ns.clone(),
         url: hub.url.clone(),
@@ -173,7 +173,12 @@ pub async fn run(hub: &Hub, out: &Out, a: &PlanArgs) -> Result<Exit> {
     show(&scoped, out, &overlay(m, on_hub, &ns), a).await
 }
 
-async fn show(hub: &Hub, out: &Out, m: &ManifestWorkReplicaSet, a: &PlanArgs) -> Result<Exit> {
+async fn show(
+    hub: &HubClient,
+    out: &Out,
+    m: &ManifestWorkReplicaSet,
+    a: &PlanArgs,
+) -> Result<Exit> {
     let read = hub.snapshot(m).await?;
     let now = Timestamp::now();
     let (snap, note) = match &read.works_hidden {

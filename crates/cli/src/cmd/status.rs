@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use crate::args::StatusArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::hub::{Hub, hidden_note, owned_by, parse_timeout, placement_selector};
+use crate::hub::{HubClient, hidden_note, owned_by, parse_timeout, placement_selector};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
 use crate::state::{
     ClusterLine, PlacementProgress, abort_line, ordered, placements, published_placements,
@@ -113,7 +113,7 @@ pub fn exit_of(s: Phase) -> Exit {
     }
 }
 
-pub async fn run(hub: &Hub, out: &Out, a: &StatusArgs) -> Result<Exit> {
+pub async fn run(hub: &HubClient, out: &Out, a: &StatusArgs) -> Result<Exit> {
     let limit = parse_limit(&a.clusters)?;
     let timeout = parse_timeout(&a.timeout, "--timeout")?;
     let m = hub.get(&a.name).await?;
@@ -346,7 +346,7 @@ impl Stores {
 }
 
 async fn watch(
-    hub: &Hub,
+    hub: &HubClient,
     out: &Out,
     m: &ManifestWorkReplicaSet,
     limit: Option<usize>,

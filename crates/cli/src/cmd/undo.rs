@@ -17,7 +17,7 @@ use crate::args::UndoArgs;
 use crate::cmd::diff::{diff_text, label};
 use crate::cmd::history::{find, unknown};
 use crate::error::{CliError, Exit, Result};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::output::Out;
 
 /// Why a bare undo of mwrs/`name` has nowhere to go, and what to do instead.
@@ -57,7 +57,7 @@ fn refuse_invalid(m: &ManifestWorkReplicaSet, target: &RevisionView) -> Result<(
 
 /// Why `key` is not one of this MWRS's revisions: another MWRS's, or unknown.
 async fn not_ours(
-    hub: &Hub,
+    hub: &HubClient,
     m: &ManifestWorkReplicaSet,
     history: &[RevisionView],
     key: &str,
@@ -95,7 +95,7 @@ async fn not_ours(
     }
 }
 
-pub async fn run(hub: &Hub, out: &Out, a: &UndoArgs) -> Result<Exit> {
+pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
     let history = hub.history(&m).await?;
     let spec = m.spec.manifest_work_template.to_value();
