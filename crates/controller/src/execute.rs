@@ -33,8 +33,8 @@ use crate::patch;
 use crate::store_view::StoreView;
 use mwrs_api::mwrs::AbortRecord;
 
-const MW: &str = "manifestwork";
-const CR: &str = "controllerrevision";
+const KIND_WORK: &str = "manifestwork";
+const KIND_REVISION: &str = "controllerrevision";
 
 /// Longest Event note the API accepts.
 const MAX_NOTE: usize = 1024;
@@ -54,7 +54,7 @@ pub(crate) fn patch_params() -> PatchParams {
     }
 }
 
-fn post() -> PostParams {
+fn post_params() -> PostParams {
     PostParams {
         field_manager: Some(crate::FIELD_MANAGER.to_string()),
         ..Default::default()
@@ -231,7 +231,7 @@ async fn write_revisions(
         create_failed: false,
     };
     for change in revisions {
-        let r = revision(on.ctx, on.mwrs, &on.ns, change).await;
+        let r = write_revision(on.ctx, on.mwrs, &on.ns, change).await;
         if let (Err(e), RevisionChange::Create { name, .. }) = (&r, change) {
             stored.create_failed = true;
             if matches!(e, Error::RevisionNameTaken { .. }) {
@@ -264,7 +264,7 @@ async fn write_works(
         // higher-ranked lifetime check of the spawned reconcile future.
         let futs: Vec<_> = batch
             .into_iter()
-            .map(|c| work(on.ctx, on.mwrs, snap, templates, c))
+            .map(|c| write_work(on.ctx, on.mwrs, snap, templates, c))
             .collect();
         let results: Vec<Result<()>> = futures::stream::iter(futs)
             .buffer_unordered(n)
@@ -477,7 +477,7 @@ pub fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-async fn revision(
+async fn write_revision(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
     ns: &str,
@@ -500,7 +500,8 @@ async fn revision(
                 .await
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("renumber revision {ns}/{name}"), e));
-            ctx.metrics.write(CR, "renumber", result_label(&r));
+            ctx.metrics
+                .write(KIND_REVISION, "renumber", result_label(&r));
             r
         }
         RevisionChange::Mark { name, annotations } => {
@@ -510,7 +511,7 @@ async fn revision(
                 .await
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("mark revision {ns}/{name}"), e));
-            ctx.metrics.write(CR, "mark", result_label(&r));
+            ctx.metrics.write(KIND_REVISION, "mark", result_label(&r));
             r
         }
         RevisionChange::Delete { name } => {
@@ -519,7 +520,7 @@ async fn revision(
                 Err(e) if is_status(&e, 404) => Ok(()),
                 Err(e) => Err(Error::kube(format!("delete revision {ns}/{name}"), e)),
             };
-            ctx.metrics.write(CR, "delete", result_label(&r));
+            ctx.metrics.write(KIND_REVISION, "delete", result_label(&r));
             r
         }
     }
@@ -563,10 +564,10 @@ async fn create_revision(
         data: Some(RawExtension(template.clone())),
         revision: *revision,
     };
-    let r = match api.create(&post(), &cr).await {
+    let r = match api.create(&post_params(), &cr).await {
         Ok(_) => Ok(()),
         Err(e) if is_status(&e, 409) => {
-            ctx.metrics.write(CR, "create", "exists");
+            ctx.metrics.write(KIND_REVISION, "create", "exists");
             let existing = api
                 .get(name)
                 .await
@@ -589,11 +590,11 @@ async fn create_revision(
         }
         Err(e) => Err(Error::kube(format!("create revision {ns}/{name}"), e)),
     };
-    ctx.metrics.write(CR, "create", result_label(&r));
+    ctx.metrics.write(KIND_REVISION, "create", result_label(&r));
     r
 }
 
-async fn work(
+async fn write_work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
     snap: &StoreView,
@@ -647,7 +648,7 @@ async fn work(
                 .await
                 .map(|_| ())
                 .map_err(|e| Error::kube(format!("relabel work {cluster}/{name}"), e));
-            ctx.metrics.write(MW, "relabel", result_label(&r));
+            ctx.metrics.write(KIND_WORK, "relabel", result_label(&r));
             r
         }
         WorkChange::Delete { cluster, name } => {
@@ -657,7 +658,7 @@ async fn work(
                 Err(e) if is_status(&e, 404) => Ok(()),
                 Err(e) => Err(Error::kube(format!("delete work {cluster}/{name}"), e)),
             };
-            ctx.metrics.write(MW, "delete", result_label(&r));
+            ctx.metrics.write(KIND_WORK, "delete", result_label(&r));
             r
         }
     }
@@ -688,7 +689,7 @@ async fn update_work(
         .await
         .map(|written| remember(ctx, a, &written))
         .map_err(|e| Error::kube(format!("update work {}/{}", a.cluster, a.name), e));
-    ctx.metrics.write(MW, "update", result_label(&r));
+    ctx.metrics.write(KIND_WORK, "update", result_label(&r));
     r
 }
 
@@ -718,14 +719,14 @@ async fn create_work(
     mw.metadata.labels = Some(a.labels.clone());
     mw.metadata.annotations = Some(a.annotations.clone());
     let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
-    match api.create(&post(), &mw).await {
+    match api.create(&post_params(), &mw).await {
         Ok(created) => {
-            ctx.metrics.write(MW, "create", "ok");
+            ctx.metrics.write(KIND_WORK, "create", "ok");
             remember(ctx, a, &created);
             Ok(())
         }
         Err(e) if is_status(&e, 409) => {
-            ctx.metrics.write(MW, "create", "exists");
+            ctx.metrics.write(KIND_WORK, "create", "exists");
             // The deterministic name is taken: ours (a stale cache) or someone else's.
             let existing = get_work(ctx, &a.cluster, &a.name).await?;
             let empty = Default::default();
@@ -770,7 +771,7 @@ async fn create_work(
             })
         }
         Err(e) => {
-            ctx.metrics.write(MW, "create", "error");
+            ctx.metrics.write(KIND_WORK, "create", "error");
             Err(Error::kube(
                 format!("create work {}/{}", a.cluster, a.name),
                 e,

@@ -187,7 +187,7 @@ impl<'a> Pass<'a> {
         if decision.state != AbortState::None {
             return decision;
         }
-        let trigger = match self.breach(&seen.results, &seen.reports) {
+        let trigger = match self.breach(&seen.verdicts, &seen.reports) {
             Some((b, true)) => b,
             _ if requested => Breach::Requested,
             _ => return decision,
@@ -237,11 +237,11 @@ impl<'a> Pass<'a> {
     /// asked for AbortAll.
     pub(super) fn breach(
         &self,
-        results: &[Option<RolloutResult>],
+        verdicts: &[Option<RolloutResult>],
         reports: &[ClusterReport],
     ) -> Option<(Breach, bool)> {
         let mut found: Option<(Breach, bool)> = None;
-        for (i, r) in results.iter().enumerate() {
+        for (i, r) in verdicts.iter().enumerate() {
             let Some(r) = r else { continue };
             let s = &self.validated.strategies[i];
             let name = &self.observed.mwrs.spec.placement_refs[i].name;

@@ -9,12 +9,12 @@ use jiff::{SignedDuration, Timestamp};
 use crate::rollout::{ClusterRolloutStatus, DecisionGroups, RolloutResult, RolloutStatus};
 use crate::{rollout, work};
 
-use super::cluster_table::Slot;
+use super::cluster_table::ClusterRow;
 use super::revision_ids::Carried;
 use super::{ClusterReport, Pass};
 
-pub(super) fn min_recheck(results: &[Option<RolloutResult>]) -> Option<SignedDuration> {
-    results
+pub(super) fn min_recheck(verdicts: &[Option<RolloutResult>]) -> Option<SignedDuration> {
+    verdicts
         .iter()
         .flatten()
         .filter_map(|r| r.recheck_after)
@@ -26,7 +26,7 @@ pub(super) fn min_recheck(results: &[Option<RolloutResult>]) -> Option<SignedDur
 pub(super) struct Classified {
     pub(super) reports: Vec<ClusterReport>,
     /// The rollout engine's verdict per placementRef (None: it could not be asked).
-    pub(super) results: Vec<Option<RolloutResult>>,
+    pub(super) verdicts: Vec<Option<RolloutResult>>,
     /// When the first success still settling has settled.
     pub(super) settling: Option<Timestamp>,
 }
@@ -34,11 +34,11 @@ pub(super) struct Classified {
 impl<'a> Pass<'a> {
     /// Stage 3.
     pub(super) fn classified(&self, target: &str) -> Classified {
-        let (reports, existing, settling) = self.classify(self.ids.id(target));
-        let results = self.evaluate(&existing);
+        let (reports, on_target, settling) = self.classify(self.ids.id(target));
+        let verdicts = self.evaluate(&on_target);
         Classified {
             reports,
-            results,
+            verdicts,
             settling,
         }
     }
@@ -46,7 +46,7 @@ impl<'a> Pass<'a> {
     /// The engine's verdict per placementRef (None: placement not usable).
     pub(super) fn evaluate(
         &self,
-        existing: &[Vec<ClusterRolloutStatus>],
+        on_target: &[Vec<ClusterRolloutStatus>],
     ) -> Vec<Option<RolloutResult>> {
         self.views
             .iter()
@@ -57,7 +57,7 @@ impl<'a> Pass<'a> {
                 Some(rollout::evaluate(
                     &self.validated.strategies[i],
                     &owned,
-                    &existing[i],
+                    &on_target[i],
                     self.now,
                     self.cfg.compat,
                 ))
@@ -107,7 +107,7 @@ impl<'a> Pass<'a> {
     ) {
         let mut settling: Option<Timestamp> = None;
         let mut out = Vec::with_capacity(self.clusters.desired_len);
-        let mut existing: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
+        let mut on_target: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
         let names: Vec<Arc<str>> = self
             .observed
             .mwrs
@@ -119,19 +119,19 @@ impl<'a> Pass<'a> {
         let revisions: Vec<Arc<str>> = (0..self.ids.len())
             .map(|i| Arc::from(self.ids.name(i)))
             .collect();
-        for (cluster, slot) in self.clusters.slots.iter() {
-            let Some(d) = &slot.desired else { continue };
+        for (cluster, row) in self.clusters.rows.iter() {
+            let Some(d) = &row.desired else { continue };
             let strategy = &self.validated.strategies[d.placement];
-            let revision = slot.carried.map(|r| match r {
+            let revision = row.carried.map(|r| match r {
                 Carried::Known(i) => revisions[i].clone(),
                 Carried::Unstored(h) => Arc::from(h),
             });
-            let (mut status, since, note) = self.observed_status(cluster, slot, target);
-            if let Some(t) = self.settles_at(slot, status) {
+            let (mut status, since, note) = self.observed_status(cluster, row, target);
+            if let Some(t) = self.settles_at(row, status) {
                 settling = Some(settling.map_or(t, |s| s.min(t)));
             }
             if status != RolloutStatus::ToApply {
-                existing[d.placement].push(ClusterRolloutStatus {
+                on_target[d.placement].push(ClusterRolloutStatus {
                     cluster: cluster.to_string(),
                     group: d.group.clone(),
                     status,
@@ -165,13 +165,17 @@ impl<'a> Pass<'a> {
                 note,
             });
         }
-        (out, existing, settling)
+        (out, on_target, settling)
     }
 
-    /// When a success reported for this slot settles, if it is still settling (`status`
+    /// When a success reported for this row settles, if it is still settling (`status`
     /// is what [`Self::observed_status`] made of it).
-    pub(super) fn settles_at(&self, slot: &Slot<'a>, status: RolloutStatus) -> Option<Timestamp> {
-        let f = &slot.facts;
+    pub(super) fn settles_at(
+        &self,
+        row: &ClusterRow<'a>,
+        status: RolloutStatus,
+    ) -> Option<Timestamp> {
+        let f = &row.facts;
         let t = f.seen?.saturating_add(self.cfg.settle).ok()?;
         (status == RolloutStatus::Progressing
             && f.status == RolloutStatus::Succeeded
@@ -186,19 +190,19 @@ impl<'a> Pass<'a> {
     pub(super) fn observed_status(
         &self,
         cluster: &str,
-        slot: &Slot<'a>,
+        row: &ClusterRow<'a>,
         target: Option<usize>,
     ) -> (RolloutStatus, Option<Timestamp>, Option<String>) {
-        if !self.carries_in(slot, target) {
+        if !self.carries_in(row, target) {
             if let Some(b) = self.observed.blocked.iter().find(|b| b.cluster == cluster) {
                 return (RolloutStatus::Failed, None, Some(b.why.clone()));
             }
             return (RolloutStatus::ToApply, None, None);
         }
-        let f = &slot.facts;
-        match (f.status, slot.work) {
+        let f = &row.facts;
+        match (f.status, row.work) {
             (RolloutStatus::Succeeded, _)
-                if self.settles_at(slot, RolloutStatus::Progressing).is_some() =>
+                if self.settles_at(row, RolloutStatus::Progressing).is_some() =>
             {
                 (RolloutStatus::Progressing, f.since, None)
             }

@@ -44,7 +44,7 @@ pub(super) struct Expected<'e> {
     pub(super) ids: &'e RevisionIds,
 }
 
-/// What a pass reads from a surviving ManifestWork, read in one go when the slots are
+/// What a pass reads from a surviving ManifestWork, read in one go when the rows are
 /// built: at 100,000 clusters every further visit to a ManifestWork's labels and
 /// conditions is a cache miss.
 #[derive(Clone, Copy, Debug)]
@@ -139,7 +139,7 @@ impl Facts {
 
 /// What one pass knows per cluster: the placementRef that wants it (if any) and the
 /// ManifestWork that represents it (if any).
-pub(super) struct Slot<'a> {
+pub(super) struct ClusterRow<'a> {
     pub(super) desired: Option<Desired<'a>>,
     /// The survivor: the deterministic name, else the oldest.
     pub(super) work: Option<&'a WorkView>,
@@ -147,16 +147,16 @@ pub(super) struct Slot<'a> {
     pub(super) carried: Option<Carried<'a>>,
     pub(super) facts: Facts,
     /// Other owned ManifestWorks in the same namespace.
-    pub(super) dups: Vec<&'a WorkView>,
+    pub(super) duplicates: Vec<&'a WorkView>,
     /// A ManifestWork of the deterministic name is being deleted there: a new one can
     /// only be created once the agent is done with it.
-    pub(super) name_taken: bool,
+    pub(super) name_blocked: bool,
 }
 
 pub(super) struct Clusters<'a> {
-    pub(super) slots: ClusterIndex<'a, Slot<'a>>,
+    pub(super) rows: ClusterIndex<'a, ClusterRow<'a>>,
     /// Owned ManifestWorks being deleted.
-    pub(super) gone: Vec<&'a WorkView>,
+    pub(super) deleting: Vec<&'a WorkView>,
     pub(super) desired_len: usize,
     pub(super) works_len: usize,
 }
@@ -203,7 +203,7 @@ impl<'a> Clusters<'a> {
         // The slow path also re-sorts the desired side, so that a merge that cannot
         // fail never depends on the decision groups keeping their order.
         let merged = Self::merge(&desired, works.iter(), e);
-        let (entries, gone, works_len) = match merged {
+        let (entries, deleting, works_len) = match merged {
             Some(m) => m,
             None => {
                 by_name(&mut desired);
@@ -216,8 +216,8 @@ impl<'a> Clusters<'a> {
         };
         let desired_len = desired.len();
         Self {
-            slots: ClusterIndex::from_sorted(entries),
-            gone,
+            rows: ClusterIndex::from_sorted(entries),
+            deleting,
             desired_len,
             works_len,
         }
@@ -230,11 +230,11 @@ impl<'a> Clusters<'a> {
         desired: &[(&'a str, Desired<'a>)],
         works: impl Iterator<Item = &'a WorkView>,
         e: &Expected<'_>,
-    ) -> Option<(Vec<(&'a str, Slot<'a>)>, Vec<&'a WorkView>, usize)> {
+    ) -> Option<(Vec<(&'a str, ClusterRow<'a>)>, Vec<&'a WorkView>, usize)> {
         use std::cmp::Ordering::{Equal, Greater, Less};
         debug_assert!(desired.windows(2).all(|w| w[0].0 < w[1].0));
         let mut entries = Vec::with_capacity(desired.len());
-        let mut gone = Vec::new();
+        let mut deleting = Vec::new();
         let mut works_len = 0;
         let mut desired = desired.iter().peekable();
         let mut work_iter = works.peekable();
@@ -259,15 +259,15 @@ impl<'a> Clusters<'a> {
                 (None, None) => break,
             };
             let wanted = wanted.map(|(_, d)| d.clone());
-            let mut dups = Vec::new();
-            let mut name_taken = false;
+            let mut duplicates = Vec::new();
+            let mut name_blocked = false;
             let mut next = first;
             while let Some(w) = next {
                 if w.deleting {
-                    name_taken |= w.name == e.owner_work_name;
-                    gone.push(w);
+                    name_blocked |= w.name == e.owner_work_name;
+                    deleting.push(w);
                 } else {
-                    dups.push(w);
+                    duplicates.push(w);
                 }
                 // More ManifestWorks in this namespace; a smaller name after this one
                 // means the input is not in cluster order.
@@ -277,38 +277,38 @@ impl<'a> Clusters<'a> {
                     Some(Greater) | None => None,
                 };
             }
-            if wanted.is_none() && dups.is_empty() {
+            if wanted.is_none() && duplicates.is_empty() {
                 continue;
             }
             // Survivor: the deterministic name, else the oldest (upstream's generateName
             // works), so restarts always pick the same one.
-            dups.sort_by(|a, b| {
+            duplicates.sort_by(|a, b| {
                 (a.name != e.owner_work_name, a.created, &a.name).cmp(&(
                     b.name != e.owner_work_name,
                     b.created,
                     &b.name,
                 ))
             });
-            let survivor = (!dups.is_empty()).then(|| dups.remove(0));
+            let survivor = (!duplicates.is_empty()).then(|| duplicates.remove(0));
             works_len += usize::from(survivor.is_some());
             let facts = survivor.map_or(Facts::NONE, |w| Facts::read(w, wanted.as_ref(), e));
             entries.push((
                 cluster,
-                Slot {
+                ClusterRow {
                     desired: wanted,
                     work: survivor,
                     carried: survivor.and_then(|w| e.ids.carried(w)),
                     facts,
-                    dups,
-                    name_taken,
+                    duplicates,
+                    name_blocked,
                 },
             ));
         }
-        Some((entries, gone, works_len))
+        Some((entries, deleting, works_len))
     }
 
-    pub(super) fn get(&self, cluster: &str) -> Option<&Slot<'a>> {
-        self.slots.get(cluster)
+    pub(super) fn get(&self, cluster: &str) -> Option<&ClusterRow<'a>> {
+        self.rows.get(cluster)
     }
 
     pub(super) fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {

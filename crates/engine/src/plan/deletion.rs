@@ -3,12 +3,12 @@
 
 use super::{FinalizerAction, Observed, Plan, RevisionChange, WorkChange};
 
-pub(super) fn plan_deletion(o: &Observed<'_>, has_finalizer: bool) -> Plan {
+pub(super) fn plan_deletion(observed: &Observed<'_>, has_finalizer: bool) -> Plan {
     if !has_finalizer {
         return Plan::empty(FinalizerAction::Keep);
     }
-    let mut p = Plan::empty(FinalizerAction::Keep);
-    p.works = o
+    let mut plan = Plan::empty(FinalizerAction::Keep);
+    plan.works = observed
         .works
         .iter()
         .filter(|w| !w.deleting)
@@ -18,9 +18,9 @@ pub(super) fn plan_deletion(o: &Observed<'_>, has_finalizer: bool) -> Plan {
         })
         .collect();
     // Foreground: the finalizer stays until the agents have removed every ManifestWork.
-    if !o.mwrs.spec.is_foreground() || o.works.is_empty() {
-        p.finalizer = FinalizerAction::Remove;
-        p.revisions = o
+    if !observed.mwrs.spec.is_foreground() || observed.works.is_empty() {
+        plan.finalizer = FinalizerAction::Remove;
+        plan.revisions = observed
             .revisions
             .iter()
             .map(|r| RevisionChange::Delete {
@@ -28,5 +28,5 @@ pub(super) fn plan_deletion(o: &Observed<'_>, has_finalizer: bool) -> Plan {
             })
             .collect();
     }
-    p
+    plan
 }

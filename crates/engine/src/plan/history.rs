@@ -133,13 +133,17 @@ impl<'a> Pass<'a> {
         // Every revision any owned ManifestWork carries, survivors read once per pass;
         // one flag per known revision so 100,000 works cost no set insertions.
         let mut carried = vec![false; self.ids.len()];
-        let survivors = self.clusters.slots.iter().flat_map(|(_, slot)| {
-            slot.carried
+        let survivors = self.clusters.rows.iter().flat_map(|(_, row)| {
+            row.carried
                 .into_iter()
-                .chain(slot.dups.iter().filter_map(|w| self.carried(w)))
+                .chain(row.duplicates.iter().filter_map(|w| self.carried(w)))
         });
-        let gone = self.clusters.gone.iter().filter_map(|w| self.carried(w));
-        for r in survivors.chain(gone) {
+        let deleting = self
+            .clusters
+            .deleting
+            .iter()
+            .filter_map(|w| self.carried(w));
+        for r in survivors.chain(deleting) {
             match r {
                 Carried::Known(i) => carried[i] = true,
                 Carried::Unstored(h) => {

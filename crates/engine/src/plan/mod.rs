@@ -105,27 +105,27 @@ pub struct Observed<'a> {
 /// Every desired cluster's place in the rollout as the planner's first three stages see
 /// it, without deciding or writing anything: for read-only views (`rollout status`).
 /// Empty for an MWRS being deleted or with an invalid spec.
-pub fn clusters(o: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Vec<ClusterReport> {
-    let meta = &o.mwrs.metadata;
+pub fn clusters(observed: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Vec<ClusterReport> {
+    let meta = &observed.mwrs.metadata;
     if meta.deletion_timestamp.is_some() {
         return Vec::new();
     }
-    let Ok(validated) = validate::validate(&o.mwrs.spec, cfg.manifest_size_limit) else {
+    let Ok(validated) = validate::validate(&observed.mwrs.spec, cfg.manifest_size_limit) else {
         return Vec::new();
     };
     let owner = OwnerKey::new(
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     );
-    let old = o.mwrs.status.clone().unwrap_or_default();
-    Pass::new(o, owner, old, validated, now, cfg)
+    let old = observed.mwrs.status.clone().unwrap_or_default();
+    Pass::new(observed, owner, old, validated, now, cfg)
         .observe()
         .seen
         .reports
 }
 
-pub fn plan(o: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Plan {
-    let meta = &o.mwrs.metadata;
+pub fn plan(observed: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Plan {
+    let meta = &observed.mwrs.metadata;
     let owner = OwnerKey::new(
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
@@ -135,19 +135,19 @@ pub fn plan(o: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Plan {
         .as_ref()
         .is_some_and(|f| f.iter().any(|x| x == labels::MWRS_FINALIZER));
     if meta.deletion_timestamp.is_some() {
-        return plan_deletion(o, has_finalizer);
+        return plan_deletion(observed, has_finalizer);
     }
     let finalizer = if has_finalizer {
         FinalizerAction::Keep
     } else {
         FinalizerAction::Add
     };
-    let old = o.mwrs.status.clone().unwrap_or_default();
-    let validated = match validate::validate(&o.mwrs.spec, cfg.manifest_size_limit) {
+    let old = observed.mwrs.status.clone().unwrap_or_default();
+    let validated = match validate::validate(&observed.mwrs.spec, cfg.manifest_size_limit) {
         Ok(v) => v,
-        Err(invalid) => return plan_invalid(o, &old, invalid, finalizer, now),
+        Err(invalid) => return plan_invalid(observed, &old, invalid, finalizer, now),
     };
-    Pass::new(o, owner, old, validated, now, cfg).run(finalizer)
+    Pass::new(observed, owner, old, validated, now, cfg).run(finalizer)
 }
 
 /// What stages 1 to 3 found.
@@ -181,27 +181,27 @@ struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     fn new(
-        o: &'a Observed<'a>,
+        observed: &'a Observed<'a>,
         owner: OwnerKey,
         old: ManifestWorkReplicaSetStatus,
         validated: validate::Validated,
         now: Timestamp,
         cfg: &'a PlanConfig,
     ) -> Self {
-        let refs = &o.mwrs.spec.placement_refs;
+        let refs = &observed.mwrs.spec.placement_refs;
         let views: Vec<Option<&PlacementView>> = refs
             .iter()
-            .map(|r| o.placements.iter().find(|v| v.name == r.name))
+            .map(|r| observed.placements.iter().find(|v| v.name == r.name))
             .collect();
         let resolution = revision::resolve(
-            o.revisions,
-            o.taken_revision_names,
+            observed.revisions,
+            observed.taken_revision_names,
             &owner.name,
             &validated.canonical,
             old.collision_count.unwrap_or(0),
         );
         let ids = RevisionIds::new(
-            o.revisions,
+            observed.revisions,
             (
                 resolution.hash(),
                 hash::digest_of_canonical(&validated.canonical),
@@ -214,16 +214,16 @@ impl<'a> Pass<'a> {
             owner_work_name: owner.work_name(),
             owner_label: &owner_label,
             owner_slashed: &owner_slashed,
-            mwrs_labels: o.mwrs.metadata.labels.as_ref(),
+            mwrs_labels: observed.mwrs.metadata.labels.as_ref(),
             placements: refs.iter().map(|r| r.name.as_str()).collect(),
             ids: &ids,
         };
-        let clusters = Clusters::new(&views, o.works, &expect);
+        let clusters = Clusters::new(&views, observed.works, &expect);
         Self {
             owner_label,
             resolution,
             ids,
-            observed: o,
+            observed,
             owner,
             old,
             validated,

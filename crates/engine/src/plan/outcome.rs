@@ -33,10 +33,10 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
-    pub(super) fn of(
+    pub(super) fn tally(
         pass: &Pass<'_>,
         reports: &[ClusterReport],
-        results: &[Option<RolloutResult>],
+        verdicts: &[Option<RolloutResult>],
         target: &str,
         update: &str,
         abort: &AbortState,
@@ -73,7 +73,7 @@ impl Outcome {
             && done == reports.len();
         let breach = match abort {
             AbortState::Starting(b) => Some(*b),
-            _ => pass.breach(results, reports).map(|(b, _)| b),
+            _ => pass.breach(verdicts, reports).map(|(b, _)| b),
         };
         Self {
             desired: reports.len(),

@@ -10,7 +10,7 @@ use crate::revision::RevisionView;
 use crate::work::WorkView;
 
 use super::Pass;
-use super::cluster_table::{Content, Slot};
+use super::cluster_table::{ClusterRow, Content};
 
 /// A revision a ManifestWork carries: one the pass knows (an index into [`RevisionIds`]), or a
 /// label naming a revision that is in no history.
@@ -103,13 +103,13 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Does the slot's survivor carry revision `target` with its content? A spec that no
+    /// Does the row's survivor carry revision `target` with its content? A spec that no
     /// longer matches (edited by hand) does not count.
-    pub(super) fn carries_in(&self, slot: &Slot<'a>, target: Option<usize>) -> bool {
+    pub(super) fn carries_in(&self, row: &ClusterRow<'a>, target: Option<usize>) -> bool {
         let Some(t) = target else { return false };
-        slot.work.is_some()
-            && slot.carried == Some(Carried::Known(t))
-            && match (slot.facts.content, self.ids.digest(t)) {
+        row.work.is_some()
+            && row.carried == Some(Carried::Known(t))
+            && match (row.facts.content, self.ids.digest(t)) {
                 (Content::Revision(have), Some(want)) => self.ids.digest(have) == Some(want),
                 (Content::Other, Some(_)) => false,
                 (Content::Unread, _) | (_, None) => true,

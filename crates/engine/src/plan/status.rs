@@ -24,7 +24,7 @@ use super::{
 };
 
 pub(super) fn plan_invalid(
-    o: &Observed<'_>,
+    observed: &Observed<'_>,
     old: &ManifestWorkReplicaSetStatus,
     invalid: Invalid,
     finalizer: FinalizerAction,
@@ -38,14 +38,14 @@ pub(super) fn plan_invalid(
         mc::REASON_INVALID_SPEC,
         invalid.to_string(),
     );
-    conditions::set(&mut conds, &c, o.mwrs.metadata.generation, now);
+    conditions::set(&mut conds, &c, observed.mwrs.metadata.generation, now);
     status.conditions = Some(conds);
-    status.observed_generation = o.mwrs.metadata.generation;
-    let mut p = Plan::empty(finalizer);
-    p.events = transitions(old, &status);
-    p.status = Some(status);
-    p.invalid = Some(invalid);
-    p
+    status.observed_generation = observed.mwrs.metadata.generation;
+    let mut plan = Plan::empty(finalizer);
+    plan.events = transitions(old, &status);
+    plan.status = Some(status);
+    plan.invalid = Some(invalid);
+    plan
 }
 
 /// The blocked writes as the status publishes them (sorted, the first 50), so the CLI
@@ -137,10 +137,10 @@ impl<'a> Pass<'a> {
         if controls.handled != HandledControls::default() {
             status.handled_controls = Some(controls.handled.clone());
         }
-        let outcome = Outcome::of(
+        let outcome = Outcome::tally(
             self,
             &seen.reports,
-            &seen.results,
+            &seen.verdicts,
             &hold.target,
             update,
             &abort.state,
@@ -261,17 +261,17 @@ impl<'a> Pass<'a> {
                 per[i].updated += 1;
             }
         }
-        for (_, slot) in self.clusters.slots.iter() {
-            if slot.work.is_none() {
+        for (_, row) in self.clusters.rows.iter() {
+            if row.work.is_none() {
                 continue;
             }
-            let Some(i) = self.placement_index_of(slot) else {
+            let Some(i) = self.placement_index_of(row) else {
                 continue;
             };
             let s = &mut per[i];
             s.total += 1;
-            if self.carries_in(slot, id) {
-                let f = &slot.facts;
+            if self.carries_in(row, id) {
+                let f = &row.facts;
                 applied_on_target[i] += 1;
                 s.applied += i64::from(f.applied);
                 s.available += i64::from(f.available);

@@ -12,7 +12,7 @@ use crate::work::WorkView;
 
 use super::abort::{AbortDecision, AbortState, Hold, stopped_now};
 use super::classify::{Classified, min_recheck};
-use super::cluster_table::{Slot, copied_labels};
+use super::cluster_table::{ClusterRow, copied_labels};
 use super::{Pass, WorkApply, WorkChange};
 
 /// Stage 5's answer.
@@ -37,13 +37,13 @@ impl<'a> Pass<'a> {
     ) -> Writes {
         let mut w = Writes::default();
         match &abort.state {
-            AbortState::Held => self.revert(&hold.target, &mut w),
+            AbortState::Held => self.revert_to_stable(&hold.target, &mut w),
             AbortState::Starting(_) => w.recheck = Some(SignedDuration::ZERO),
             AbortState::None | AbortState::Failed(_) => {
                 if !paused && !stopped_now(abort.memory.last_abort.as_ref(), update) {
-                    self.roll(&seen.results, update, &mut w);
+                    self.roll_forward(&seen.verdicts, update, &mut w);
                 }
-                w.recheck = min_recheck(&seen.results);
+                w.recheck = min_recheck(&seen.verdicts);
             }
         }
         // A success still settling is looked at again once it has, whatever the state.
@@ -67,10 +67,10 @@ impl<'a> Pass<'a> {
             .placement_refs
             .get(d_placement)?
             .name;
-        let slot = self.clusters.get(cluster);
-        let existing = slot.and_then(|s| s.work);
+        let row = self.clusters.get(cluster);
+        let existing = row.and_then(|s| s.work);
         // A ManifestWork on the way out keeps its name until the agent is done with it.
-        if existing.is_none() && slot.is_some_and(|s| s.name_taken) {
+        if existing.is_none() && row.is_some_and(|s| s.name_blocked) {
             return None;
         }
         let mut annotations = self.owner_annotations();
@@ -113,8 +113,13 @@ impl<'a> Pass<'a> {
 
     /// Rolling forward: write the update revision to every ToApply cluster the engine
     /// releases.
-    pub(super) fn roll(&self, results: &[Option<RolloutResult>], update: &str, w: &mut Writes) {
-        for r in results.iter().flatten() {
+    pub(super) fn roll_forward(
+        &self,
+        verdicts: &[Option<RolloutResult>],
+        update: &str,
+        w: &mut Writes,
+    ) {
+        for r in verdicts.iter().flatten() {
             for c in r
                 .to_rollout
                 .iter()
@@ -132,14 +137,14 @@ impl<'a> Pass<'a> {
 
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
     /// stable revision, all at once, whatever the strategy.
-    pub(super) fn revert(&self, target: &str, w: &mut Writes) {
+    pub(super) fn revert_to_stable(&self, target: &str, w: &mut Writes) {
         let id = self.ids.id(target);
-        for (cluster, slot) in self.clusters.slots.iter() {
-            if self.carries_in(slot, id) {
+        for (cluster, row) in self.clusters.rows.iter() {
+            if self.carries_in(row, id) {
                 continue;
             }
             if let Some(a) = self
-                .placement_index_of(slot)
+                .placement_index_of(row)
                 .and_then(|i| self.apply(cluster, i, target))
             {
                 w.works.push(WorkChange::Apply(a));
@@ -149,11 +154,11 @@ impl<'a> Pass<'a> {
 
     /// The placementRef a cluster belongs to: the one selecting it, else the one its
     /// ManifestWork names.
-    pub(super) fn placement_index_of(&self, slot: &Slot<'a>) -> Option<usize> {
-        if let Some(d) = &slot.desired {
+    pub(super) fn placement_index_of(&self, row: &ClusterRow<'a>) -> Option<usize> {
+        if let Some(d) = &row.desired {
             return Some(d.placement);
         }
-        let name = slot.work?.placement()?;
+        let name = row.work?.placement()?;
         self.observed
             .mwrs
             .spec
@@ -198,12 +203,12 @@ impl<'a> Pass<'a> {
     }
 
     pub(super) fn relabel_and_delete(&self, target: &str, w: &mut Writes) {
-        // By slot position: the writes are a few per cent of the clusters, and hashing
+        // By row position: the writes are a few per cent of the clusters, and hashing
         // every cluster's name to ask was a cache miss per cluster on a large fleet.
-        let mut applied = vec![false; self.clusters.slots.len()];
+        let mut applied = vec![false; self.clusters.rows.len()];
         for c in &w.works {
             if let WorkChange::Apply(a) = c
-                && let Some(i) = self.clusters.slots.position(&a.cluster)
+                && let Some(i) = self.clusters.rows.position(&a.cluster)
             {
                 applied[i] = true;
             }
@@ -213,16 +218,16 @@ impl<'a> Pass<'a> {
         let id = self.ids.id(target);
         let gate = self.unselected_may_go();
         let mut withheld = false;
-        for (i, (cluster, slot)) in self.clusters.slots.iter().enumerate() {
-            let (Some(w), dups) = (slot.work, &slot.dups) else {
+        for (i, (cluster, row)) in self.clusters.rows.iter().enumerate() {
+            let (Some(w), duplicates) = (row.work, &row.duplicates) else {
                 continue;
             };
-            match &slot.desired {
+            match &row.desired {
                 None => {
                     // Unselected: delete once the selection is certain (SPEC §10.12,
                     // §11.5); whatever revision it carries.
                     if gate.is_ok() {
-                        deletes.extend(std::iter::once(w).chain(dups.iter().copied()));
+                        deletes.extend(std::iter::once(w).chain(duplicates.iter().copied()));
                     } else {
                         withheld = true;
                     }
@@ -231,8 +236,8 @@ impl<'a> Pass<'a> {
                 Some(d) => {
                     if !applied[i] {
                         let placement = &self.observed.mwrs.spec.placement_refs[d.placement].name;
-                        if let Some(rev) = slot.carried
-                            && !slot.facts.labelled
+                        if let Some(rev) = row.carried
+                            && !row.facts.labelled
                         {
                             relabels.push(WorkChange::Relabel {
                                 cluster: cluster.to_string(),
@@ -245,8 +250,8 @@ impl<'a> Pass<'a> {
                 }
             }
             // Duplicates left by upstream's controller go once the survivor is settled.
-            if !dups.is_empty() && !applied[i] && self.carries_in(slot, id) {
-                deletes.extend(dups.iter().copied());
+            if !duplicates.is_empty() && !applied[i] && self.carries_in(row, id) {
+                deletes.extend(duplicates.iter().copied());
             }
         }
         drop(applied);

@@ -165,7 +165,7 @@ fn the_abort_decision_table() {
                     RolloutStatus::Succeeded
                 },
             )],
-            results: vec![Some(RolloutResult::default())],
+            verdicts: vec![Some(RolloutResult::default())],
             settling: None,
         };
         let d = pass.decide_abort(&update, row.requested, &hold, &seen, memory.clone());

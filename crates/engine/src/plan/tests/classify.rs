@@ -83,7 +83,7 @@ fn each_cluster_is_read_against_the_update_revision() {
     };
     assert_eq!(revision("c4").as_deref(), Some(STABLE));
     assert_eq!(revision("c1"), None);
-    assert!(c.results[0].is_some(), "placement p has decisions");
+    assert!(c.verdicts[0].is_some(), "placement p has decisions");
 }
 
 #[test]
@@ -115,6 +115,6 @@ fn a_placement_without_decisions_is_not_evaluated() {
     f.placements.clear();
     let c = classified(&f);
     assert!(c.reports.is_empty(), "no cluster is desired");
-    assert_eq!(c.results.len(), 1);
-    assert!(c.results[0].is_none());
+    assert_eq!(c.verdicts.len(), 1);
+    assert!(c.verdicts[0].is_none());
 }
