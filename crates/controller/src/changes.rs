@@ -1,14 +1,11 @@
-//! When the controller last saw something change that the planner must see settle before
-//! trusting it (SPEC §11.3, §11.5): a ManifestWork's conditions, a placement's decisions.
-//! Fed by the watch events; a relist that brings back the same content changes nothing.
+//! When the controller last saw a placement's decisions change, which the planner must
+//! see settle before it trusts them (SPEC §11.5); a ManifestWork's change time lives in
+//! the work cache ([`crate::work_cache`]). Fed by the watch events; a relist that brings
+//! back the same content changes nothing.
 //!
 //! Each watched object has a fingerprint of the fields that matter; when it differs from
 //! the last one seen (or the object goes away), the time of its group moves to now. A
-//! ManifestWork is its own group; a Placement and all its decision pages share one.
-//!
-//! Also [`Written`]: the generation each ManifestWork had right after this controller
-//! wrote a revision into it, so a spec the API server defaulted beyond our types is not
-//! taken for a hand edit (which would rewrite it on every pass).
+//! Placement and all its decision pages share one group.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -141,32 +138,5 @@ mod tests {
         c.seen(w.clone(), w.clone(), 3, t(10), None);
         c.gone(&w, w.clone(), t(20), true);
         assert_eq!(c.get(&w), None);
-    }
-}
-
-/// Per ManifestWork (namespace, name): the revision this controller last wrote into it and
-/// the generation the API server answered that write with.
-#[derive(Clone, Default)]
-pub struct Written {
-    inner: Arc<Mutex<HashMap<ObjKey, (String, i64)>>>,
-}
-
-impl Written {
-    pub fn record(&self, work: ObjKey, revision: &str, generation: i64) {
-        if let Ok(mut m) = self.inner.lock() {
-            m.insert(work, (revision.to_string(), generation));
-        }
-    }
-
-    pub fn forget(&self, work: &ObjKey) {
-        if let Ok(mut m) = self.inner.lock() {
-            m.remove(work);
-        }
-    }
-
-    /// The generation at which this controller wrote `revision` into `work`, if it did.
-    pub fn generation_of(&self, work: &ObjKey, revision: &str) -> Option<i64> {
-        let m = self.inner.lock().ok()?;
-        m.get(work).filter(|(r, _)| r == revision).map(|(_, g)| *g)
     }
 }

@@ -31,6 +31,7 @@ use crate::events::EventType;
 use crate::metrics::{AbortLabels, Metrics};
 use crate::patch;
 use crate::store_view::StoreView;
+use crate::work_cache::PatchBase;
 use mwrs_api::mwrs::AbortRecord;
 
 const KIND_WORK: &str = "manifestwork";
@@ -611,15 +612,8 @@ async fn write_work(
             let r = if a.create {
                 create_work(ctx, mwrs, snap, a, template).await
             } else {
-                let stored = snap
-                    .work_objects
-                    .get(&(a.cluster.clone(), a.name.clone()))
-                    .map(|o| o.metadata.clone());
-                let meta = match stored {
-                    Some(m) => m,
-                    None => get_work(ctx, &a.cluster, &a.name).await?.metadata,
-                };
-                update_work(ctx, &meta, a, template, a.resource_version.as_deref()).await
+                let base = patch_base(ctx, &a.cluster, &a.name).await?;
+                update_work(ctx, &base, a, template, a.resource_version.as_deref()).await
             };
             match r {
                 Err(e) if refusal(&e).is_some() => refused(ctx, mwrs, a, &e).await,
@@ -632,12 +626,9 @@ async fn write_work(
             labels,
             annotations,
         } => {
-            let meta = match snap.work_objects.get(&(cluster.clone(), name.clone())) {
-                Some(o) => o.metadata.clone(),
-                None => get_work(ctx, cluster, name).await?.metadata,
-            };
+            let base = patch_base(ctx, cluster, name).await?;
             let p =
-                patch::relabel(&meta, labels, annotations).map_err(|source| Error::Serialize {
+                patch::relabel(&base, labels, annotations).map_err(|source| Error::Serialize {
                     what: "relabel patch",
                     source,
                 })?;
@@ -664,6 +655,19 @@ async fn write_work(
     }
 }
 
+/// What a patch of ManifestWork `name` in `cluster` builds on: the cache's, else the
+/// object read from the API.
+async fn patch_base(ctx: &Context, cluster: &str, name: &str) -> Result<PatchBase> {
+    if let Some(base) = ctx.stores.work_patch_base(cluster, name) {
+        return Ok(base);
+    }
+    let meta = get_work(ctx, cluster, name).await?.metadata;
+    Ok(PatchBase {
+        labels: meta.labels,
+        annotations: meta.annotations,
+    })
+}
+
 async fn get_work(ctx: &Context, cluster: &str, name: &str) -> Result<ManifestWork> {
     Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
         .get(name)
@@ -673,12 +677,12 @@ async fn get_work(ctx: &Context, cluster: &str, name: &str) -> Result<ManifestWo
 
 async fn update_work(
     ctx: &Context,
-    meta: &ObjectMeta,
+    base: &PatchBase,
     a: &WorkApply,
     template: &Value,
     resource_version: Option<&str>,
 ) -> Result<()> {
-    let p = patch::work_update(meta, template, &a.labels, &a.annotations, resource_version)
+    let p = patch::work_update(base, template, &a.labels, &a.annotations, resource_version)
         .map_err(|source| Error::Serialize {
             what: "work patch",
             source,
@@ -696,10 +700,12 @@ async fn update_work(
 /// Records the generation the server gave the ManifestWork this write produced: at that
 /// generation its spec is the revision's template as the server stores it.
 fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
-    let key = (a.cluster.clone(), a.name.clone());
-    ctx.stores
-        .written
-        .record(key, &a.revision, written.metadata.generation.unwrap_or(0));
+    ctx.stores.record_written(
+        &a.cluster,
+        &a.name,
+        &a.revision,
+        written.metadata.generation.unwrap_or(0),
+    );
 }
 
 async fn create_work(
@@ -840,18 +846,25 @@ mod tests {
             "app-x7k2p",
             ManifestWorkTemplate::from_value(spec).expect("object"),
         );
+        mw.metadata.namespace = Some("c1".into());
         mw.metadata.labels = Some(BTreeMap::from([(
-            "owner".to_string(),
+            labels::MWRS_OWNER.to_string(),
             "ns.app".to_string(),
         )]));
         let on_server = serde_json::to_value(&mw).expect("json");
         let stored: crate::stored::StoredWork =
             serde_json::from_value(on_server.clone()).expect("decodes");
-        assert_eq!(stored.metadata.annotations, None);
+        let cache = crate::work_cache::WorkCache::new(labels::MWRS_OWNER);
+        cache.apply(
+            &kube::runtime::watcher::Event::Apply(stored),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let base = cache.patch_base("c1", "app-x7k2p").expect("cached");
+        assert_eq!(base.annotations, None);
 
         let ann = BTreeMap::from([("o/a".to_string(), "ns/app".to_string())]);
         let labels = BTreeMap::from([("h".to_string(), "x".to_string())]);
-        let p = patch::relabel(&stored.metadata, &labels, &ann)
+        let p = patch::relabel(&base, &labels, &ann)
             .expect("patch")
             .expect("changes");
         let mut doc = on_server;
@@ -859,7 +872,7 @@ mod tests {
         assert_eq!(doc["metadata"]["annotations"], json!({"o/a": "ns/app"}));
         assert_eq!(
             doc["metadata"]["labels"],
-            json!({"owner": "ns.app", "h": "x"})
+            json!({labels::MWRS_OWNER: "ns.app", "h": "x"})
         );
     }
 }

@@ -36,6 +36,7 @@ pub mod stored;
 pub mod tls;
 pub mod unreadable;
 pub mod watch;
+pub mod work_cache;
 
 pub use context::{Config, Context, Shared};
 pub use error::Error;

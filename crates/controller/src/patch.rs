@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
+
+use crate::work_cache::PatchBase;
 
 /// Escapes one JSON Pointer segment (RFC 6901): `~` → `~0`, `/` → `~1`.
 pub fn escape(segment: &str) -> String {
@@ -48,7 +49,7 @@ fn to_patch(ops: Vec<Value>) -> Result<json_patch::Patch, serde_json::Error> {
 /// With `resource_version`, the patch only applies to that version of the object (the
 /// API server answers 409 otherwise), so a decision made on a stale cache is refused.
 pub fn work_update(
-    meta: &ObjectMeta,
+    base: &PatchBase,
     template: &Value,
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
@@ -59,10 +60,10 @@ pub fn work_update(
         ops.push(json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}));
     }
     ops.push(json!({"op": "add", "path": "/spec", "value": template}));
-    map_ops("labels", meta.labels.as_ref(), labels, &mut ops);
+    map_ops("labels", base.labels.as_ref(), labels, &mut ops);
     map_ops(
         "annotations",
-        meta.annotations.as_ref(),
+        base.annotations.as_ref(),
         annotations,
         &mut ops,
     );
@@ -71,15 +72,15 @@ pub fn work_update(
 
 /// Sets labels and annotations only; None when nothing differs.
 pub fn relabel(
-    meta: &ObjectMeta,
+    base: &PatchBase,
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
 ) -> Result<Option<json_patch::Patch>, serde_json::Error> {
     let mut ops = Vec::new();
-    map_ops("labels", meta.labels.as_ref(), labels, &mut ops);
+    map_ops("labels", base.labels.as_ref(), labels, &mut ops);
     map_ops(
         "annotations",
-        meta.annotations.as_ref(),
+        base.annotations.as_ref(),
         annotations,
         &mut ops,
     );
@@ -191,10 +192,13 @@ mod tests {
     fn work_update_creates_missing_maps_and_keeps_others() {
         let doc = json!({"metadata": {"name": "w", "resourceVersion": "5",
             "labels": {"keep": "me", "a/b": "old"}}, "spec": {"old": true}});
-        let meta: ObjectMeta = serde_json::from_value(doc["metadata"].clone()).unwrap();
+        let base = PatchBase {
+            labels: serde_json::from_value(doc["metadata"]["labels"].clone()).unwrap(),
+            annotations: None,
+        };
         let labels = BTreeMap::from([("a/b".to_string(), "new".to_string())]);
         let ann = BTreeMap::from([("x/y".to_string(), "1".to_string())]);
-        let p = work_update(&meta, &json!({"new": 1}), &labels, &ann, Some("5")).unwrap();
+        let p = work_update(&base, &json!({"new": 1}), &labels, &ann, Some("5")).unwrap();
         let out = apply(&doc, &p).unwrap();
         assert_eq!(out["spec"], json!({"new": 1}));
         assert_eq!(

@@ -1,10 +1,8 @@
-//! The planner's input for one MWRS, gathered from the reflector stores only (never from
-//! the API), plus the stored objects the executor needs to shape its patches. Owned
-//! ManifestWorks and revisions come through the owner index: the cost of a snapshot
+//! The planner's input for one MWRS, gathered from the caches only (never from the
+//! API). Owned ManifestWorks and revisions are found by owner: the cost of a snapshot
 //! grows with what the MWRS owns, not with the size of the hub.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use kube::ResourceExt;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
@@ -16,7 +14,6 @@ use mwrs_engine::revision::RevisionView;
 use mwrs_engine::snapshot::Snapshot as EngineSnapshot;
 use mwrs_engine::work::WorkView;
 
-use crate::stored::StoredWork;
 use crate::watch::Stores;
 
 /// Everything the stores hold about one MWRS.
@@ -29,8 +26,6 @@ pub struct StoreView {
     pub blocked: Vec<BlockedWrite>,
     /// Revision names of the namespace other objects hold.
     pub taken_revision_names: Vec<String>,
-    /// Stored ManifestWorks by (cluster, name).
-    pub work_objects: BTreeMap<(String, String), Arc<StoredWork>>,
 }
 
 impl StoreView {
@@ -50,25 +45,8 @@ impl StoreView {
             owner.owns(l.unwrap_or(&empty), a.unwrap_or(&empty))
         };
 
-        let mut work_objects = BTreeMap::new();
-        for mw in stores.owned_works(&owner) {
-            if owns(
-                mw.metadata.labels.as_ref(),
-                mw.metadata.annotations.as_ref(),
-            ) {
-                work_objects.insert((mw.namespace().unwrap_or_default(), mw.name_any()), mw);
-            }
-        }
-        let works = work_objects
-            .values()
-            .map(|mw| {
-                let mut v = mw.view();
-                let key = (v.cluster.clone(), v.name.clone());
-                v.status_seen = stores.work_changes.get(&key);
-                v.written_generation = v.hash().and_then(|h| stores.written.generation_of(&key, h));
-                v
-            })
-            .collect();
+        let mut works = stores.owned_works(&owner);
+        works.retain(|w| owner.owns(&w.labels, &w.annotations));
 
         // Only the referenced Placements and their decisions are fetched (by name and
         // through the decision index); the engine then selects among them exactly as it
@@ -108,7 +86,6 @@ impl StoreView {
             placements,
             works: inner.works,
             revisions: inner.revisions,
-            work_objects,
         }
     }
 

@@ -31,9 +31,10 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::placement::{Placement, PlacementDecision};
 use mwrs_engine::owner::OwnerKey;
 
-use crate::changes::{LastChanges, Written, fingerprint};
+use crate::changes::{LastChanges, fingerprint};
 use crate::index::{ObjKey, SharedIndex};
 use crate::stored::StoredWork;
+use crate::work_cache::{PatchBase, WorkCache};
 
 /// The owner label keys an owned object may carry.
 const OWNER_KEYS: [&str; 2] = [labels::MWRS_OWNER, labels::OWNER_KEY_HASH];
@@ -46,21 +47,17 @@ pub type GuardedMwrs = DeserializeGuard<ManifestWorkReplicaSet>;
 pub struct Stores {
     pub ready: Readiness,
     pub mwrs: Store<GuardedMwrs>,
-    /// One store per owner label key, with its index (same key order as `OWNER_KEYS`).
-    pub works: [Store<StoredWork>; 2],
-    pub work_index: [SharedIndex; 2],
+    /// One cache per owner label key (same key order as `OWNER_KEYS`).
+    pub works: [WorkCache; 2],
+    /// One store per owner label key, with its index.
     pub revisions: [Store<ControllerRevision>; 2],
     pub revision_index: [SharedIndex; 2],
     pub placements: Store<Placement>,
     pub decisions: Store<PlacementDecision>,
     /// Decisions by the placement label's value (the Placement's name).
     pub decision_index: SharedIndex,
-    /// When each ManifestWork's conditions last changed, by (namespace, name).
-    pub work_changes: LastChanges,
     /// When each placement's decisions last changed, by (namespace, placement name).
     pub placement_changes: LastChanges,
-    /// What this controller last wrote into each ManifestWork, and at which generation.
-    pub written: Written,
 }
 
 /// The objects of `owner` in one of the store/index pairs: the index names them, the
@@ -87,9 +84,24 @@ impl Stores {
         self.ready.wait().await;
     }
 
-    /// ManifestWorks carrying `owner`'s selector label, looked up in the owner index.
-    pub fn owned_works(&self, owner: &OwnerKey) -> Vec<Arc<StoredWork>> {
-        owned(&self.works, &self.work_index, owner)
+    /// ManifestWorks carrying `owner`'s selector label, as the planner reads them.
+    pub fn owned_works(&self, owner: &OwnerKey) -> Vec<mwrs_engine::work::WorkView> {
+        self.works.iter().flat_map(|c| c.owned(owner)).collect()
+    }
+
+    /// What a patch of a cached ManifestWork builds on.
+    pub fn work_patch_base(&self, namespace: &str, name: &str) -> Option<PatchBase> {
+        self.works
+            .iter()
+            .find_map(|c| c.patch_base(namespace, name))
+    }
+
+    /// Records what this controller wrote into a ManifestWork (see
+    /// [`WorkCache::record_written`]).
+    pub fn record_written(&self, namespace: &str, name: &str, revision: &str, generation: i64) {
+        for c in &self.works {
+            c.record_written(namespace, name, revision, generation);
+        }
     }
 
     /// ControllerRevisions carrying `owner`'s selector label.
@@ -204,16 +216,10 @@ where
 /// decisions, revisions); ManifestWorks are cluster-wide.
 pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let ready = Readiness::new();
-    let work_changes = LastChanges::default();
     let placement_changes = LastChanges::default();
-    let written = Written::default();
     let (mwrs_r, mwrs) = watch_mwrs(client, namespace, &ready);
-    let feeds = WorkFeeds {
-        changes: &work_changes,
-        written: &written,
-    };
-    let (w0, wi0, ws0) = watch_works(client, OWNER_KEYS[0], ready.track(1), &feeds);
-    let (w1, wi1, ws1) = watch_works(client, OWNER_KEYS[1], ready.track(2), &feeds);
+    let (w0, ws0) = watch_works(client, OWNER_KEYS[0], ready.track(1));
+    let (w1, ws1) = watch_works(client, OWNER_KEYS[1], ready.track(2));
     let (r0, ri0, rs0) = watch_revisions(client, namespace, OWNER_KEYS[0], ready.track(3));
     let (r1, ri1, rs1) = watch_revisions(client, namespace, OWNER_KEYS[1], ready.track(4));
     let (pl_r, placements) = watch_placements(client, namespace, &ready, &placement_changes);
@@ -223,15 +229,12 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
         ready,
         mwrs: mwrs_r,
         works: [w0, w1],
-        work_index: [wi0, wi1],
         revisions: [r0, r1],
         revision_index: [ri0, ri1],
         placements: pl_r,
         decisions: pd_r,
         decision_index,
-        work_changes,
         placement_changes,
-        written,
     };
     let triggers = Triggers {
         mwrs,
@@ -263,37 +266,30 @@ fn watch_mwrs(
     (r, stream)
 }
 
-/// What the ManifestWork watches feed besides their stores.
-struct WorkFeeds<'a> {
-    changes: &'a LastChanges,
-    written: &'a Written,
-}
-
-/// The ManifestWorks carrying owner label `key`, cluster-wide.
+/// The ManifestWorks carrying owner label `key`, cluster-wide, filed in a [`WorkCache`].
 fn watch_works(
     client: &Client,
     key: &'static str,
     track: impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static,
-    feeds: &WorkFeeds<'_>,
-) -> (Store<StoredWork>, SharedIndex, Trigger<StoredWork>) {
-    let (r, w) = reflector::store();
-    let index = SharedIndex::new(key);
+) -> (WorkCache, Trigger<StoredWork>) {
+    let cache = WorkCache::new(key);
     // A paged, consistent list: a list at any resource version is served whole from the
     // watch cache (the API server ignores `limit` there), and one response holding every
     // owned ManifestWork was the controller's start-up peak.
     let config = watcher::Config::default().labels(key);
+    let filed = cache.clone();
     let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
         .default_backoff()
-        // Before the store: the index never lacks an object the store holds.
-        .inspect(index_events(&index))
-        .inspect(change_events(feeds.changes, work_change))
-        .inspect(forget_deleted(feeds.written))
-        .reflect(w)
+        .inspect(move |ev| {
+            if let Ok(ev) = ev {
+                filed.apply(ev, jiff::Timestamp::now());
+            }
+        })
         .inspect(track)
         // Deletions too: Foreground deletion waits for works to disappear.
         .touched_objects()
         .boxed();
-    (r, index, stream)
+    (cache, stream)
 }
 
 /// The ControllerRevisions carrying owner label `key`.
@@ -415,18 +411,6 @@ fn change_events<K: Resource + 'static>(
     }
 }
 
-/// Forgets what was written into a ManifestWork once it is gone.
-fn forget_deleted(
-    written: &Written,
-) -> impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static {
-    let written = written.clone();
-    move |ev| {
-        if let Ok(watcher::Event::Delete(o)) = ev {
-            written.forget(&obj_key(o));
-        }
-    }
-}
-
 fn obj_key<K: Resource>(o: &K) -> ObjKey {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
@@ -438,42 +422,6 @@ struct Change {
     group: ObjKey,
     print: u64,
     since: Option<jiff::Timestamp>,
-}
-
-/// A ManifestWork's conditions as the agent reports them; it last changed at its latest
-/// condition transition.
-fn work_change(mw: &StoredWork) -> Option<Change> {
-    let conditions: Vec<_> = mw
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            (
-                &c.type_,
-                &c.status,
-                &c.reason,
-                c.observed_generation,
-                c.last_transition_time.0,
-            )
-        })
-        .collect();
-    let since = conditions.iter().map(|c| c.4).max();
-    let print = fingerprint(&(
-        mw.metadata.generation,
-        conditions
-            .iter()
-            .map(|c| (c.0, c.1, c.2, c.3, c.4.as_second()))
-            .collect::<Vec<_>>(),
-    ));
-    let key = obj_key(mw);
-    Some(Change {
-        obj: key.clone(),
-        group: key,
-        print,
-        since,
-    })
 }
 
 /// A Placement's count of selected clusters.

@@ -560,8 +560,10 @@ pub async fn hold_an_abort(hub: &TestHub) -> HeldAbort {
     }
 }
 
-/// resourceVersions of MWRS `app`'s ManifestWorks, by cluster.
-pub async fn work_versions(hub: &TestHub) -> Vec<(String, Option<String>)> {
+/// What this controller writes of MWRS `app`'s ManifestWorks, by cluster: the spec's
+/// generation, the labels and annotations (not the resourceVersion: the agent's status
+/// reports move it).
+pub async fn work_versions(hub: &TestHub) -> Vec<(String, WrittenParts)> {
     let mut out = Vec::new();
     for c in &hub.clusters {
         let api: Api<ManifestWork> = Api::namespaced(hub.client.clone(), c);
@@ -569,7 +571,21 @@ pub async fn work_versions(hub: &TestHub) -> Vec<(String, Option<String>)> {
             .get(&format!("{}.app", hub.namespace))
             .await
             .expect("the MWRS's ManifestWork");
-        out.push((c.clone(), w.metadata.resource_version));
+        out.push((
+            c.clone(),
+            (
+                w.metadata.generation,
+                w.metadata.labels.unwrap_or_default(),
+                w.metadata.annotations.unwrap_or_default(),
+            ),
+        ));
     }
     out
 }
+
+/// A ManifestWork's generation, labels and annotations.
+pub type WrittenParts = (
+    Option<i64>,
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeMap<String, String>,
+);

@@ -1,0 +1,613 @@
+//! The cache of owned ManifestWorks (SPEC §11.7, issue #16): per ManifestWork only what
+//! the planner and the executor read, in compact form. Its namespace and name, every
+//! label, the two annotations this controller owns (and whether the object has any
+//! annotations, so a patch never replaces a map it cannot see), generation,
+//! resourceVersion, creation and deletion, the spec's content digest, the conditions and
+//! the agent's note on a failed apply. Never the manifests, `resourceStatus` or managed
+//! fields. Strings that repeat across a fleet (namespaces, the work name, label keys and
+//! values, condition types and statuses) are shared, not copied.
+//!
+//! Derived facts live here too, beside the object they are about, never in the object:
+//! when its conditions last changed (a success counts once it has settled, SPEC §11.3)
+//! and what this controller last wrote into it.
+//!
+//! Fed by one ManifestWork watch (one per owner label key); a relist replaces what that
+//! watch fed, at its end, as a reflector does, so a reconcile never sees half a list.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, RwLock};
+
+use jiff::Timestamp;
+use kube::runtime::watcher;
+use mwrs_api::labels;
+use mwrs_engine::hash::Digest;
+use mwrs_engine::owner::OwnerKey;
+use mwrs_engine::work::{CondView, WorkView};
+
+use crate::stored::StoredWork;
+
+/// A shared string.
+type Sym = Arc<str>;
+
+/// (namespace, name) of a ManifestWork.
+type WorkKey = (Sym, Sym);
+
+/// Annotations of a ManifestWork the planner reads; the cache keeps no others.
+const KEPT_ANNOTATIONS: [&str; 2] = [labels::MWRS_OWNER_ANNOTATION, labels::REVISION_APPLIED_AT];
+
+/// One ManifestWork as the cache holds it.
+#[derive(Clone, Debug)]
+struct Entry {
+    generation: i64,
+    resource_version: Option<Box<str>>,
+    labels: Box<[(Sym, Sym)]>,
+    /// Only [`KEPT_ANNOTATIONS`].
+    annotations: Box<[(Sym, Box<str>)]>,
+    /// The object has an annotations map (with other keys, perhaps).
+    has_annotations: bool,
+    spec_digest: Option<Digest>,
+    created: Option<Timestamp>,
+    deleting: bool,
+    conditions: Box<[CondView]>,
+    applied_note: Option<Box<str>>,
+    status_error: Option<Box<str>>,
+    /// Of the generation and the conditions: a different one is a change.
+    fingerprint: u64,
+    /// When the conditions were last seen to change.
+    changed: Timestamp,
+}
+
+/// What a write needs to know of the object it patches.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PatchBase {
+    /// Every label (None: the object has none).
+    pub labels: Option<BTreeMap<String, String>>,
+    /// This controller's annotations (None: the object has no annotations map).
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Strings shared by every entry that holds them.
+#[derive(Default)]
+struct Interner {
+    set: HashSet<Sym>,
+    /// Insertions since the last sweep.
+    since_sweep: usize,
+}
+
+impl Interner {
+    fn get(&mut self, s: &str) -> Sym {
+        if let Some(sym) = self.set.get(s) {
+            return sym.clone();
+        }
+        let sym: Sym = Arc::from(s);
+        self.set.insert(sym.clone());
+        self.since_sweep += 1;
+        sym
+    }
+
+    /// Forgets strings no entry holds any more, once in a while (label values change
+    /// with every revision).
+    fn sweep_if_due(&mut self, live: usize) {
+        if self.since_sweep > 1024.max(live) {
+            self.set.retain(|s| Arc::strong_count(s) > 1);
+            self.since_sweep = 0;
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    strings: Interner,
+    /// Owner label value → its ManifestWorks.
+    by_owner: HashMap<Sym, HashMap<WorkKey, Entry>>,
+    /// ManifestWork → the owner label value it is filed under.
+    owner_of: HashMap<WorkKey, Sym>,
+    /// A relist under way: what it has brought so far.
+    relist: Option<Vec<(WorkKey, Sym, StoredFacts)>>,
+    /// What this controller last wrote into a ManifestWork: the revision and the
+    /// generation the API server answered with.
+    written: HashMap<WorkKey, (Sym, i64)>,
+}
+
+/// The facts of one watched object, before they are filed.
+struct StoredFacts {
+    view: WorkView,
+    has_annotations: bool,
+    fingerprint: u64,
+    /// When the object says it last changed: its latest condition transition.
+    since: Option<Timestamp>,
+}
+
+/// The cache for the ManifestWorks carrying one owner label key.
+#[derive(Clone)]
+pub struct WorkCache {
+    key: &'static str,
+    inner: Arc<RwLock<Inner>>,
+}
+
+impl WorkCache {
+    /// A cache of the ManifestWorks labelled `key` (an owner label key).
+    pub fn new(key: &'static str) -> Self {
+        Self {
+            key,
+            inner: Arc::default(),
+        }
+    }
+
+    /// Files one watch event, seen at `now`.
+    pub fn apply(&self, event: &watcher::Event<StoredWork>, now: Timestamp) {
+        let Ok(mut inner) = self.inner.write() else {
+            return;
+        };
+        match event {
+            watcher::Event::Init => inner.relist = Some(Vec::new()),
+            watcher::Event::InitApply(obj) => {
+                if let Some((key, owner, facts)) = self.facts(&mut inner, obj) {
+                    inner
+                        .relist
+                        .get_or_insert_with(Vec::new)
+                        .push((key, owner, facts));
+                }
+            }
+            watcher::Event::InitDone => inner.finish_relist(now),
+            watcher::Event::Apply(obj) => {
+                if let Some((key, owner, facts)) = self.facts(&mut inner, obj) {
+                    inner.file(key, owner, facts, now);
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                let key = inner.key_of(obj);
+                inner.remove(&key);
+            }
+        }
+        let live = inner.owner_of.len();
+        inner.strings.sweep_if_due(live);
+    }
+
+    /// The owner label value, key and facts of `obj` (None: not labelled with our key).
+    fn facts(&self, inner: &mut Inner, obj: &StoredWork) -> Option<(WorkKey, Sym, StoredFacts)> {
+        let owner = obj.metadata.labels.as_ref()?.get(self.key)?;
+        let owner = inner.strings.get(owner);
+        let key = inner.key_of(obj);
+        Some((key, owner, StoredFacts::of(obj)))
+    }
+
+    /// The ManifestWorks filed under `owner`'s selector value, as the planner reads them
+    /// (the caller checks ownership: the label alone may be forged).
+    pub fn owned(&self, owner: &OwnerKey) -> Vec<WorkView> {
+        let (key, value) = owner.selector();
+        if key != self.key {
+            return Vec::new();
+        }
+        let Ok(inner) = self.inner.read() else {
+            return Vec::new();
+        };
+        let Some(works) = inner.by_owner.get(value.as_str()) else {
+            return Vec::new();
+        };
+        works
+            .iter()
+            .map(|(k, e)| {
+                let mut view = e.view(k);
+                view.written_generation = inner.written_generation(k, view.hash());
+                view
+            })
+            .collect()
+    }
+
+    /// What a patch of ManifestWork `name` in `namespace` builds on (None: not cached).
+    pub fn patch_base(&self, namespace: &str, name: &str) -> Option<PatchBase> {
+        let inner = self.inner.read().ok()?;
+        let key: WorkKey = (Arc::from(namespace), Arc::from(name));
+        inner.entry(&key).map(Entry::patch_base)
+    }
+
+    /// How many ManifestWorks the cache holds.
+    pub fn len(&self) -> usize {
+        self.inner.read().map_or(0, |i| i.owner_of.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records that this controller wrote `revision` into ManifestWork `name` of
+    /// `namespace` and the API server answered with `generation`.
+    pub fn record_written(&self, namespace: &str, name: &str, revision: &str, generation: i64) {
+        let Ok(mut inner) = self.inner.write() else {
+            return;
+        };
+        let key = (inner.strings.get(namespace), inner.strings.get(name));
+        let revision = inner.strings.get(revision);
+        inner.written.insert(key, (revision, generation));
+    }
+}
+
+impl Inner {
+    fn key_of(&mut self, obj: &StoredWork) -> WorkKey {
+        let meta = &obj.metadata;
+        (
+            self.strings
+                .get(meta.namespace.as_deref().unwrap_or_default()),
+            self.strings.get(meta.name.as_deref().unwrap_or_default()),
+        )
+    }
+
+    /// Files `facts` for `key` under `owner`, dating a change of its conditions `now`.
+    fn file(&mut self, key: WorkKey, owner: Sym, facts: StoredFacts, now: Timestamp) {
+        let previous = self.entry(&key).map(|e| (e.fingerprint, e.changed));
+        let changed = match previous {
+            Some((print, at)) if print == facts.fingerprint => at,
+            Some(_) => now,
+            // A first sight is dated by the object, so that a restarted controller does
+            // not take every ManifestWork of the fleet for changed just now (which
+            // unsettled every settled success and cost status writes).
+            None => facts.since.map_or(now, |s| s.min(now)),
+        };
+        let entry = Entry::new(&mut self.strings, facts, changed);
+        if let Some(old_owner) = self.owner_of.get(&key).filter(|o| **o != owner).cloned() {
+            self.unfile(&key, &old_owner);
+        }
+        self.owner_of.insert(key.clone(), owner.clone());
+        self.by_owner.entry(owner).or_default().insert(key, entry);
+    }
+
+    fn entry(&self, key: &WorkKey) -> Option<&Entry> {
+        let owner = self.owner_of.get(key)?;
+        self.by_owner.get(owner)?.get(key)
+    }
+
+    fn unfile(&mut self, key: &WorkKey, owner: &Sym) {
+        if let Some(works) = self.by_owner.get_mut(owner) {
+            works.remove(key);
+            if works.is_empty() {
+                self.by_owner.remove(owner);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &WorkKey) {
+        if let Some(owner) = self.owner_of.remove(key) {
+            self.unfile(key, &owner);
+        }
+        self.written.remove(key);
+    }
+
+    /// A relist is complete: what it brought replaces what the cache held; entries it
+    /// did not bring are gone, the others keep their change times when unchanged.
+    fn finish_relist(&mut self, now: Timestamp) {
+        let Some(listed) = self.relist.take() else {
+            return;
+        };
+        let keep: HashSet<&WorkKey> = listed.iter().map(|(k, _, _)| k).collect();
+        let gone: Vec<WorkKey> = self
+            .owner_of
+            .keys()
+            .filter(|k| !keep.contains(k))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.remove(key);
+        }
+        for (key, owner, facts) in listed {
+            self.file(key, owner, facts, now);
+        }
+    }
+
+    fn written_generation(&self, key: &WorkKey, revision: Option<&str>) -> Option<i64> {
+        let (written, generation) = self.written.get(key)?;
+        (Some(&**written) == revision).then_some(*generation)
+    }
+}
+
+impl StoredFacts {
+    fn of(obj: &StoredWork) -> Self {
+        let view = obj.view();
+        let since = view.conditions.iter().map(|c| c.last_transition_time).max();
+        Self {
+            fingerprint: fingerprint_of(obj),
+            has_annotations: obj.metadata.annotations.is_some(),
+            since,
+            view,
+        }
+    }
+}
+
+/// A ManifestWork's generation and conditions as the agent reports them.
+fn fingerprint_of(obj: &StoredWork) -> u64 {
+    let mut h = DefaultHasher::new();
+    obj.metadata.generation.hash(&mut h);
+    for c in obj
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        (
+            &c.type_,
+            &c.status,
+            &c.reason,
+            c.observed_generation,
+            c.last_transition_time.0.as_second(),
+        )
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Entry {
+    fn new(strings: &mut Interner, facts: StoredFacts, changed: Timestamp) -> Self {
+        let StoredFacts {
+            view,
+            has_annotations,
+            fingerprint,
+            since: _,
+        } = facts;
+        let labels = view
+            .labels
+            .iter()
+            .map(|(k, v)| (strings.get(k), strings.get(v)))
+            .collect();
+        let annotations = KEPT_ANNOTATIONS
+            .iter()
+            .filter_map(|k| Some((strings.get(k), view.annotation(k)?.into())))
+            .collect();
+        // Condition types and statuses are short: held inline, not shared.
+        let conditions = view.conditions.into_boxed_slice();
+        Self {
+            generation: view.generation,
+            resource_version: view.resource_version.map(Into::into),
+            labels,
+            annotations,
+            has_annotations,
+            spec_digest: view.spec_digest,
+            created: view.created,
+            deleting: view.deleting,
+            conditions,
+            applied_note: view.applied_note.map(Into::into),
+            status_error: view.status_error.map(Into::into),
+            fingerprint,
+            changed,
+        }
+    }
+
+    fn view(&self, (namespace, name): &WorkKey) -> WorkView {
+        WorkView {
+            cluster: namespace.to_string(),
+            name: name.to_string(),
+            generation: self.generation,
+            resource_version: self.resource_version.as_deref().map(str::to_string),
+            labels: self.labels_map(),
+            annotations: self.annotations_map(),
+            spec_digest: self.spec_digest,
+            created: self.created,
+            deleting: self.deleting,
+            conditions: self.conditions.to_vec(),
+            status_seen: Some(self.changed),
+            applied_note: self.applied_note.as_deref().map(str::to_string),
+            written_generation: None,
+            status_error: self.status_error.as_deref().map(str::to_string),
+        }
+    }
+
+    fn labels_map(&self) -> BTreeMap<String, String> {
+        self.labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn annotations_map(&self) -> BTreeMap<String, String> {
+        self.annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn patch_base(&self) -> PatchBase {
+        PatchBase {
+            labels: (!self.labels.is_empty()).then(|| self.labels_map()),
+            annotations: self.has_annotations.then(|| self.annotations_map()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::{Value, json};
+
+    const OWNER: &str = "ns.app";
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap()
+    }
+
+    /// A ManifestWork of `owner` in `cluster` carrying `hash`, Available since `since`.
+    fn work(cluster: &str, owner: &str, hash: &str, generation: i64, since: i64) -> StoredWork {
+        let v: Value = json!({
+            "metadata": {"name": "app", "namespace": cluster, "generation": generation,
+                "resourceVersion": format!("{generation}0"),
+                "labels": {labels::MWRS_OWNER: owner, labels::CONTROLLER_HASH: hash,
+                    labels::PLACEMENT_NAME: "p", "team": "a"},
+                "annotations": {labels::MWRS_OWNER_ANNOTATION: "ns/app",
+                    labels::REVISION_APPLIED_AT: "2026-12-04T00:00:00Z",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"big\": true}"}},
+            "spec": {"workload": {"manifests": [{"kind": "ConfigMap"}]}},
+            "status": {"conditions": [{"type": "Available", "status": "True", "reason": "r",
+                "message": "", "observedGeneration": generation,
+                "lastTransitionTime": Timestamp::from_second(since).unwrap().to_string()}]}
+        });
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn owned(cache: &WorkCache, owner: &str) -> Vec<WorkView> {
+        let (namespace, name) = owner.split_once('.').unwrap();
+        let mut v = cache.owned(&OwnerKey::new(namespace, name));
+        v.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        v
+    }
+
+    fn seen(cache: &WorkCache, cluster: &str) -> Option<Timestamp> {
+        owned(cache, OWNER)
+            .into_iter()
+            .find(|w| w.cluster == cluster)
+            .and_then(|w| w.status_seen)
+    }
+
+    #[test]
+    fn works_are_filed_by_owner_as_the_planner_reads_them() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let stored = work("c1", OWNER, "h1", 1, 10);
+        cache.apply(&watcher::Event::Apply(stored.clone()), t(100));
+        cache.apply(
+            &watcher::Event::Apply(work("c2", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        let mut other = work("c1", "ns.other", "h9", 1, 10);
+        other.metadata.name = Some("other".into());
+        cache.apply(&watcher::Event::Apply(other), t(100));
+        let views = owned(&cache, OWNER);
+        assert_eq!(views.len(), 2);
+        let mut want = stored.view();
+        // Only this controller's annotations are kept.
+        want.annotations
+            .remove("kubectl.kubernetes.io/last-applied-configuration");
+        want.status_seen = Some(t(10));
+        assert_eq!(views[0], want);
+        assert_eq!(owned(&cache, "ns.other").len(), 1);
+        assert_eq!(cache.len(), 3);
+        // Another owner label key: another cache.
+        assert!(
+            WorkCache::new(labels::OWNER_KEY_HASH)
+                .owned(&OwnerKey::new("ns", "app"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_change_is_dated_when_seen_and_a_first_sight_by_the_object() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        assert_eq!(
+            seen(&cache, "c1"),
+            Some(t(10)),
+            "first sight: the transition"
+        );
+        // The same conditions again (a resync, a label change): no change.
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(200),
+        );
+        assert_eq!(seen(&cache, "c1"), Some(t(10)));
+        // A new generation: changed now, whatever the object claims.
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h2", 2, 11)),
+            t(300),
+        );
+        assert_eq!(seen(&cache, "c1"), Some(t(300)));
+        // A claim from the future counts as now.
+        cache.apply(
+            &watcher::Event::Apply(work("c2", OWNER, "h1", 1, 999)),
+            t(400),
+        );
+        assert_eq!(seen(&cache, "c2"), Some(t(400)));
+    }
+
+    #[test]
+    fn a_relist_replaces_what_was_cached_at_its_end() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        cache.apply(
+            &watcher::Event::Apply(work("c2", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        cache.apply(&watcher::Event::Init, t(200));
+        cache.apply(
+            &watcher::Event::InitApply(work("c1", OWNER, "h1", 1, 10)),
+            t(200),
+        );
+        cache.apply(
+            &watcher::Event::InitApply(work("c3", OWNER, "h1", 1, 20)),
+            t(200),
+        );
+        assert_eq!(
+            owned(&cache, OWNER).len(),
+            2,
+            "until the relist ends, the cache serves what it had"
+        );
+        assert!(seen(&cache, "c2").is_some());
+        cache.apply(&watcher::Event::InitDone, t(200));
+        let clusters: Vec<String> = owned(&cache, OWNER)
+            .into_iter()
+            .map(|w| w.cluster)
+            .collect();
+        assert_eq!(clusters, ["c1", "c3"]);
+        assert_eq!(
+            seen(&cache, "c1"),
+            Some(t(10)),
+            "unchanged: its time is kept"
+        );
+        assert_eq!(seen(&cache, "c3"), Some(t(20)));
+    }
+
+    #[test]
+    fn what_was_written_is_known_until_the_work_goes() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        cache.record_written("c1", "app", "h1", 1);
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        assert_eq!(owned(&cache, OWNER)[0].written_generation, Some(1));
+        // Another revision on the object than the one written: not known.
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h2", 2, 10)),
+            t(100),
+        );
+        assert_eq!(owned(&cache, OWNER)[0].written_generation, None);
+        cache.record_written("c1", "app", "h2", 2);
+        assert_eq!(owned(&cache, OWNER)[0].written_generation, Some(2));
+        cache.apply(
+            &watcher::Event::Delete(work("c1", OWNER, "h2", 2, 10)),
+            t(100),
+        );
+        assert!(owned(&cache, OWNER).is_empty());
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h2", 2, 10)),
+            t(100),
+        );
+        assert_eq!(
+            owned(&cache, OWNER)[0].written_generation,
+            None,
+            "a ManifestWork made again by someone else"
+        );
+    }
+
+    #[test]
+    fn a_patch_builds_on_every_label_and_our_annotations() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        let base = cache.patch_base("c1", "app").unwrap();
+        assert_eq!(
+            base.labels.unwrap().get("team").map(String::as_str),
+            Some("a")
+        );
+        let annotations = base.annotations.unwrap();
+        assert_eq!(annotations.len(), 2, "{annotations:?}");
+        assert!(cache.patch_base("c1", "other").is_none());
+    }
+}

@@ -1,0 +1,102 @@
+//! What the cache keeps per owned ManifestWork (issue #16): heap bytes held by a
+//! [`WorkCache`] filled with 5,000 ManifestWorks as upstream's agent and this controller
+//! leave them (owner, placement and revision labels, this controller's annotations and a
+//! large foreign one, the agent's finalizer, four conditions, `resourceStatus`, managed
+//! fields), next to a reflector store of the same objects as [`StoredWork`] (what the
+//! controller cached before). Measured with dhat's heap accounting (bytes, not time).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use jiff::Timestamp;
+use kube::runtime::{reflector, watcher};
+use mwrs_api::labels;
+use mwrs_controller::stored::StoredWork;
+use mwrs_controller::work_cache::WorkCache;
+use serde_json::json;
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+const N: usize = 5_000;
+
+fn condition(type_: &str, status: &str, reason: &str) -> serde_json::Value {
+    json!({"type": type_, "status": status, "reason": reason,
+        "message": "Apply manifest work complete", "observedGeneration": 2,
+        "lastTransitionTime": "2026-12-04T01:00:00Z"})
+}
+
+/// ManifestWork `i` as the API server sends it after a rollout.
+fn work(i: usize) -> StoredWork {
+    let v = json!({
+        "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {
+            "name": "default.app", "namespace": format!("cluster-{i:05}"),
+            "uid": format!("2f1c1f4e-8b7a-4c1e-9a55-{i:012}"),
+            "generation": 2, "resourceVersion": format!("{}", 100_000 + i),
+            "creationTimestamp": "2026-12-04T00:00:00Z",
+            "finalizers": ["cluster.open-cluster-management.io/manifest-work-cleanup"],
+            "labels": {labels::MWRS_OWNER: "default.app", labels::PLACEMENT_NAME: "fleet",
+                labels::CONTROLLER_HASH: "5d8f7c9b6"},
+            "annotations": {labels::MWRS_OWNER_ANNOTATION: "default/app",
+                labels::REVISION_APPLIED_AT: format!("2026-12-04T00:{:02}:{:02}Z", i / 60 % 60, i % 60),
+                "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(400)},
+            "managedFields": [{"manager": "work-agent", "operation": "Update",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:conditions": {}}}}]
+        },
+        "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "app", "namespace": "default"}, "data": {"v": "2"}}]}},
+        "status": {
+            "conditions": [
+                condition("Applied", "True", "AppliedManifestWorkComplete"),
+                condition("Available", "True", "ResourcesAvailable"),
+                condition("Progressing", "False", "AppliedManifestWorkComplete"),
+                condition("Degraded", "False", "AppliedManifestWorkComplete"),
+            ],
+            "resourceStatus": {"manifests": [{"resourceMeta": {"kind": "ConfigMap", "name": "app"},
+                "conditions": [{"type": "Available", "status": "True", "reason": "r",
+                    "message": "", "lastTransitionTime": "2026-12-04T01:00:00Z"}]}]}
+        }
+    });
+    serde_json::from_value(v).unwrap()
+}
+
+/// Heap bytes that `fill` leaves allocated, per ManifestWork.
+fn kept_per_work<T>(fill: impl FnOnce(Vec<StoredWork>) -> T) -> (u64, T) {
+    let before = dhat::HeapStats::get().curr_bytes;
+    let works: Vec<StoredWork> = (0..N).map(work).collect();
+    // `fill` consumes the decoded objects: what stays after it is what it keeps.
+    let held = fill(works);
+    let after = dhat::HeapStats::get().curr_bytes;
+    (after.saturating_sub(before) as u64 / N as u64, held)
+}
+
+#[test]
+fn the_cache_keeps_a_small_fraction_of_a_stored_manifestwork() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let now = Timestamp::from_second(1_800_000_000).unwrap();
+
+    let (cache_bytes, cache) = kept_per_work(|works| {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        for w in works {
+            cache.apply(&watcher::Event::Apply(w), now);
+        }
+        cache
+    });
+    assert_eq!(cache.len(), N);
+
+    let (store_bytes, store) = kept_per_work(|works| {
+        let (reader, mut writer) = reflector::store::<StoredWork>();
+        for w in works {
+            writer.apply_watcher_event(&watcher::Event::Apply(w));
+        }
+        reader
+    });
+    assert_eq!(store.state().len(), N);
+    eprintln!(
+        "per ManifestWork: work cache {cache_bytes} B, reflector store of StoredWork \
+         {store_bytes} B ({:.2}x)",
+        cache_bytes as f64 / store_bytes as f64
+    );
+    assert!(cache_bytes < 1536, "{cache_bytes} B per ManifestWork");
+    assert!(cache_bytes * 3 < store_bytes);
+}
