@@ -30,7 +30,7 @@ use crate::rollout::Compat;
 use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
 use crate::work::WorkView;
 
-use abort::{AbortMemory, AbortState, Hold};
+use abort::{AbortDecision, AbortMemory, AbortState, Hold};
 use classify::Classified;
 use cluster_table::{Clusters, Expected};
 use controls::Controls;
@@ -38,6 +38,7 @@ use deletion::plan_deletion;
 use history::RevisionStep;
 use revision_ids::RevisionIds;
 use status::plan_invalid;
+use writes::Writes;
 
 mod abort;
 mod classify;
@@ -259,17 +260,35 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// The stages in order, each a function of what the stages before it returned.
-    fn run(self, finalizer: FinalizerAction) -> Plan {
+    /// Stages 1 to 5: what this pass finds, its abort decision and its ManifestWork
+    /// writes.
+    fn decide(&self) -> (Observation<'a>, AbortDecision, Writes) {
+        let observation = self.observe();
         let Observation {
             revision,
             controls,
             memory,
             hold,
             seen,
-        } = self.observe();
-        let abort = self.decide_abort(&revision.update, controls.abort, &hold, &seen, memory);
-        let writes = self.writes(&revision.update, controls.paused, &hold, &seen, &abort);
+        } = &observation;
+        let abort = self.decide_abort(&revision.update, controls.abort, hold, seen, memory.clone());
+        let writes = self.writes(&revision.update, controls.paused, hold, seen, &abort);
+        (observation, abort, writes)
+    }
+
+    /// The stages in order, each a function of what the stages before it returned.
+    fn run(self, finalizer: FinalizerAction) -> Plan {
+        let (
+            Observation {
+                revision,
+                controls,
+                memory: _,
+                hold,
+                seen,
+            },
+            abort,
+            writes,
+        ) = self.decide();
         let status = self.status_update(&revision, &controls, &hold, &seen, &abort);
         let pruned = self.prune(&status.status);
 

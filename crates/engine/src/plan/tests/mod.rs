@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -20,10 +21,11 @@ use crate::owner::OwnerKey;
 use crate::placement::PlacementView;
 use crate::revision::RevisionView;
 use crate::rollout::{DecisionGroups, GroupKey, RolloutStatus};
+use crate::snapshot::Snapshot;
 use crate::validate;
 use crate::work::WorkView;
 
-use super::{BlockedWrite, ClusterReport, Observed, Pass, PlanConfig};
+use super::{ClusterReport, Observed, Pass, PlanConfig};
 
 mod abort;
 mod classify;
@@ -119,14 +121,25 @@ enum Reported {
     Degraded,
 }
 
-/// Everything a pass reads, owned, so a test can shape it before it builds the pass.
+/// Everything a pass reads (a [`Snapshot`], reached through `Deref`), owned, so a test
+/// can shape it before it builds the pass.
 struct Fixture {
-    mwrs: ManifestWorkReplicaSet,
-    placements: Vec<PlacementView>,
-    works: Vec<WorkView>,
-    revisions: Vec<RevisionView>,
-    blocked: Vec<BlockedWrite>,
+    hub: Snapshot,
     cfg: PlanConfig,
+}
+
+impl Deref for Fixture {
+    type Target = Snapshot;
+
+    fn deref(&self) -> &Snapshot {
+        &self.hub
+    }
+}
+
+impl DerefMut for Fixture {
+    fn deref_mut(&mut self) -> &mut Snapshot {
+        &mut self.hub
+    }
 }
 
 impl Fixture {
@@ -143,23 +156,14 @@ impl Fixture {
             )
         }));
         Self {
-            mwrs: m,
-            placements: vec![PlacementView::found("p", groups)],
-            works: Vec::new(),
-            revisions: vec![stable_revision()],
-            blocked: Vec::new(),
+            hub: Snapshot {
+                mwrs: m,
+                placements: vec![PlacementView::found("p", groups)],
+                works: Vec::new(),
+                revisions: vec![stable_revision()],
+                blocked: Vec::new(),
+            },
             cfg: PlanConfig::default(),
-        }
-    }
-
-    fn observed(&self) -> Observed<'_> {
-        Observed {
-            mwrs: &self.mwrs,
-            placements: &self.placements,
-            works: &self.works,
-            revisions: &self.revisions,
-            blocked: &self.blocked,
-            taken_revision_names: &[],
         }
     }
 

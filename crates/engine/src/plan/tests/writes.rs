@@ -6,22 +6,13 @@ use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, AbortRecord};
 
 use crate::hash;
 
-use super::super::{Observation, WorkApply, WorkChange};
+use super::super::{WorkApply, WorkChange};
 use super::{Fixture, Reported, STABLE, mwrs, secs, t0};
 
 fn writes(f: &Fixture) -> Vec<WorkChange> {
     let o = f.observed();
-    let pass = f.pass(&o);
-    let Observation {
-        revision,
-        controls,
-        memory,
-        hold,
-        seen,
-    } = pass.observe();
-    let abort = pass.decide_abort(&revision.update, controls.abort, &hold, &seen, memory);
-    pass.writes(&revision.update, controls.paused, &hold, &seen, &abort)
-        .works
+    let (_, _, writes) = f.pass(&o).decide();
+    writes.works
 }
 
 fn applies(changes: &[WorkChange]) -> Vec<&WorkApply> {
