@@ -104,17 +104,19 @@ struct Inner {
     /// ManifestWork → the owner label value it is filed under.
     owner_of: HashMap<WorkKey, Sym>,
     /// A relist under way: what it has brought so far.
-    relist: Option<Vec<(WorkKey, Sym, StoredFacts)>>,
+    relist: Option<Vec<Filing>>,
     /// What this controller last wrote into a ManifestWork: the revision and the
     /// generation the API server answered with.
     written: HashMap<WorkKey, (Sym, i64)>,
 }
 
-/// The facts of one watched object, before they are filed.
-struct StoredFacts {
-    view: WorkView,
-    has_annotations: bool,
-    fingerprint: u64,
+/// One watched object, ready to be filed.
+struct Filing {
+    key: WorkKey,
+    /// Its owner label value.
+    owner: Sym,
+    /// Dated when filed.
+    entry: Entry,
     /// When the object says it last changed: its latest condition transition.
     since: Option<Timestamp>,
 }
@@ -143,17 +145,14 @@ impl WorkCache {
         match event {
             watcher::Event::Init => inner.relist = Some(Vec::new()),
             watcher::Event::InitApply(obj) => {
-                if let Some((key, owner, facts)) = self.facts(&mut inner, obj) {
-                    inner
-                        .relist
-                        .get_or_insert_with(Vec::new)
-                        .push((key, owner, facts));
+                if let Some(filing) = self.filing(&mut inner, obj) {
+                    inner.relist.get_or_insert_with(Vec::new).push(filing);
                 }
             }
             watcher::Event::InitDone => inner.finish_relist(now),
             watcher::Event::Apply(obj) => {
-                if let Some((key, owner, facts)) = self.facts(&mut inner, obj) {
-                    inner.file(key, owner, facts, now);
+                if let Some(filing) = self.filing(&mut inner, obj) {
+                    inner.file(filing, now);
                 }
             }
             watcher::Event::Delete(obj) => {
@@ -165,12 +164,26 @@ impl WorkCache {
         inner.strings.sweep_if_due(live);
     }
 
-    /// The owner label value, key and facts of `obj` (None: not labelled with our key).
-    fn facts(&self, inner: &mut Inner, obj: &StoredWork) -> Option<(WorkKey, Sym, StoredFacts)> {
+    /// `obj` ready to be filed (None: not labelled with our key).
+    fn filing(&self, inner: &mut Inner, obj: &StoredWork) -> Option<Filing> {
         let owner = obj.metadata.labels.as_ref()?.get(self.key)?;
         let owner = inner.strings.get(owner);
         let key = inner.key_of(obj);
-        Some((key, owner, StoredFacts::of(obj)))
+        let view = obj.view();
+        let since = view.conditions.iter().map(|c| c.last_transition_time).max();
+        let has_annotations = obj.metadata.annotations.is_some();
+        let entry = Entry::new(
+            &mut inner.strings,
+            view,
+            has_annotations,
+            fingerprint_of(obj),
+        );
+        Some(Filing {
+            key,
+            owner,
+            entry,
+            since,
+        })
     }
 
     /// The ManifestWorks filed under `owner`'s selector value, as the planner reads them
@@ -234,18 +247,23 @@ impl Inner {
         )
     }
 
-    /// Files `facts` for `key` under `owner`, dating a change of its conditions `now`.
-    fn file(&mut self, key: WorkKey, owner: Sym, facts: StoredFacts, now: Timestamp) {
+    /// Files `filing`, dating a change of its conditions `now`.
+    fn file(&mut self, filing: Filing, now: Timestamp) {
+        let Filing {
+            key,
+            owner,
+            mut entry,
+            since,
+        } = filing;
         let previous = self.entry(&key).map(|e| (e.fingerprint, e.changed));
-        let changed = match previous {
-            Some((print, at)) if print == facts.fingerprint => at,
+        entry.changed = match previous {
+            Some((print, at)) if print == entry.fingerprint => at,
             Some(_) => now,
             // A first sight is dated by the object, so that a restarted controller does
             // not take every ManifestWork of the fleet for changed just now (which
             // unsettled every settled success and cost status writes).
-            None => facts.since.map_or(now, |s| s.min(now)),
+            None => since.map_or(now, |s| s.min(now)),
         };
-        let entry = Entry::new(&mut self.strings, facts, changed);
         if let Some(old_owner) = self.owner_of.get(&key).filter(|o| **o != owner).cloned() {
             self.unfile(&key, &old_owner);
         }
@@ -280,7 +298,7 @@ impl Inner {
         let Some(listed) = self.relist.take() else {
             return;
         };
-        let keep: HashSet<&WorkKey> = listed.iter().map(|(k, _, _)| k).collect();
+        let keep: HashSet<&WorkKey> = listed.iter().map(|f| &f.key).collect();
         let gone: Vec<WorkKey> = self
             .owner_of
             .keys()
@@ -290,27 +308,14 @@ impl Inner {
         for key in &gone {
             self.remove(key);
         }
-        for (key, owner, facts) in listed {
-            self.file(key, owner, facts, now);
+        for filing in listed {
+            self.file(filing, now);
         }
     }
 
     fn written_generation(&self, key: &WorkKey, revision: Option<&str>) -> Option<i64> {
         let (written, generation) = self.written.get(key)?;
         (Some(&**written) == revision).then_some(*generation)
-    }
-}
-
-impl StoredFacts {
-    fn of(obj: &StoredWork) -> Self {
-        let view = obj.view();
-        let since = view.conditions.iter().map(|c| c.last_transition_time).max();
-        Self {
-            fingerprint: fingerprint_of(obj),
-            has_annotations: obj.metadata.annotations.is_some(),
-            since,
-            view,
-        }
     }
 }
 
@@ -338,13 +343,13 @@ fn fingerprint_of(obj: &StoredWork) -> u64 {
 }
 
 impl Entry {
-    fn new(strings: &mut Interner, facts: StoredFacts, changed: Timestamp) -> Self {
-        let StoredFacts {
-            view,
-            has_annotations,
-            fingerprint,
-            since: _,
-        } = facts;
+    /// `view` in compact form; its change time is set when it is filed.
+    fn new(
+        strings: &mut Interner,
+        view: WorkView,
+        has_annotations: bool,
+        fingerprint: u64,
+    ) -> Self {
         let labels = view
             .labels
             .iter()
@@ -369,7 +374,7 @@ impl Entry {
             applied_note: view.applied_note.map(Into::into),
             status_error: view.status_error.map(Into::into),
             fingerprint,
-            changed,
+            changed: Timestamp::UNIX_EPOCH,
         }
     }
 
