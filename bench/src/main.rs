@@ -110,14 +110,19 @@ struct Seen {
     counts: HashMap<String, usize>,
     /// First time a ManifestWork on this version reported Degraded at its generation.
     first_degraded: HashMap<String, Instant>,
+    /// First time a ManifestWork was seen moving to this version (since last cleared).
+    first_moved_to: HashMap<String, Instant>,
 }
 
 impl Seen {
-    fn set(&mut self, key: (String, String), version: Option<String>) {
+    fn set(&mut self, key: (String, String), version: Option<String>, now: Instant) {
         if let Some(Some(old)) = self.works.get(&key)
             && let Some(c) = self.counts.get_mut(old)
         {
             *c -= 1;
+            if let Some(v) = version.as_ref().filter(|v| *v != old) {
+                self.first_moved_to.entry(v.clone()).or_insert(now);
+            }
         }
         if let Some(v) = &version {
             *self.counts.entry(v.clone()).or_default() += 1;
@@ -183,7 +188,7 @@ impl Tracker {
                             {
                                 st.first_degraded.entry(v.clone()).or_insert(now);
                             }
-                            st.set(key, v);
+                            st.set(key, v, now);
                         }
                         Event::Delete(mw) => {
                             st.remove(&(mw.namespace().unwrap_or_default(), mw.name_any()));
@@ -416,6 +421,10 @@ struct Row {
     create_s: f64,
     fanout_s: f64,
     abort_s: f64,
+    /// The abort's first part: breach → first ManifestWork back on the stable version.
+    abort_to_first_revert_s: f64,
+    /// Its second part: first → last ManifestWork back.
+    abort_reverts_s: f64,
     fanout_ratio: f64,
     abort_ratio: f64,
     idle_cpu_s_per_min: f64,
@@ -700,6 +709,9 @@ impl Bench {
         }
         self.set_version(ns, "app", "v3").await?;
         self.wait_version("v3", n).await?;
+        if let Ok(mut st) = self.tracker.seen.lock() {
+            st.first_moved_to.clear();
+        }
         let breach = self
             .tracker
             .until("a Degraded cluster on v3", self.timeout(), |s| {
@@ -713,7 +725,21 @@ impl Bench {
             .ok()
             .and_then(|s| s.first_degraded.get("v3").copied())
             .unwrap_or(breach);
-        row.abort_s = (self.wait_version("v2", n).await? - breach).as_secs_f64();
+        let reverted = self.wait_version("v2", n).await?;
+        row.abort_s = (reverted - breach).as_secs_f64();
+        // Where the time goes: from the breach to the first revert seen (the agent's
+        // report reaching the controller, its pass, the status write that persists the
+        // abort, the first write), then the revert writes themselves.
+        let first_revert = self
+            .tracker
+            .seen
+            .lock()
+            .ok()
+            .and_then(|s| s.first_moved_to.get("v2").copied());
+        if let Some(first) = first_revert {
+            row.abort_to_first_revert_s = first.saturating_duration_since(breach).as_secs_f64();
+            row.abort_reverts_s = reverted.saturating_duration_since(first).as_secs_f64();
+        }
         self.wait_mwrs(ns, "app", "aborted", |m| {
             m.status.as_ref().is_some_and(|s| s.aborted_time.is_some())
         })
@@ -861,6 +887,10 @@ impl Bench {
         row.fanout_ratio = row.fanout_s / row.bare_update_s;
         row.abort_ratio = row.abort_s / row.bare_update_s;
         eprintln!(
+            "   abort: breach → first revert {:.2}s, first → last revert {:.2}s",
+            row.abort_to_first_revert_s, row.abort_reverts_s
+        );
+        eprintln!(
             "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, with {} silent: {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
             row.create_s,
             row.fanout_s,
@@ -907,6 +937,7 @@ fn json_row(r: &Row) -> Value {
         "bare_create_s": r.bare_create_s, "bare_update_s": r.bare_update_s,
         "controller_create_s": r.create_s, "fanout_s": r.fanout_s, "abort_s": r.abort_s,
         "fanout_ratio": r.fanout_ratio, "abort_ratio": r.abort_ratio,
+        "abort_to_first_revert_s": r.abort_to_first_revert_s, "abort_reverts_s": r.abort_reverts_s,
         "idle_cpu_s_per_min": r.idle_cpu_s_per_min,
         "idle_requests_per_min": r.idle_requests_per_min,
         "baseline_requests_per_min": r.baseline_requests_per_min,
@@ -964,10 +995,21 @@ fn report(rows: &[Row]) {
     if let [a, .., b] = rows
         && b.n > a.n
     {
-        let per = (b.peak_rss_bytes as f64 - a.peak_rss_bytes as f64) / (b.n - a.n) as f64;
+        let slope = |x: u64, y: u64| (y as f64 - x as f64) / (b.n - a.n) as f64;
+        let steady = slope(a.steady_rss_bytes, b.steady_rss_bytes);
         println!(
-            "\ncontroller RSS growth: {:.0} bytes per cluster (N={} → N={})",
-            per, a.n, b.n
+            "\ncontroller RSS growth per cluster (N={} → N={}): steady {:.0} bytes, peak {:.0} bytes",
+            a.n,
+            b.n,
+            steady,
+            slope(a.peak_rss_bytes, b.peak_rss_bytes)
+        );
+        // The fixed cost is what the line through both sizes gives at N = 0.
+        let fixed = a.steady_rss_bytes as f64 - steady * a.n as f64;
+        println!(
+            "steady RSS projected at 300,000 ManifestWorks: {:.0} MiB (fixed {:.1} MiB)",
+            (fixed + steady * 300_000.0) / 1_048_576.0,
+            fixed / 1_048_576.0
         );
         if let (Some(pa), Some(pb)) = (a.peer_peak_rss_bytes, b.peer_peak_rss_bytes) {
             let pper = (pb as f64 - pa as f64) / (b.n - a.n) as f64;

@@ -13,6 +13,11 @@ use mwrs_controller::{Config, Shared, context, crd, http, leader, run};
 use mwrs_engine::PlanConfig;
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc, purging freed pages from background threads: glibc's per-thread arenas kept
+/// a fan-out's transient allocations resident for good (issue #16).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum LogFormat {
     Text,
@@ -247,6 +252,12 @@ fn lease_error(e: kube_lease_manager::LeaseManagerError, namespace: &str) -> any
 async fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
+    // Freed pages go back to the system within jemalloc's decay time (10 s), also while
+    // the controller is idle; without the background threads only a later allocation
+    // would purge them.
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        tracing::warn!(error = %e, "jemalloc background threads not started");
+    }
     match main_inner(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
