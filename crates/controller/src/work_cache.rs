@@ -41,15 +41,16 @@ const KEPT_ANNOTATIONS: [&str; 2] = [labels::MWRS_OWNER_ANNOTATION, labels::REVI
 struct Entry {
     generation: i64,
     resource_version: Option<Box<str>>,
-    labels: Box<[(Sym, Sym)]>,
-    /// Only [`KEPT_ANNOTATIONS`].
-    annotations: Box<[(Sym, Box<str>)]>,
+    /// Shared by every entry with the same labels (most of an MWRS's ManifestWorks).
+    labels: Map,
+    /// Only [`KEPT_ANNOTATIONS`]; shared like `labels`.
+    annotations: Map,
     /// The object has an annotations map (with other keys, perhaps).
     has_annotations: bool,
     spec_digest: Option<Digest>,
     created: Option<Timestamp>,
     deleting: bool,
-    conditions: Box<[CondView]>,
+    conditions: Arc<Vec<CondView>>,
     applied_note: Option<Box<str>>,
     status_error: Option<Box<str>>,
     /// Of the generation and the conditions: a different one is a change.
@@ -67,32 +68,70 @@ pub struct PatchBase {
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
-/// Strings shared by every entry that holds them.
-#[derive(Default)]
-struct Interner {
-    set: HashSet<Sym>,
+/// A shared label or annotation map.
+type Map = Arc<BTreeMap<String, String>>;
+
+/// Values shared by every holder of an equal one.
+struct Shared<T: ?Sized> {
+    set: HashSet<Arc<T>>,
     /// Insertions since the last sweep.
     since_sweep: usize,
 }
 
-impl Interner {
-    fn get(&mut self, s: &str) -> Sym {
-        if let Some(sym) = self.set.get(s) {
-            return sym.clone();
+impl<T: ?Sized> Default for Shared<T> {
+    fn default() -> Self {
+        Self {
+            set: HashSet::new(),
+            since_sweep: 0,
         }
-        let sym: Sym = Arc::from(s);
-        self.set.insert(sym.clone());
+    }
+}
+
+impl<T: ?Sized + Hash + Eq> Shared<T> {
+    /// The shared value equal to `value`, made by `make` when there is none.
+    fn get_or<Q>(&mut self, value: &Q, make: impl FnOnce(&Q) -> Arc<T>) -> Arc<T>
+    where
+        Q: ?Sized + Hash + Eq,
+        Arc<T>: std::borrow::Borrow<Q>,
+    {
+        if let Some(shared) = self.set.get(value) {
+            return shared.clone();
+        }
+        let shared = make(value);
+        self.set.insert(shared.clone());
         self.since_sweep += 1;
-        sym
+        shared
     }
 
-    /// Forgets strings no entry holds any more, once in a while (label values change
-    /// with every revision).
+    /// Forgets values no entry holds any more, once in a while (labels change with
+    /// every revision, annotations with every write).
     fn sweep_if_due(&mut self, live: usize) {
         if self.since_sweep > 1024.max(live) {
             self.set.retain(|s| Arc::strong_count(s) > 1);
             self.since_sweep = 0;
         }
+    }
+}
+
+/// Strings and maps shared across entries.
+#[derive(Default)]
+struct Interner {
+    strings: Shared<str>,
+    maps: Shared<BTreeMap<String, String>>,
+}
+
+impl Interner {
+    fn get(&mut self, s: &str) -> Sym {
+        self.strings.get_or(s, |s: &str| Arc::from(s))
+    }
+
+    fn map(&mut self, map: &BTreeMap<String, String>) -> Map {
+        self.maps.get_or(map, |m| Arc::new(m.clone()))
+    }
+
+    fn sweep_if_due(&mut self, live: usize) {
+        self.strings.sweep_if_due(live);
+        self.maps.sweep_if_due(live);
     }
 }
 
@@ -350,17 +389,13 @@ impl Entry {
         has_annotations: bool,
         fingerprint: u64,
     ) -> Self {
-        let labels = view
-            .labels
+        let labels = strings.map(&view.labels);
+        let kept: BTreeMap<String, String> = KEPT_ANNOTATIONS
             .iter()
-            .map(|(k, v)| (strings.get(k), strings.get(v)))
+            .filter_map(|k| Some((k.to_string(), view.annotation(k)?.to_string())))
             .collect();
-        let annotations = KEPT_ANNOTATIONS
-            .iter()
-            .filter_map(|k| Some((strings.get(k), view.annotation(k)?.into())))
-            .collect();
-        // Condition types and statuses are short: held inline, not shared.
-        let conditions = view.conditions.into_boxed_slice();
+        let annotations = strings.map(&kept);
+        let conditions = view.conditions;
         Self {
             generation: view.generation,
             resource_version: view.resource_version.map(Into::into),
@@ -384,12 +419,12 @@ impl Entry {
             name: name.to_string(),
             generation: self.generation,
             resource_version: self.resource_version.as_deref().map(str::to_string),
-            labels: self.labels_map(),
-            annotations: self.annotations_map(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
             spec_digest: self.spec_digest,
             created: self.created,
             deleting: self.deleting,
-            conditions: self.conditions.to_vec(),
+            conditions: self.conditions.clone(),
             status_seen: Some(self.changed),
             applied_note: self.applied_note.as_deref().map(str::to_string),
             written_generation: None,
@@ -397,24 +432,10 @@ impl Entry {
         }
     }
 
-    fn labels_map(&self) -> BTreeMap<String, String> {
-        self.labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn annotations_map(&self) -> BTreeMap<String, String> {
-        self.annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     fn patch_base(&self) -> PatchBase {
         PatchBase {
-            labels: (!self.labels.is_empty()).then(|| self.labels_map()),
-            annotations: self.has_annotations.then(|| self.annotations_map()),
+            labels: (!self.labels.is_empty()).then(|| (*self.labels).clone()),
+            annotations: self.has_annotations.then(|| (*self.annotations).clone()),
         }
     }
 }
@@ -480,7 +501,7 @@ mod tests {
         assert_eq!(views.len(), 2);
         let mut want = stored.view();
         // Only this controller's annotations are kept.
-        want.annotations
+        Arc::make_mut(&mut want.annotations)
             .remove("kubectl.kubernetes.io/last-applied-configuration");
         want.status_seen = Some(t(10));
         assert_eq!(views[0], want);

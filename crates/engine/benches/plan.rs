@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -153,28 +154,28 @@ fn fixture(n: usize) -> Fixture {
                 name: "default.shop".into(),
                 generation: 2,
                 resource_version: Some("1".into()),
-                labels: BTreeMap::from([
+                labels: Arc::new(BTreeMap::from([
                     (labels::MWRS_OWNER.to_string(), "default.shop".to_string()),
                     (labels::PLACEMENT_NAME.to_string(), "fleet".to_string()),
                     (labels::CONTROLLER_HASH.to_string(), h.clone()),
-                ]),
+                ])),
                 // What the controller writes on every ManifestWork it applies.
-                annotations: BTreeMap::from([
+                annotations: Arc::new(BTreeMap::from([
                     (
                         labels::MWRS_OWNER_ANNOTATION.to_string(),
                         "default/shop".to_string(),
                     ),
                     (labels::REVISION_APPLIED_AT.to_string(), t0.to_string()),
-                ]),
+                ])),
                 spec_digest: Some(d),
                 created: Some(t0),
                 deleting: false,
-                conditions: vec![
+                conditions: Arc::new(vec![
                     cond("Applied", "True"),
                     cond("Available", "True"),
                     cond("Progressing", progressing),
                     cond("Degraded", "False"),
-                ],
+                ]),
                 status_seen: None,
                 applied_note: None,
                 written_generation: None,

@@ -2,6 +2,7 @@
 //! its conditions (SPEC §3 "Cluster status from its MW", rules 1–7).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use compact_str::CompactString;
 use jiff::Timestamp;
@@ -33,14 +34,17 @@ pub struct WorkView {
     pub name: String,
     pub generation: i64,
     pub resource_version: Option<String>,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
+    /// Shared: a cache hands the same map to every ManifestWork that has it, and a
+    /// pass's copy of the view costs no copy of the map.
+    pub labels: Arc<BTreeMap<String, String>>,
+    pub annotations: Arc<BTreeMap<String, String>>,
     /// Digest of the spec as stored, when known; used to spot hand edits and to adopt
     /// ManifestWorks written before revisions existed.
     pub spec_digest: Option<Digest>,
     pub created: Option<Timestamp>,
     pub deleting: bool,
-    pub conditions: Vec<CondView>,
+    /// Shared for the same reason as `labels`.
+    pub conditions: Arc<Vec<CondView>>,
     /// When the controller last saw this ManifestWork's conditions change (None: not
     /// tracked, e.g. a simulation). Success counts only once it has settled (SPEC §11.3).
     pub status_seen: Option<Timestamp>,
@@ -129,12 +133,12 @@ impl WorkView {
             name: meta.name.clone().unwrap_or_default(),
             generation,
             resource_version: meta.resource_version.clone(),
-            labels: meta.labels.clone().unwrap_or_default(),
-            annotations: meta.annotations.clone().unwrap_or_default(),
+            labels: Arc::new(meta.labels.clone().unwrap_or_default()),
+            annotations: Arc::new(meta.annotations.clone().unwrap_or_default()),
             spec_digest,
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deleting: meta.deletion_timestamp.is_some(),
-            conditions,
+            conditions: Arc::new(conditions),
             status_seen: None,
             applied_note,
             written_generation: None,
@@ -180,12 +184,12 @@ impl WorkView {
             name: name.to_string(),
             generation: 0,
             resource_version: None,
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
+            labels: Arc::default(),
+            annotations: Arc::default(),
             spec_digest: None,
             created: Some(now),
             deleting: false,
-            conditions: Vec::new(),
+            conditions: Arc::default(),
             status_seen: None,
             applied_note: None,
             written_generation: None,
@@ -196,7 +200,8 @@ impl WorkView {
     /// Records a condition as an agent reports it: the transition time moves only when the
     /// status flips. For simulations (the CLI's `rollout plan`, tests).
     pub fn set_condition(&mut self, type_: &str, status: &str, generation: i64, now: Timestamp) {
-        match self.conditions.iter_mut().find(|c| c.type_ == type_) {
+        let conditions = Arc::make_mut(&mut self.conditions);
+        match conditions.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {
                 if c.status != status {
                     c.status = status.into();
@@ -204,7 +209,7 @@ impl WorkView {
                 }
                 c.observed_generation = Some(generation);
             }
-            None => self.conditions.push(CondView {
+            None => conditions.push(CondView {
                 type_: type_.into(),
                 status: status.into(),
                 observed_generation: Some(generation),

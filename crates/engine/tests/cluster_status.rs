@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use mwrs_api::labels;
@@ -34,12 +34,12 @@ fn work(generation: i64, conditions: Vec<CondView>) -> WorkView {
         name: "default.app".into(),
         generation,
         resource_version: None,
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
+        labels: Arc::default(),
+        annotations: Arc::default(),
         spec_digest: None,
         created: None,
         deleting: false,
-        conditions,
+        conditions: Arc::new(conditions),
         status_seen: None,
         applied_note: None,
         written_generation: None,
@@ -233,12 +233,12 @@ fn time_is_never_before_the_revision_was_written() {
             cond("Progressing", "False", 2, "01:00"),
         ],
     );
-    w.annotations.insert(
+    Arc::make_mut(&mut w.annotations).insert(
         labels::REVISION_APPLIED_AT.into(),
         "2026-01-01T00:30:00Z".into(),
     );
     assert_eq!(status(&w), (RolloutStatus::Succeeded, Some(t("30:00"))));
     // A later transition wins over the write time.
-    w.conditions[1].last_transition_time = t("45:00");
+    Arc::make_mut(&mut w.conditions)[1].last_transition_time = t("45:00");
     assert_eq!(status(&w), (RolloutStatus::Succeeded, Some(t("45:00"))));
 }

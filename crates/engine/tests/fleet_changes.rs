@@ -7,6 +7,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use mwrs_api::labels;
 use mwrs_engine::hash;
@@ -228,15 +229,15 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
         name: name.into(),
         generation: 1,
         resource_version: Some("1".into()),
-        labels: BTreeMap::from([
+        labels: Arc::new(BTreeMap::from([
             (labels::MWRS_OWNER.to_string(), "default.app".to_string()),
             (labels::PLACEMENT_NAME.to_string(), "p".to_string()),
-        ]),
-        annotations: BTreeMap::new(),
+        ])),
+        annotations: Arc::default(),
         spec_digest: Some(hash::digest(&template(version))),
         created: Some(created.parse().unwrap()),
         deleting: false,
-        conditions: Vec::new(),
+        conditions: Arc::default(),
         status_seen: None,
         applied_note: None,
         written_generation: None,

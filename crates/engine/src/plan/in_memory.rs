@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Index;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 use jiff::Timestamp;
@@ -181,8 +182,8 @@ impl Objects<'_> {
                 annotations,
             } => {
                 if let Some(work) = self.works.get_mut(cluster).filter(|w| &w.name == name) {
-                    work.labels.extend(labels.clone());
-                    work.annotations.extend(annotations.clone());
+                    Arc::make_mut(&mut work.labels).extend(labels.clone());
+                    Arc::make_mut(&mut work.annotations).extend(annotations.clone());
                 }
             }
             WorkChange::Delete { cluster, name } => {
@@ -245,6 +246,6 @@ fn apply_work(work: &mut WorkView, apply: &WorkApply, digest: Option<Digest>) {
         work.generation += 1;
     }
     work.spec_digest = digest;
-    work.labels.extend(apply.labels.clone());
-    work.annotations.extend(apply.annotations.clone());
+    Arc::make_mut(&mut work.labels).extend(apply.labels.clone());
+    Arc::make_mut(&mut work.annotations).extend(apply.annotations.clone());
 }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -209,13 +210,15 @@ impl Fixture {
         let mut w = WorkView::created(cluster, &owner.work_name(), at);
         w.generation = 1;
         let (key, value) = owner.selector();
-        w.labels.insert(key.into(), value);
-        w.labels.insert(labels::PLACEMENT_NAME.into(), "p".into());
-        w.labels.insert(labels::CONTROLLER_HASH.into(), hash.into());
-        w.annotations
-            .insert(labels::MWRS_OWNER_ANNOTATION.into(), owner.slashed());
-        w.annotations
-            .insert(labels::REVISION_APPLIED_AT.into(), at.to_string());
+        w.labels = Arc::new(BTreeMap::from([
+            (key.to_string(), value),
+            (labels::PLACEMENT_NAME.into(), "p".into()),
+            (labels::CONTROLLER_HASH.into(), hash.into()),
+        ]));
+        w.annotations = Arc::new(BTreeMap::from([
+            (labels::MWRS_OWNER_ANNOTATION.into(), owner.slashed()),
+            (labels::REVISION_APPLIED_AT.into(), at.to_string()),
+        ]));
         w.spec_digest = self
             .revisions
             .iter()
