@@ -11,6 +11,7 @@ use hashbrown::HashMap;
 use jiff::Timestamp;
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use serde_json::Value;
 
 use crate::hash::{self, Digest};
 use crate::revision::RevisionView;
@@ -142,14 +143,7 @@ impl Objects<'_> {
         for r in &plan.revisions {
             apply_revision_change(self.revisions, r, now, generation);
         }
-        let digests: BTreeMap<&str, Digest> = plan
-            .templates
-            .iter()
-            .map(|(h, t)| (h.as_str(), hash::digest(t)))
-            .collect();
-        for w in &plan.works {
-            self.apply_work_change(w, &digests, now);
-        }
+        self.write_works(plan.works.iter().map(|w| (w, now)), &plan.templates);
         if let Some(s) = &plan.status
             && self.mwrs.status.as_ref() != Some(s)
         {
@@ -157,6 +151,22 @@ impl Objects<'_> {
             changed = true;
         }
         changed
+    }
+
+    /// Carries out ManifestWork writes, each at its own time, with the templates they
+    /// name (by revision hash).
+    pub fn write_works<'w>(
+        &mut self,
+        writes: impl IntoIterator<Item = (&'w WorkChange, Timestamp)>,
+        templates: &BTreeMap<String, Value>,
+    ) {
+        let digests: BTreeMap<&str, Digest> = templates
+            .iter()
+            .map(|(h, t)| (h.as_str(), hash::digest(t)))
+            .collect();
+        for (w, now) in writes {
+            self.apply_work_change(w, &digests, now);
+        }
     }
 
     fn apply_work_change(

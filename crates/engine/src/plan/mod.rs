@@ -45,6 +45,7 @@ mod classify;
 mod cluster_table;
 mod controls;
 mod deletion;
+mod forward;
 mod history;
 pub mod in_memory;
 mod outcome;
@@ -55,6 +56,7 @@ mod status;
 mod tests;
 mod writes;
 
+pub use forward::{PlacementRollout, RollForward};
 pub use output::*;
 
 /// How many clusters a status message names before "and N more".

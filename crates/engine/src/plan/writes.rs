@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
 
 use crate::rollout::{RolloutResult, RolloutStatus};
@@ -54,11 +54,13 @@ impl<'a> Pass<'a> {
         w
     }
 
+    /// The write of `revision` into `cluster`'s ManifestWork by a pass at `now`.
     pub(super) fn apply(
         &self,
         cluster: &str,
         d_placement: usize,
         revision: &str,
+        now: Timestamp,
     ) -> Option<WorkApply> {
         let placement = &self
             .observed
@@ -79,7 +81,7 @@ impl<'a> Pass<'a> {
         let applied_at = existing
             .filter(|w| w.hash() == Some(revision))
             .and_then(|w| w.annotation(labels::REVISION_APPLIED_AT))
-            .map_or_else(|| self.now.to_string(), str::to_string);
+            .map_or_else(|| now.to_string(), str::to_string);
         annotations.insert(labels::REVISION_APPLIED_AT.into(), applied_at);
         Some(WorkApply {
             cluster: cluster.to_string(),
@@ -128,7 +130,7 @@ impl<'a> Pass<'a> {
                 let Some(d) = self.clusters.desired(c.cluster.as_str()) else {
                     continue;
                 };
-                if let Some(a) = self.apply(&c.cluster, d.placement, update) {
+                if let Some(a) = self.apply(&c.cluster, d.placement, update, self.now) {
                     w.works.push(WorkChange::Apply(a));
                 }
             }
@@ -145,7 +147,7 @@ impl<'a> Pass<'a> {
             }
             if let Some(a) = self
                 .placement_index_of(row)
-                .and_then(|i| self.apply(cluster, i, target))
+                .and_then(|i| self.apply(cluster, i, target, self.now))
             {
                 w.works.push(WorkChange::Apply(a));
             }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -328,13 +328,15 @@ fn per_cluster(
     max_failures: usize,
     current: &[&ClusterRolloutStatus],
 ) -> RolloutResult {
-    let mut sorted: Vec<&ClusterRolloutStatus> = current.to_vec();
+    let mut sorted: Vec<&ClusterRolloutStatus> = current
+        .iter()
+        .copied()
+        .filter(|s| !s.cluster.is_empty())
+        .collect();
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     let mut acc = Acc::default();
-    let mut seen: HashSet<&str> = HashSet::new();
     let (mut failures, mut breach) = (0usize, false);
-    for s in sorted.into_iter().filter(|s| !s.cluster.is_empty()) {
-        seen.insert(&s.cluster);
+    for s in sorted.iter().copied() {
         // After a breach, clusters not started yet stay unstarted.
         let after = if breach && s.status == RolloutStatus::ToApply {
             s.status
@@ -352,8 +354,11 @@ fn per_cluster(
     if breach {
         return acc.finish(true, ctx.now);
     }
+    // Both lists are in name order: one merge finds the clusters without a status.
+    let mut existing = sorted.iter().map(|s| s.cluster.as_str()).peekable();
     for (cluster, key) in selection.clusters_by_name() {
-        if seen.contains(cluster) {
+        while existing.next_if(|e| *e < cluster).is_some() {}
+        if existing.peek() == Some(&cluster) {
             continue;
         }
         acc.to_rollout
