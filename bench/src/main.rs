@@ -369,11 +369,18 @@ async fn http_get(addr: &str, path: &str) -> Option<String> {
 
 /// Sum of the samples of `metric` (any labels) in Prometheus text.
 fn metric_sum(text: &str, metric: &str) -> f64 {
+    metric_sum_with(text, metric, &[])
+}
+
+/// Sum of the samples of `metric` whose labels include every one of `labels`
+/// (`name="value"`).
+fn metric_sum_with(text: &str, metric: &str, labels: &[&str]) -> f64 {
     text.lines()
         .filter(|l| {
             l.strip_prefix(metric)
                 .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
         })
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
         // An empty f64 sum is -0.0; print 0.
         .sum::<f64>()
@@ -425,6 +432,12 @@ struct Row {
     abort_to_first_revert_s: f64,
     /// Its second part: first → last ManifestWork back.
     abort_reverts_s: f64,
+    /// From the v3 change to the last revert: the controller's passes, its ManifestWork
+    /// writes, and those of them the API server refused with a conflict (a write pinned
+    /// to a resourceVersion the agent's status report had moved).
+    abort_reconciles: f64,
+    abort_work_writes: f64,
+    abort_conflicts: f64,
     fanout_ratio: f64,
     abort_ratio: f64,
     idle_cpu_s_per_min: f64,
@@ -707,6 +720,7 @@ impl Bench {
         if let Ok(mut st) = self.tracker.seen.lock() {
             st.first_degraded.clear();
         }
+        let before_v3 = http_get(&addr, "/metrics").await.unwrap_or_default();
         self.set_version(ns, "app", "v3").await?;
         self.wait_version("v3", n).await?;
         if let Ok(mut st) = self.tracker.seen.lock() {
@@ -727,6 +741,19 @@ impl Bench {
             .unwrap_or(breach);
         let reverted = self.wait_version("v2", n).await?;
         row.abort_s = (reverted - breach).as_secs_f64();
+        let after = http_get(&addr, "/metrics").await.unwrap_or_default();
+        let delta = |metric: &str, labels: &[&str]| {
+            metric_sum_with(&after, metric, labels) - metric_sum_with(&before_v3, metric, labels)
+        };
+        row.abort_reconciles = delta("mwrs_controller_reconciles_total", &[]);
+        row.abort_work_writes = delta(
+            "mwrs_controller_writes_total",
+            &["resource=\"manifestwork\""],
+        );
+        row.abort_conflicts = delta(
+            "mwrs_controller_writes_total",
+            &["resource=\"manifestwork\"", "result=\"conflict\""],
+        );
         // Where the time goes: from the breach to the first revert seen (the agent's
         // report reaching the controller, its pass, the status write that persists the
         // abort, the first write), then the revert writes themselves.
@@ -887,8 +914,13 @@ impl Bench {
         row.fanout_ratio = row.fanout_s / row.bare_update_s;
         row.abort_ratio = row.abort_s / row.bare_update_s;
         eprintln!(
-            "   abort: breach → first revert {:.2}s, first → last revert {:.2}s",
-            row.abort_to_first_revert_s, row.abort_reverts_s
+            "   abort: breach → first revert {:.2}s, first → last revert {:.2}s; from v3 to the \
+             last revert {} passes, {} ManifestWork writes, {} conflicts",
+            row.abort_to_first_revert_s,
+            row.abort_reverts_s,
+            row.abort_reconciles,
+            row.abort_work_writes,
+            row.abort_conflicts
         );
         eprintln!(
             "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, with {} silent: {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
@@ -938,6 +970,8 @@ fn json_row(r: &Row) -> Value {
         "controller_create_s": r.create_s, "fanout_s": r.fanout_s, "abort_s": r.abort_s,
         "fanout_ratio": r.fanout_ratio, "abort_ratio": r.abort_ratio,
         "abort_to_first_revert_s": r.abort_to_first_revert_s, "abort_reverts_s": r.abort_reverts_s,
+        "abort_reconciles": r.abort_reconciles, "abort_work_writes": r.abort_work_writes,
+        "abort_conflicts": r.abort_conflicts,
         "idle_cpu_s_per_min": r.idle_cpu_s_per_min,
         "idle_requests_per_min": r.idle_requests_per_min,
         "baseline_requests_per_min": r.baseline_requests_per_min,
