@@ -19,7 +19,7 @@ for a in "$@"; do
   esac
 done
 
-cargo build --release -p mwrs-controller -p mwrs-bench >&2
+cargo build --release -p mwrs-controller -p mwrs-bench -p mwrs-cli >&2
 
 peer_args=()
 if [ "$peer" = 1 ]; then
@@ -37,5 +37,5 @@ trap 'scripts/hub.sh down || true' EXIT
 json=()
 [ -n "${BENCH_JSON:-}" ] && json=(--json "$BENCH_JSON")
 target/release/mwrs-bench --kubeconfig "$kubeconfig" \
-  --controller "$PWD/target/release/mwrs-controller" \
+  --controller "$PWD/target/release/mwrs-controller" --cli "$PWD/target/release/mwrs" \
   --workdir "$MWRS_HUB_DIR/bench" "${peer_args[@]}" "${json[@]}" "${args[@]}"

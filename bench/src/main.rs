@@ -35,6 +35,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
 use kube::{Client, Config as KubeConfig, ResourceExt};
+use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use mwrs_fleet::cluster;
@@ -72,6 +73,10 @@ struct Args {
     /// Results as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// The CLI binary (built with --release): times `rollout status` and `rollout plan`
+    /// over the N ManifestWorks.
+    #[arg(long)]
+    cli: Option<PathBuf>,
 }
 
 /// A realistic template: a ConfigMap carrying the version, a Deployment and a Service.
@@ -457,6 +462,12 @@ struct Row {
     restart_ready_s: f64,
     startup_peak_rss_bytes: u64,
     restart_writes: f64,
+    /// The bench's client listing every ManifestWork of the MWRS (the reference), and the
+    /// CLI's `rollout status` (its first screen) and `rollout plan`, each a process of its
+    /// own, over the same ManifestWorks.
+    list_works_s: f64,
+    cli_status_s: f64,
+    cli_plan_s: f64,
     peer_fanout_s: Option<f64>,
     peer_fanout_ratio: Option<f64>,
     peer_peak_rss_bytes: Option<u64>,
@@ -675,6 +686,43 @@ impl Bench {
         Ok(p)
     }
 
+    /// What a user waits for reading the rollout with the CLI, against the bench's own
+    /// client listing the same ManifestWorks.
+    async fn cli_reads(&self, ns: &str, row: &mut Row) -> anyhow::Result<()> {
+        let Some(cli) = &self.args.cli else {
+            return Ok(());
+        };
+        let t0 = Instant::now();
+        let owned = ListParams::default().labels(&format!("{}={ns}.app", labels::MWRS_OWNER));
+        let works = Api::<ManifestWork>::all(self.client.clone())
+            .list(&owned)
+            .await?;
+        row.list_works_s = t0.elapsed().as_secs_f64();
+        eprintln!("   listed {} ManifestWorks", works.items.len());
+        let run = |args: &'static [&'static str]| async move {
+            let t0 = Instant::now();
+            let out = Command::new(cli)
+                .arg("--kubeconfig")
+                .arg(&self.args.kubeconfig)
+                .args(["-n", ns])
+                .args(args)
+                .output()
+                .await?;
+            let took = t0.elapsed().as_secs_f64();
+            if out.stdout.is_empty() {
+                bail!(
+                    "`mwrs {}` printed nothing: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            anyhow::Ok(took)
+        };
+        row.cli_status_s = run(&["rollout", "status", "app"]).await?;
+        row.cli_plan_s = run(&["rollout", "plan", "app"]).await?;
+        Ok(())
+    }
+
     async fn controller(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
         let (p, addr) = self
             .start_controller(ns, &format!("controller-{n}.log"))
@@ -788,6 +836,7 @@ impl Bench {
         self.idle_with_silent_clusters(n, ns, &addr, row).await?;
         row.peak_rss_bytes = p.peak_rss()?;
         let p = self.restart(n, ns, p, row).await?;
+        self.cli_reads(ns, row).await?;
 
         api.delete("app", &DeleteParams::default()).await?;
         self.wait_no_works().await?;
@@ -940,6 +989,14 @@ impl Bench {
             row.peak_rss_bytes as f64 / 1048576.0
         );
         eprintln!(
+            "   CLI: list {:.2}s; rollout status {:.2}s ({:.2}x), rollout plan {:.2}s ({:.2}x)",
+            row.list_works_s,
+            row.cli_status_s,
+            row.cli_status_s / row.list_works_s,
+            row.cli_plan_s,
+            row.cli_plan_s / row.list_works_s
+        );
+        eprintln!(
             "   restart: ready in {:.2}s, start-up peak rss {:.1} MiB vs steady {:.1} MiB ({:.2}x), {} writes",
             row.restart_ready_s,
             row.startup_peak_rss_bytes as f64 / 1048576.0,
@@ -985,6 +1042,7 @@ fn json_row(r: &Row) -> Value {
         "restart_ready_s": r.restart_ready_s,
         "startup_peak_rss_bytes": r.startup_peak_rss_bytes,
         "restart_writes": r.restart_writes,
+        "list_works_s": r.list_works_s, "cli_status_s": r.cli_status_s, "cli_plan_s": r.cli_plan_s,
         "peer_fanout_s": r.peer_fanout_s, "peer_fanout_ratio": r.peer_fanout_ratio,
         "peer_peak_rss_bytes": r.peer_peak_rss_bytes,
         "peer_idle_cpu_s_per_min": r.peer_idle_cpu_s_per_min,

@@ -266,6 +266,9 @@ fn watch_mwrs(
     (r, stream)
 }
 
+/// ManifestWorks per page of the start-up list (and of every relist).
+const WORK_LIST_PAGE: u32 = 100;
+
 /// The ManifestWorks carrying owner label `key`, cluster-wide, filed in a [`WorkCache`].
 fn watch_works(
     client: &Client,
@@ -275,8 +278,12 @@ fn watch_works(
     let cache = WorkCache::new(key);
     // A paged, consistent list: a list at any resource version is served whole from the
     // watch cache (the API server ignores `limit` there), and one response holding every
-    // owned ManifestWork was the controller's start-up peak.
-    let config = watcher::Config::default().labels(key);
+    // owned ManifestWork was the controller's start-up peak. Pages of 100: a page is held
+    // as JSON and decoded objects (manifests and resourceStatus included) until its
+    // ManifestWorks are filed, a few MB at the default 500.
+    let config = watcher::Config::default()
+        .labels(key)
+        .page_size(WORK_LIST_PAGE);
     let filed = cache.clone();
     let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
         .default_backoff()
