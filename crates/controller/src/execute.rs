@@ -705,6 +705,7 @@ fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
         &a.name,
         &a.revision,
         written.metadata.generation.unwrap_or(0),
+        jiff::Timestamp::now(),
     );
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::ObjectRef;
@@ -31,6 +31,10 @@ use kube::Resource as _;
 /// Shortest requeue: a plan asking to look again "now" still lets the watch deliver
 /// the writes it just made.
 const MIN_REQUEUE: Duration = Duration::from_millis(200);
+
+/// How long a pass waits for the watch to bring back this controller's own ManifestWork
+/// writes.
+const OWN_WRITES_WAIT: SignedDuration = SignedDuration::from_secs(10);
 /// Retry delay after a lost optimistic-concurrency race.
 const CONFLICT_REQUEUE: Duration = Duration::from_millis(300);
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -74,11 +78,18 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
         // undo it (and the write would fail its resourceVersion guard anyway).
         return Ok(Action::requeue(MIN_REQUEUE));
     }
+    let owner = OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any());
+    let recent = Timestamp::now() - OWN_WRITES_WAIT;
+    if ctx.stores.unseen_work_writes(&owner, recent) > 0 {
+        // The same for our own ManifestWork writes: a pass now would take them for
+        // unwritten and write them again, each refused by its resourceVersion guard.
+        // Waited for only so long: a watch that never brings them must not stall us.
+        return Ok(Action::requeue(MIN_REQUEUE));
+    }
     ctx.metrics.reconciles.inc();
     let started = Instant::now();
 
-    let work_name =
-        OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any()).work_name();
+    let work_name = owner.work_name();
     let blocked = ctx.blocked_writes(&work_name);
     let blocked_before = blocked.len();
     let taken = ctx.taken_revision_names(&mwrs.namespace().unwrap_or_default());

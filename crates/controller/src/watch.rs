@@ -89,6 +89,15 @@ impl Stores {
         self.works.iter().flat_map(|c| c.owned(owner)).collect()
     }
 
+    /// `owner`'s ManifestWorks written since `since` whose write the watch has not
+    /// brought back yet (see [`WorkCache::unseen_writes`]).
+    pub fn unseen_work_writes(&self, owner: &OwnerKey, since: jiff::Timestamp) -> usize {
+        self.works
+            .iter()
+            .map(|c| c.unseen_writes(owner, since))
+            .sum()
+    }
+
     /// What a patch of a cached ManifestWork builds on.
     pub fn work_patch_base(&self, namespace: &str, name: &str) -> Option<PatchBase> {
         self.works
@@ -98,9 +107,16 @@ impl Stores {
 
     /// Records what this controller wrote into a ManifestWork (see
     /// [`WorkCache::record_written`]).
-    pub fn record_written(&self, namespace: &str, name: &str, revision: &str, generation: i64) {
+    pub fn record_written(
+        &self,
+        namespace: &str,
+        name: &str,
+        revision: &str,
+        generation: i64,
+        at: jiff::Timestamp,
+    ) {
         for c in &self.works {
-            c.record_written(namespace, name, revision, generation);
+            c.record_written(namespace, name, revision, generation, at);
         }
     }
 

@@ -144,9 +144,16 @@ struct Inner {
     owner_of: HashMap<WorkKey, Sym>,
     /// A relist under way: what it has brought so far.
     relist: Option<Vec<Filing>>,
-    /// What this controller last wrote into a ManifestWork: the revision and the
-    /// generation the API server answered with.
-    written: HashMap<WorkKey, (Sym, i64)>,
+    /// What this controller last wrote into a ManifestWork.
+    written: HashMap<WorkKey, Written>,
+}
+
+/// A write of this controller into a ManifestWork.
+struct Written {
+    revision: Sym,
+    /// The generation the API server answered with.
+    generation: i64,
+    at: Timestamp,
 }
 
 /// One watched object, ready to be filed.
@@ -265,14 +272,53 @@ impl WorkCache {
     }
 
     /// Records that this controller wrote `revision` into ManifestWork `name` of
-    /// `namespace` and the API server answered with `generation`.
-    pub fn record_written(&self, namespace: &str, name: &str, revision: &str, generation: i64) {
+    /// `namespace` at `at` and the API server answered with `generation`.
+    pub fn record_written(
+        &self,
+        namespace: &str,
+        name: &str,
+        revision: &str,
+        generation: i64,
+        at: Timestamp,
+    ) {
         let Ok(mut inner) = self.inner.write() else {
             return;
         };
         let key = (inner.strings.get(namespace), inner.strings.get(name));
         let revision = inner.strings.get(revision);
-        inner.written.insert(key, (revision, generation));
+        inner.written.insert(
+            key,
+            Written {
+                revision,
+                generation,
+                at,
+            },
+        );
+    }
+
+    /// How many of `owner`'s ManifestWorks this controller wrote since `since` whose
+    /// write the watch has not brought back yet (the cache holds an older generation). A
+    /// pass on them would take them for unwritten.
+    pub fn unseen_writes(&self, owner: &OwnerKey, since: Timestamp) -> usize {
+        let (key, value) = owner.selector();
+        if key != self.key {
+            return 0;
+        }
+        let Ok(inner) = self.inner.read() else {
+            return 0;
+        };
+        let Some(works) = inner.by_owner.get(value.as_str()) else {
+            return 0;
+        };
+        works
+            .iter()
+            .filter(|(k, e)| {
+                inner
+                    .written
+                    .get(*k)
+                    .is_some_and(|w| w.at >= since && w.generation > e.generation)
+            })
+            .count()
     }
 }
 
@@ -353,8 +399,8 @@ impl Inner {
     }
 
     fn written_generation(&self, key: &WorkKey, revision: Option<&str>) -> Option<i64> {
-        let (written, generation) = self.written.get(key)?;
-        (Some(&**written) == revision).then_some(*generation)
+        let w = self.written.get(key)?;
+        (Some(&*w.revision) == revision).then_some(w.generation)
     }
 }
 
@@ -590,7 +636,7 @@ mod tests {
     #[test]
     fn what_was_written_is_known_until_the_work_goes() {
         let cache = WorkCache::new(labels::MWRS_OWNER);
-        cache.record_written("c1", "app", "h1", 1);
+        cache.record_written("c1", "app", "h1", 1, t(100));
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
@@ -602,7 +648,7 @@ mod tests {
             t(100),
         );
         assert_eq!(owned(&cache, OWNER)[0].written_generation, None);
-        cache.record_written("c1", "app", "h2", 2);
+        cache.record_written("c1", "app", "h2", 2, t(100));
         assert_eq!(owned(&cache, OWNER)[0].written_generation, Some(2));
         cache.apply(
             &watcher::Event::Delete(work("c1", OWNER, "h2", 2, 10)),
@@ -617,6 +663,42 @@ mod tests {
             owned(&cache, OWNER)[0].written_generation,
             None,
             "a ManifestWork made again by someone else"
+        );
+    }
+
+    /// After a fan-out pass, the next pass read ManifestWorks whose write had not come back
+    /// through the watch yet as still on the old revision and wrote them again, pinned to
+    /// a resourceVersion the write had already moved: a 409 each (375 of 5,000 in the
+    /// bench). A pass waits for its own writes, for a while.
+    #[test]
+    fn writes_not_back_through_the_watch_are_counted_for_a_while() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let owner = OwnerKey::new("ns", "app");
+        for c in ["c1", "c2"] {
+            cache.apply(&watcher::Event::Apply(work(c, OWNER, "h1", 1, 10)), t(100));
+        }
+        assert_eq!(cache.unseen_writes(&owner, t(90)), 0);
+        cache.record_written("c1", "app", "h2", 2, t(100));
+        assert_eq!(
+            cache.unseen_writes(&owner, t(90)),
+            1,
+            "c1 is still at generation 1"
+        );
+        assert_eq!(
+            cache.unseen_writes(&OwnerKey::new("ns", "other"), t(90)),
+            0,
+            "another owner's works"
+        );
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h2", 2, 10)),
+            t(101),
+        );
+        assert_eq!(cache.unseen_writes(&owner, t(90)), 0, "the write came back");
+        cache.record_written("c2", "app", "h2", 2, t(100));
+        assert_eq!(
+            cache.unseen_writes(&owner, t(111)),
+            0,
+            "a write the watch never brought holds the owner only for a while"
         );
     }
 
