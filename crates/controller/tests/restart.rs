@@ -107,18 +107,6 @@ async fn restart_mid_abort_resumes_it() {
     drop(second);
 }
 
-/// Every write the controller counted, by its labels (`resource`, `op`, `result`).
-fn counted_writes(shared: &mwrs_controller::Shared) -> Vec<String> {
-    shared
-        .metrics
-        .encode()
-        .lines()
-        .filter(|l| l.starts_with("mwrs_controller_writes_total{"))
-        .filter(|l| !l.ends_with(" 0"))
-        .map(str::to_string)
-        .collect()
-}
-
 /// resourceVersions of the MWRS and its ManifestWorks.
 async fn versions(hub: &TestHub) -> BTreeMap<String, Option<String>> {
     let mut out: BTreeMap<String, Option<String>> = common::works_by_cluster(hub, "app")
@@ -199,7 +187,7 @@ async fn a_restart_over_an_unchanged_rollout_writes_nothing() {
     // Past the settle time (2 s) and its recheck: a flap would have been written by now.
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
     assert_eq!(
-        counted_writes(&shared),
+        common::counted_writes(&shared),
         Vec::<String>::new(),
         "the restart wrote"
     );

@@ -1,5 +1,6 @@
-//! A rollout over 200 clusters in two decision groups (three PlacementDecisions), timed.
-//! Prints the measured durations; asserts only correctness and a generous bound.
+//! A rollout over 200 clusters in two decision groups (three PlacementDecisions), timed
+//! (prints the measured durations; asserts only correctness and a generous bound); and
+//! fan-outs over 400 clusters that write each ManifestWork once.
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
 
@@ -7,7 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{current, describe, start_controller, update};
+use common::{
+    counted_writes, current, describe, start_controller, start_controller_sharing, update,
+};
 use kube::ResourceExt;
 use mwrs_api::labels;
 use mwrs_fleet::placement::DecisionGroup;
@@ -82,4 +85,57 @@ async fn wait_complete(hub: &TestHub) -> String {
         }
     })
     .await
+}
+
+/// Three templates over 400 clusters at once (strategy All): one create and two updates
+/// per ManifestWork, and not one write more. The pass after a fan-out used to take the
+/// ManifestWorks whose write the watch had not brought back yet for unwritten and write
+/// them again, each refused with a conflict (hundreds per fan-out in the benchmark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fan_out_writes_each_manifestwork_once() {
+    const N: usize = 400;
+    let Some(hub) = TestHub::from_env("fanout-writes", N).await else {
+        return;
+    };
+    let shared = mwrs_controller::Shared::default();
+    let _controller = start_controller_sharing(&hub, shared.clone());
+    let _agent = Agent::start(hub.client.clone(), AgentConfig::new(hub.clusters.clone()));
+    hub.publish_all("p").await;
+    let all = json!({"type": "All"});
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", all)]))
+        .await;
+    let mut done = wait_complete(&hub).await;
+    for v in ["v2", "v3"] {
+        hub.set_template("app", configmap_template(v)).await;
+        done = wait_for(
+            &format!("{v} to complete"),
+            Duration::from_secs(120),
+            || async {
+                let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+                match current(&m) {
+                    Some(c) if c != done && current(&m) == update(&m) => Ok(c),
+                    _ => Err(describe(&m)),
+                }
+            },
+        )
+        .await;
+    }
+    let mut works: Vec<String> = counted_writes(&shared)
+        .into_iter()
+        .filter(|l| l.contains("resource=\"manifestwork\""))
+        .collect();
+    works.sort();
+    assert_eq!(
+        works,
+        [
+            format!(
+                "mwrs_controller_writes_total{{resource=\"manifestwork\",op=\"create\",result=\"ok\"}} {N}"
+            ),
+            format!(
+                "mwrs_controller_writes_total{{resource=\"manifestwork\",op=\"update\",result=\"ok\"}} {}",
+                2 * N
+            ),
+        ],
+        "ManifestWork writes"
+    );
 }

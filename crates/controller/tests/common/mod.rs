@@ -589,3 +589,15 @@ pub type WrittenParts = (
     std::collections::BTreeMap<String, String>,
     std::collections::BTreeMap<String, String>,
 );
+
+/// Every write the controller counted, by its labels (`resource`, `op`, `result`).
+pub fn counted_writes(shared: &mwrs_controller::Shared) -> Vec<String> {
+    shared
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("mwrs_controller_writes_total{"))
+        .filter(|l| !l.ends_with(" 0"))
+        .map(str::to_string)
+        .collect()
+}
