@@ -672,15 +672,22 @@ impl Bench {
             .start_controller(ns, &format!("controller-{n}-restart.log"))
             .await?;
         row.restart_ready_s = t0.elapsed().as_secs_f64();
-        // First passes done: at least one reconcile, then none for 3 s.
+        row.restart_writes = self.first_passes_done(&addr, 1).await?;
+        row.startup_peak_rss_bytes = p.peak_rss()?;
+        Ok(p)
+    }
+
+    /// Waits until a started controller's first passes are done (at least `passes`
+    /// reconciles, then none for 3 s); returns the writes it made by then.
+    async fn first_passes_done(&self, addr: &str, passes: usize) -> anyhow::Result<f64> {
+        let t0 = Instant::now();
         let mut last = (f64::NAN, Instant::now());
         loop {
-            let (r, w) = controller_counts(&addr).await;
+            let (r, w) = controller_counts(addr).await;
             if r != last.0 {
                 last = (r, Instant::now());
-            } else if r >= 1.0 && last.1.elapsed() > Duration::from_secs(3) {
-                row.restart_writes = w;
-                break;
+            } else if r >= passes as f64 && last.1.elapsed() > Duration::from_secs(3) {
+                return Ok(w);
             }
             if t0.elapsed() > self.timeout() {
                 bail!(
@@ -690,8 +697,6 @@ impl Bench {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        row.startup_peak_rss_bytes = p.peak_rss()?;
-        Ok(p)
     }
 
     /// What a user waits for reading the rollout with the CLI, against the bench's own

@@ -327,20 +327,7 @@ impl Bench {
             .start_controller(NS, "controller-many-restart.log")
             .await?;
         row.restart_ready_s = t0.elapsed().as_secs_f64();
-        let mut last = (f64::NAN, Instant::now());
-        loop {
-            let (r, w) = controller_counts(&addr).await;
-            if r != last.0 {
-                last = (r, Instant::now());
-            } else if r >= count as f64 && last.1.elapsed() > Duration::from_secs(3) {
-                row.restart_writes = w;
-                break;
-            }
-            if t0.elapsed() > self.timeout() {
-                bail!("the restarted controller kept reconciling");
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        row.restart_writes = self.first_passes_done(&addr, count).await?;
         row.startup_peak_rss_bytes = p.peak_rss()?;
         let t0 = Instant::now();
         let api = Api::<ManifestWork>::all(self.client.clone());
