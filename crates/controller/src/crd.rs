@@ -5,12 +5,15 @@
 //! CRD for as long as it runs, so that an operator re-applying upstream's CRD stops every
 //! write until the CRD is restored.
 
+use std::time::Duration;
+
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::Value;
+use kube::{Client, ResourceExt};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
@@ -161,6 +164,58 @@ impl SchemaWatch {
         let mut rx = self.rx.clone();
         let _ = rx.wait_for(Result::is_err).await;
     }
+}
+
+/// Resolves once the API server serves MWRS through a schema that keeps this
+/// controller's fields. A CRD update reaches the API server's handlers a moment after the
+/// CRD object changes; a list in that moment still prunes the fields, and an abort hold
+/// read so looks like no abort at all (its held revision would roll out). Probed by a
+/// dry-run status patch of one MWRS, whose answer is the object as served; with no MWRS
+/// in sight there is nothing to misread.
+pub async fn until_served(client: &Client, namespace: Option<&str>) {
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match fields_served(client, namespace).await {
+            Ok(true) => return,
+            Ok(false) => tracing::info!(
+                "the API server still serves ManifestWorkReplicaSets without this controller's fields; waiting"
+            ),
+            // A refusal (no right to patch status, a webhook that cannot dry-run) will
+            // not pass by waiting: go on as before the probe.
+            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+                tracing::warn!(error = %e, "cannot probe the served schema; going on");
+                return;
+            }
+            Err(e) => tracing::debug!(error = %e, "probing the served schema"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Does a dry-run status patch of one MWRS answer with `status.collisionCount`? The
+/// answer is read untyped: any tenant's MWRS may be the one probed, readable or not.
+async fn fields_served(client: &Client, namespace: Option<&str>) -> kube::Result<bool> {
+    let resource = ApiResource::erase::<ManifestWorkReplicaSet>(&());
+    let list: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let found = list.list_metadata(&ListParams::default().limit(1)).await?;
+    let Some(m) = found.items.first() else {
+        return Ok(true);
+    };
+    let namespace = m.namespace().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
+    let params = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let probe = json!({"status": {"collisionCount": 0}});
+    let answer = api
+        .patch_status(&m.name_any(), &params, &Patch::Merge(&probe))
+        .await?;
+    Ok(answer.data["status"]["collisionCount"].is_number())
 }
 
 /// Paths of [`REQUIRED`] the CRD (as JSON) does not define. A schema node that keeps

@@ -213,9 +213,9 @@ pub fn backoff(n: u32) -> Duration {
 
 /// Runs the controller until `shutdown` resolves, for as long as the installed MWRS CRD
 /// can hold its state (SPEC §11.6): when the CRD loses those fields, every write stops,
-/// the process turns not ready and each MWRS gets an Event; when the CRD is restored,
-/// the controller starts again on fresh stores (objects read through the pruning schema
-/// must not be acted on). Sets `shared.ready` once every store has synced.
+/// the process turns not ready and each MWRS gets an Event; when the CRD is restored and
+/// the API server serves it, the controller starts again on fresh stores (objects read
+/// through the pruning schema must not be acted on). Sets `shared.ready` once every store has synced.
 pub async fn run(
     client: Client,
     config: Config,
@@ -228,7 +228,10 @@ pub async fn run(
     loop {
         shared.ready.store(false, Ordering::Release);
         tokio::select! {
-            _ = schema.usable() => {}
+            _ = async {
+                schema.usable().await;
+                crd::until_served(&client, config.namespace.as_deref()).await;
+            } => {}
             _ = shutdown.clone() => return,
         }
         let stop = {

@@ -120,22 +120,24 @@ async fn a_fan_out_writes_each_manifestwork_once() {
         )
         .await;
     }
-    let mut works: Vec<String> = counted_writes(&shared)
-        .into_iter()
-        .filter(|l| l.contains("resource=\"manifestwork\""))
-        .collect();
-    works.sort();
+    let count = |op: &str, result: &str| -> usize {
+        let label = format!(
+            "mwrs_controller_writes_total{{resource=\"manifestwork\",op=\"{op}\",result=\"{result}\"}} "
+        );
+        counted_writes(&shared)
+            .iter()
+            .find_map(|l| l.strip_prefix(&label).and_then(|n| n.parse().ok()))
+            .unwrap_or(0)
+    };
+    let all = counted_writes(&shared);
+    assert_eq!(count("create", "ok"), N, "{all:?}");
     assert_eq!(
-        works,
-        [
-            format!(
-                "mwrs_controller_writes_total{{resource=\"manifestwork\",op=\"create\",result=\"ok\"}} {N}"
-            ),
-            format!(
-                "mwrs_controller_writes_total{{resource=\"manifestwork\",op=\"update\",result=\"ok\"}} {}",
-                2 * N
-            ),
-        ],
-        "ManifestWork writes"
+        count("update", "ok"),
+        2 * N,
+        "one update per ManifestWork and template: {all:?}"
     );
+    // A conflict may still come from an agent's status report landing between a pass's
+    // read and its write (the guard doing its job); rewriting what the watch had not
+    // brought back yet made dozens per fan-out (27 here without the wait).
+    assert!(count("update", "conflict") <= N / 100, "{all:?}");
 }
