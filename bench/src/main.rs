@@ -661,6 +661,42 @@ impl Bench {
         Ok((p, addr))
     }
 
+    /// The next new template (v3, aNN-v3) degrades on the last of `n` clusters once the
+    /// fan-out of that template (about `fanout_s`) is surely over, so that the abort is
+    /// timed on its own.
+    fn degrade_last_cluster(&self, n: usize, fanout_s: f64) {
+        let lag = Duration::from_secs_f64(fanout_s * 1.5 + 3.0);
+        self.degrade_after_ms
+            .store(lag.as_millis() as u64, Ordering::Relaxed);
+        if let Ok(mut f) = self.failing.lock() {
+            f.clear();
+            f.insert(self.clusters[n - 1].clone());
+        }
+        // The tracker outlives a phase: forget an earlier breach.
+        if let Ok(mut st) = self.tracker.seen.lock() {
+            st.first_degraded.clear();
+        }
+    }
+
+    /// When a ManifestWork on `version` first reported Degraded (waits for it).
+    async fn breach(&self, version: &str) -> anyhow::Result<Instant> {
+        let seen = self
+            .tracker
+            .until(
+                &format!("a Degraded cluster on {version}"),
+                self.timeout(),
+                |s| s.first_degraded.contains_key(version),
+            )
+            .await?;
+        Ok(self
+            .tracker
+            .seen
+            .lock()
+            .ok()
+            .and_then(|s| s.first_degraded.get(version).copied())
+            .unwrap_or(seen))
+    }
+
     /// Restarts the controller over the N ManifestWorks it owns: its start-up peak RSS
     /// (ready, and its first passes done) against the steady RSS of the one that ran
     /// every phase, and what the restart wrote (nothing is due).
@@ -770,36 +806,14 @@ impl Bench {
 
         // v3 reaches every cluster first; only then does one cluster report Degraded,
         // so that the abort is timed on its own.
-        let lag = Duration::from_secs_f64(row.fanout_s * 1.5 + 3.0);
-        self.degrade_after_ms
-            .store(lag.as_millis() as u64, Ordering::Relaxed);
-        if let Ok(mut f) = self.failing.lock() {
-            f.clear();
-            f.insert(self.clusters[n - 1].clone());
-        }
-        // The tracker outlives a size: forget an earlier size's breach.
-        if let Ok(mut st) = self.tracker.seen.lock() {
-            st.first_degraded.clear();
-        }
+        self.degrade_last_cluster(n, row.fanout_s);
         let before_v3 = http_get(&addr, "/metrics").await.unwrap_or_default();
         self.set_version(ns, "app", "v3").await?;
         self.wait_version("v3", n).await?;
         if let Ok(mut st) = self.tracker.seen.lock() {
             st.first_moved_to.clear();
         }
-        let breach = self
-            .tracker
-            .until("a Degraded cluster on v3", self.timeout(), |s| {
-                s.first_degraded.contains_key("v3")
-            })
-            .await?;
-        let breach = self
-            .tracker
-            .seen
-            .lock()
-            .ok()
-            .and_then(|s| s.first_degraded.get("v3").copied())
-            .unwrap_or(breach);
+        let breach = self.breach("v3").await?;
         let reverted = self.wait_version("v2", n).await?;
         row.abort_s = (reverted - breach).as_secs_f64();
         let after = http_get(&addr, "/metrics").await.unwrap_or_default();

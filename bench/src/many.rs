@@ -271,31 +271,11 @@ impl Bench {
     /// `app-00`'s new template degrades on the last cluster once every cluster has it:
     /// from the breach to every one of its ManifestWorks back on the stable version.
     async fn one_abort(&self, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
-        let lag = Duration::from_secs_f64(row.one_change_s * 1.5 + 3.0);
-        self.degrade_after_ms
-            .store(lag.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut f) = self.failing.lock() {
-            f.clear();
-            f.insert(self.clusters[n - 1].clone());
-        }
+        self.degrade_last_cluster(n, row.one_change_s);
         let (stable, next) = (version(0, 1), version(0, 3));
-        if let Ok(mut st) = self.tracker.seen.lock() {
-            st.first_degraded.clear();
-        }
         self.set_version(NS, &name(0), &next).await?;
         self.wait_version(&next, n).await?;
-        self.tracker
-            .until("a Degraded cluster", self.timeout(), |s| {
-                s.first_degraded.contains_key(&next)
-            })
-            .await?;
-        let breach = self
-            .tracker
-            .seen
-            .lock()
-            .ok()
-            .and_then(|s| s.first_degraded.get(&next).copied())
-            .unwrap_or_else(Instant::now);
+        let breach = self.breach(&next).await?;
         let reverted = self.wait_version(&stable, n).await?;
         row.one_abort_s = (reverted - breach).as_secs_f64();
         if let Ok(mut f) = self.failing.lock() {

@@ -26,29 +26,34 @@ impl Sim<'_> {
             && plan.works.iter().all(|w| {
                 matches!(w, WorkChange::Apply(a) if Some(a.revision.as_str()) == self.update.as_deref())
             });
-        let requests = self.mwrs.metadata.annotations.as_ref().is_some_and(|a| {
-            [
-                labels::CONTROL_ABORT,
-                labels::CONTROL_RETRY,
-                labels::CONTROL_PAUSE,
-            ]
-            .iter()
-            .any(|k| a.contains_key(*k))
-        });
+        let requests = || {
+            self.mwrs.metadata.annotations.as_ref().is_some_and(|a| {
+                [
+                    labels::CONTROL_ABORT,
+                    labels::CONTROL_RETRY,
+                    labels::CONTROL_PAUSE,
+                ]
+                .iter()
+                .any(|k| a.contains_key(*k))
+            })
+        };
         // Clusters left to start once this plan's writes land: none, nothing to skip.
-        let waiting = plan
-            .clusters
-            .iter()
-            .filter(|c| c.status == RolloutStatus::ToApply)
-            .count();
+        let waiting = || {
+            plan.clusters
+                .iter()
+                .filter(|c| c.status == RolloutStatus::ToApply)
+                .count()
+        };
+        let aborted = plan
+            .status
+            .as_ref()
+            .is_none_or(|s| s.aborted_time.is_some());
+        // Cheapest first: the walks over the fleet come last.
         self.failing.is_empty()
             && rolled_forward
-            && waiting > plan.works.len()
-            && !requests
-            && plan
-                .status
-                .as_ref()
-                .is_some_and(|s| s.aborted_time.is_none())
+            && !aborted
+            && !requests()
+            && waiting() > plan.works.len()
             && self.works.iter().all(|w| self.quiet(w))
     }
 
