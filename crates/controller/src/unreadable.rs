@@ -15,7 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 use serde_json::{Value, json};
 
 use crate::context::Context;
@@ -47,10 +47,10 @@ pub fn unreadable_conditions(
         .unwrap_or_default();
     let pos = list
         .iter()
-        .position(|c| c.get("type").and_then(Value::as_str) == Some(mc::PROGRESSING));
+        .position(|c| c.get("type").and_then(Value::as_str) == Some(mwrs_condition::PROGRESSING));
     let same_state = |c: &Value| {
         c.get("status").and_then(Value::as_str) == Some("False")
-            && c.get("reason").and_then(Value::as_str) == Some(mc::REASON_INVALID_SPEC)
+            && c.get("reason").and_then(Value::as_str) == Some(mwrs_condition::REASON_INVALID_SPEC)
     };
     let ltt = match pos.map(|i| &list[i]) {
         Some(c)
@@ -67,9 +67,9 @@ pub fn unreadable_conditions(
         _ => json!(now.to_string()),
     };
     let mut cond = json!({
-        "type": mc::PROGRESSING,
+        "type": mwrs_condition::PROGRESSING,
         "status": "False",
-        "reason": mc::REASON_INVALID_SPEC,
+        "reason": mwrs_condition::REASON_INVALID_SPEC,
         "message": message,
         "lastTransitionTime": ltt,
     });
@@ -135,7 +135,7 @@ pub async fn report(ctx: &Context, invalid: &InvalidObject) -> Result<Action> {
         ctx,
         &object_ref(meta),
         EventType::Warning,
-        mc::REASON_INVALID_SPEC,
+        mwrs_condition::REASON_INVALID_SPEC,
         &message,
     )
     .await;
@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(list.len(), 2);
         assert_eq!(list[0], old[0], "other conditions kept as stored");
         assert_eq!(list[1]["status"], "False");
-        assert_eq!(list[1]["reason"], mc::REASON_INVALID_SPEC);
+        assert_eq!(list[1]["reason"], mwrs_condition::REASON_INVALID_SPEC);
         assert_eq!(list[1]["observedGeneration"], 3);
         assert_eq!(list[1]["lastTransitionTime"], now().to_string());
     }

@@ -160,9 +160,43 @@ pub struct Readiness {
     tx: Arc<tokio::sync::watch::Sender<u8>>,
 }
 
-/// One bit per watcher: MWRS, two work, two revision, placement, decision watchers.
-const WATCHERS: u8 = 7;
-const ALL_READY: u8 = (1 << WATCHERS) - 1;
+/// The watchers whose initial lists make the stores ready. Works and revisions have one
+/// watcher per owner label key (by its index in `OWNER_KEYS`).
+#[derive(Clone, Copy)]
+enum Watcher {
+    Mwrs,
+    Works(usize),
+    Revisions(usize),
+    Placements,
+    Decisions,
+}
+
+impl Watcher {
+    const ALL: [Watcher; 7] = [
+        Watcher::Mwrs,
+        Watcher::Works(0),
+        Watcher::Works(1),
+        Watcher::Revisions(0),
+        Watcher::Revisions(1),
+        Watcher::Placements,
+        Watcher::Decisions,
+    ];
+
+    /// This watcher's bit in the readiness mask.
+    fn bit(self) -> u8 {
+        let index = match self {
+            Watcher::Mwrs => 0,
+            Watcher::Works(key) => 1 + key,
+            Watcher::Revisions(key) => 3 + key,
+            Watcher::Placements => 5,
+            Watcher::Decisions => 6,
+        };
+        1 << index
+    }
+}
+
+/// Every watcher's bit.
+const ALL_READY: u8 = (1 << Watcher::ALL.len()) - 1;
 
 impl Readiness {
     fn new() -> Self {
@@ -171,10 +205,10 @@ impl Readiness {
         }
     }
 
-    fn mark(&self, bit: u8) {
+    fn mark(&self, watcher: Watcher) {
         self.tx.send_if_modified(|m| {
             let before = *m;
-            *m |= 1 << bit;
+            *m |= watcher.bit();
             *m != before
         });
     }
@@ -189,18 +223,18 @@ impl Readiness {
         let _ = rx.wait_for(|m| *m == ALL_READY).await;
     }
 
-    /// Marks `bit` on the first (and every) InitDone of a watch stream. Placed after the
+    /// Marks `watcher` ready on the first (and every) InitDone of a watch stream. Placed after the
     /// reflector (and the owner index), so "ready" means the store already holds the
     /// initial list: a reconcile woken by readiness can never see an empty cache and
     /// create a second ManifestWork beside one that exists.
     fn track<K>(
         &self,
-        bit: u8,
+        watcher: Watcher,
     ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
         let me = self.clone();
         move |ev| {
             if let Ok(watcher::Event::InitDone) = ev {
-                me.mark(bit);
+                me.mark(watcher);
             }
         }
     }
@@ -234,10 +268,20 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let ready = Readiness::new();
     let placement_changes = LastChanges::default();
     let (mwrs_r, mwrs) = watch_mwrs(client, namespace, &ready);
-    let (w0, ws0) = watch_works(client, OWNER_KEYS[0], ready.track(1));
-    let (w1, ws1) = watch_works(client, OWNER_KEYS[1], ready.track(2));
-    let (r0, ri0, rs0) = watch_revisions(client, namespace, OWNER_KEYS[0], ready.track(3));
-    let (r1, ri1, rs1) = watch_revisions(client, namespace, OWNER_KEYS[1], ready.track(4));
+    let (w0, ws0) = watch_works(client, OWNER_KEYS[0], ready.track(Watcher::Works(0)));
+    let (w1, ws1) = watch_works(client, OWNER_KEYS[1], ready.track(Watcher::Works(1)));
+    let (r0, ri0, rs0) = watch_revisions(
+        client,
+        namespace,
+        OWNER_KEYS[0],
+        ready.track(Watcher::Revisions(0)),
+    );
+    let (r1, ri1, rs1) = watch_revisions(
+        client,
+        namespace,
+        OWNER_KEYS[1],
+        ready.track(Watcher::Revisions(1)),
+    );
     let (pl_r, placements) = watch_placements(client, namespace, &ready, &placement_changes);
     let (pd_r, decision_index, decisions) =
         watch_decisions(client, namespace, &ready, &placement_changes);
@@ -276,7 +320,7 @@ fn watch_mwrs(
         .default_backoff()
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(w)
-        .inspect(ready.track(0))
+        .inspect(ready.track(Watcher::Mwrs))
         .applied_objects()
         .boxed();
     (r, stream)
@@ -358,7 +402,7 @@ fn watch_placements(
         })
         .inspect(change_events(changes, placement_change))
         .reflect(w)
-        .inspect(ready.track(5))
+        .inspect(ready.track(Watcher::Placements))
         .touched_objects()
         .boxed();
     (r, stream)
@@ -386,7 +430,7 @@ fn watch_decisions(
     .inspect(index_events(&index))
     .inspect(change_events(changes, decision_change))
     .reflect(w)
-    .inspect(ready.track(6))
+    .inspect(ready.track(Watcher::Decisions))
     .touched_objects()
     .boxed();
     (r, index, stream)
@@ -556,5 +600,15 @@ mod tests {
         let r = owner_ref(&mw).expect("owned");
         assert_eq!(r.name, "my.app");
         assert_eq!(r.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn every_watcher_has_its_own_bit_and_all_of_them_make_ready() {
+        let mut mask = 0u8;
+        for watcher in Watcher::ALL {
+            assert_eq!(mask & watcher.bit(), 0, "two watchers share a bit");
+            mask |= watcher.bit();
+        }
+        assert_eq!(mask, ALL_READY);
     }
 }

@@ -3,7 +3,7 @@
 //! and `rollout status -w`'s exit, and the controller's `rollout_info` metric, read it here.
 
 use mwrs_api::labels;
-use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 use serde::Serialize;
 
 /// Where a rollout stands, in one word.
@@ -41,7 +41,7 @@ impl Phase {
 
 /// The Progressing condition: (status, reason, message).
 pub fn progressing(m: &ManifestWorkReplicaSet) -> Option<(&str, &str, &str)> {
-    condition(m, mc::PROGRESSING)
+    condition(m, mwrs_condition::PROGRESSING)
 }
 
 pub fn condition<'a>(
@@ -96,7 +96,7 @@ pub fn phase(m: &ManifestWorkReplicaSet) -> (Phase, String) {
         return (Phase::Progressing, "not reconciled yet".into());
     };
     let (cond_status, reason, message) = progressing(m).unwrap_or(("", "", ""));
-    if reason == mc::REASON_INVALID_SPEC {
+    if reason == mwrs_condition::REASON_INVALID_SPEC {
         return (Phase::Invalid, message.to_string());
     }
     if let Some(req) = pending_request(m) {
@@ -113,31 +113,34 @@ pub fn phase(m: &ManifestWorkReplicaSet) -> (Phase, String) {
             format!("waiting for the controller to observe generation {generation}"),
         );
     }
-    if status.aborted_time.is_some() || reason == mc::REASON_ROLLOUT_ABORTED {
+    if status.aborted_time.is_some() || reason == mwrs_condition::REASON_ROLLOUT_ABORTED {
         return (Phase::Aborted, message.to_string());
     }
     if matches!(
         reason,
-        mc::REASON_PROGRESS_DEADLINE_EXCEEDED
-            | mc::REASON_MAX_FAILURES_EXCEEDED
-            | mc::REASON_ABORT_FAILED
+        mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED
+            | mwrs_condition::REASON_MAX_FAILURES_EXCEEDED
+            | mwrs_condition::REASON_ABORT_FAILED
     ) {
         return (Phase::Degraded, message.to_string());
     }
     if let Some((_, _, why)) =
-        condition(m, mc::PLACEMENT_VERIFIED).filter(|(s, _, _)| *s == "False")
+        condition(m, mwrs_condition::PLACEMENT_VERIFIED).filter(|(s, _, _)| *s == "False")
     {
         return (Phase::Blocked, why.to_string());
     }
     let promoted =
         status.current_revision.is_some() && status.current_revision == status.update_revision;
-    if cond_status == "False" && reason == mc::REASON_NEW_MANIFESTWORK_AVAILABLE && promoted {
+    if cond_status == "False"
+        && reason == mwrs_condition::REASON_NEW_MANIFESTWORK_AVAILABLE
+        && promoted
+    {
         return (Phase::Complete, message.to_string());
     }
     if is_paused(m) {
         return (Phase::Paused, message.to_string());
     }
-    if reason == mc::REASON_ROLLOUT_PAUSED {
+    if reason == mwrs_condition::REASON_ROLLOUT_PAUSED {
         return (
             Phase::Progressing,
             "resume requested; waiting for the controller".into(),

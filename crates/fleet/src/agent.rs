@@ -189,9 +189,9 @@ struct Shared {
 
 async fn run(client: Client, config: AgentConfig, stats: Arc<AgentStats>) {
     let api: Api<ManifestWork> = Api::all(client.clone());
-    let mut wc = watcher::Config::default().any_semantic();
+    let mut watch_config = watcher::Config::default().any_semantic();
     if let Some(sel) = &config.label_selector {
-        wc = wc.labels(sel);
+        watch_config = watch_config.labels(sel);
     }
     let shared = Arc::new(Shared {
         client,
@@ -202,7 +202,7 @@ async fn run(client: Client, config: AgentConfig, stats: Arc<AgentStats>) {
     let mut tracked: HashMap<(String, String), Tracked> = HashMap::new();
     // Owns every task: dropping the set (agent stopped) aborts them all.
     let mut tasks = JoinSet::new();
-    let mut events = watch_fn(api, wc).default_backoff().boxed();
+    let mut events = watch_fn(api, watch_config).default_backoff().boxed();
     loop {
         tokio::select! {
             ev = events.next() => match ev {

@@ -38,13 +38,15 @@ pub async fn ensure_clusters(
                 let ns = json!({"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": name, "labels": labels}});
                 namespaces.patch(name, pp, &Patch::Apply(&ns)).await?;
-                let mc = json!({
+                let managed_cluster = json!({
                     "apiVersion": "cluster.open-cluster-management.io/v1",
                     "kind": "ManagedCluster",
                     "metadata": {"name": name, "labels": labels},
                     "spec": {"hubAcceptsClient": true, "leaseDurationSeconds": 60},
                 });
-                clusters.patch(name, pp, &Patch::Apply(&mc)).await?;
+                clusters
+                    .patch(name, pp, &Patch::Apply(&managed_cluster))
+                    .await?;
                 let status = json!({
                     "apiVersion": "cluster.open-cluster-management.io/v1",
                     "kind": "ManagedCluster",

@@ -50,11 +50,13 @@ pub async fn register_clusters(
     for (i, name) in clusters.iter().enumerate() {
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         namespaces.patch(name, &apply(), &Patch::Apply(ns)).await?;
-        let mc = json!({"apiVersion": format!("{CLUSTER_GROUP}/v1"), "kind": "ManagedCluster",
+        let managed_cluster = json!({"apiVersion": format!("{CLUSTER_GROUP}/v1"), "kind": "ManagedCluster",
             "metadata": {"name": name, "labels": {
                 CLUSTER_SET_LABEL: set, CANARY_LABEL: (i == 0).to_string()}},
             "spec": {"hubAcceptsClient": true}});
-        managed.patch(name, &apply(), &Patch::Apply(mc)).await?;
+        managed
+            .patch(name, &apply(), &Patch::Apply(managed_cluster))
+            .await?;
     }
     let sets: Api<DynamicObject> = Api::all_with(
         client.clone(),

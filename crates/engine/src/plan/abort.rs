@@ -2,7 +2,7 @@
 //! stable revision there is to go back to, and the record of an abort's cause.
 
 use jiff::Timestamp;
-use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, AbortRecord, condition as mc};
+use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, AbortRecord, condition as mwrs_condition};
 use mwrs_api::{Time, labels};
 
 use crate::revision;
@@ -27,8 +27,8 @@ impl Breach {
     /// [`AbortRecord::trigger`] of an abort this breach started.
     pub(super) fn trigger(self) -> &'static str {
         match self {
-            Breach::Deadline => mc::REASON_PROGRESS_DEADLINE_EXCEEDED,
-            Breach::Failures => mc::REASON_MAX_FAILURES_EXCEEDED,
+            Breach::Deadline => mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED,
+            Breach::Failures => mwrs_condition::REASON_MAX_FAILURES_EXCEEDED,
             Breach::Requested => ABORT_TRIGGER_REQUESTED,
         }
     }

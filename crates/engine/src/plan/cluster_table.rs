@@ -101,7 +101,7 @@ impl Facts {
     };
 
     pub(super) fn read(w: &WorkView, wanted: Option<&Desired<'_>>, e: &Expected<'_>) -> Self {
-        use mwrs_api::work::condition as wc;
+        use mwrs_api::work::condition as work_condition;
         let (status, since) = work::written_status(w);
         let labelled = wanted.is_some_and(|d| {
             let has = |k: &str, v: &str| w.label(k) == Some(v);
@@ -118,10 +118,10 @@ impl Facts {
             since,
             awaiting: !work::is_applied(w),
             seen: w.status_seen,
-            applied: w.is_true(wc::APPLIED),
-            available: w.is_true(wc::AVAILABLE),
-            progressing: w.is_true(wc::PROGRESSING),
-            degraded: w.is_true(wc::DEGRADED),
+            applied: w.is_true(work_condition::APPLIED),
+            available: w.is_true(work_condition::AVAILABLE),
+            progressing: w.is_true(work_condition::PROGRESSING),
+            degraded: w.is_true(work_condition::DEGRADED),
             content: if w.written_generation.is_some_and(|g| g == w.generation) {
                 // Written by this controller and unchanged since: the revision its label
                 // names, even when the server's defaults make the digest differ.

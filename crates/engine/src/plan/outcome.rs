@@ -1,6 +1,6 @@
 //! Where the rollout stands after a pass, and the text of its conditions.
 
-use mwrs_api::mwrs::condition as mc;
+use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
 use crate::placement::PlacementState;
@@ -111,9 +111,9 @@ impl Outcome {
 
     pub(super) fn failure_reason(&self) -> &'static str {
         if self.timed_out.is_empty() {
-            mc::REASON_MAX_FAILURES_EXCEEDED
+            mwrs_condition::REASON_MAX_FAILURES_EXCEEDED
         } else {
-            mc::REASON_PROGRESS_DEADLINE_EXCEEDED
+            mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED
         }
     }
 
@@ -144,12 +144,12 @@ impl Outcome {
     }
 
     pub(super) fn manifestwork_applied(&self, verified: &Cond) -> Cond {
-        let t = mc::MANIFESTWORK_APPLIED;
+        let t = mwrs_condition::MANIFESTWORK_APPLIED;
         if self.desired == 0 && self.with_work == 0 {
-            let reason = if verified.reason == mc::REASON_PLACEMENT_DECISION_EMPTY {
-                mc::REASON_PLACEMENT_DECISION_EMPTY
+            let reason = if verified.reason == mwrs_condition::REASON_PLACEMENT_DECISION_EMPTY {
+                mwrs_condition::REASON_PLACEMENT_DECISION_EMPTY
             } else {
-                mc::REASON_NOT_AS_EXPECTED
+                mwrs_condition::REASON_NOT_AS_EXPECTED
             };
             return Cond::new(t, Status::False, reason, "no cluster is selected");
         }
@@ -157,7 +157,7 @@ impl Outcome {
             return Cond::new(
                 t,
                 Status::False,
-                mc::REASON_NOT_AS_EXPECTED,
+                mwrs_condition::REASON_NOT_AS_EXPECTED,
                 self.failure_message(),
             );
         }
@@ -165,7 +165,7 @@ impl Outcome {
             return Cond::new(
                 t,
                 Status::False,
-                mc::REASON_PROCESSING,
+                mwrs_condition::REASON_PROCESSING,
                 format!(
                     "revision {}: {} of {} clusters done, {} in progress{}",
                     self.target,
@@ -179,7 +179,7 @@ impl Outcome {
         Cond::new(
             t,
             Status::True,
-            mc::REASON_AS_EXPECTED,
+            mwrs_condition::REASON_AS_EXPECTED,
             format!(
                 "revision {} applied on all {} clusters",
                 self.target, self.desired
@@ -192,12 +192,12 @@ impl Outcome {
     }
 
     pub(super) fn rolled_out(&self, abort: &AbortState) -> Cond {
-        let t = mc::PLACEMENT_ROLLED_OUT;
+        let t = mwrs_condition::PLACEMENT_ROLLED_OUT;
         if self.complete {
             return Cond::new(
                 t,
                 Status::True,
-                mc::REASON_COMPLETE,
+                mwrs_condition::REASON_COMPLETE,
                 format!("all {} clusters run revision {}", self.desired, self.target),
             );
         }
@@ -212,12 +212,17 @@ impl Outcome {
             } else {
                 self.failure_message()
             };
-            return Cond::new(t, Status::False, mc::REASON_ROLLOUT_DEGRADED, message);
+            return Cond::new(
+                t,
+                Status::False,
+                mwrs_condition::REASON_ROLLOUT_DEGRADED,
+                message,
+            );
         }
         Cond::new(
             t,
             Status::False,
-            mc::REASON_PROGRESSING,
+            mwrs_condition::REASON_PROGRESSING,
             format!(
                 "revision {}: {} of {} clusters done",
                 self.target, self.done, self.desired
@@ -234,7 +239,7 @@ impl Outcome {
         paused: bool,
         in_progress: &'static str,
     ) -> Cond {
-        let t = mc::PROGRESSING;
+        let t = mwrs_condition::PROGRESSING;
         if let Some(c) = self.aborting(abort, update) {
             return c;
         }
@@ -248,13 +253,18 @@ impl Outcome {
             return Cond::new(
                 t,
                 Status::False,
-                mc::REASON_NEW_MANIFESTWORK_AVAILABLE,
+                mwrs_condition::REASON_NEW_MANIFESTWORK_AVAILABLE,
                 message,
             );
         }
         if paused {
             let message = format!("paused: revision {update} on {done} of {desired} clusters");
-            return Cond::new(t, Status::Unknown, mc::REASON_ROLLOUT_PAUSED, message);
+            return Cond::new(
+                t,
+                Status::Unknown,
+                mwrs_condition::REASON_ROLLOUT_PAUSED,
+                message,
+            );
         }
         let message = if self.unknown.is_empty() {
             format!("rolling out revision {update}: {done} of {desired} clusters done")
@@ -270,28 +280,28 @@ impl Outcome {
 
     /// Progressing while an abort starts, holds or cannot happen.
     fn aborting(&self, abort: &AbortState, update: &str) -> Option<Cond> {
-        let t = mc::PROGRESSING;
+        let t = mwrs_condition::PROGRESSING;
         let current = self.current.as_deref().unwrap_or("");
         let (done, desired) = (self.done, self.desired);
         let (reason, message) = match abort {
             AbortState::None => return None,
-            AbortState::Failed(why) => (mc::REASON_ABORT_FAILED, why.message()),
+            AbortState::Failed(why) => (mwrs_condition::REASON_ABORT_FAILED, why.message()),
             AbortState::Held if done == desired => (
-                mc::REASON_ROLLOUT_ABORTED,
+                mwrs_condition::REASON_ROLLOUT_ABORTED,
                 format!(
                     "rolled back to revision {current} on all {desired} clusters; revision \
                      {update} is held until a retry, an undo or a new template"
                 ),
             ),
             AbortState::Held => (
-                mc::REASON_ROLLOUT_ABORTED,
+                mwrs_condition::REASON_ROLLOUT_ABORTED,
                 format!(
                     "rolling back to revision {current}: {done} of {desired} clusters done; \
                      revision {update} is held"
                 ),
             ),
             AbortState::Starting(Breach::Requested) => (
-                mc::REASON_ROLLOUT_ABORTED,
+                mwrs_condition::REASON_ROLLOUT_ABORTED,
                 format!("abort requested: reverting revision {update} to {current}"),
             ),
             AbortState::Starting(_) => (

@@ -4,7 +4,7 @@
 use jiff::Timestamp;
 use mwrs_api::mwrs::{
     BlockedCluster, HandledControls, ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
-    condition as mc,
+    condition as mwrs_condition,
 };
 use mwrs_api::{Condition, labels};
 
@@ -33,9 +33,9 @@ pub(super) fn plan_invalid(
     let mut status = old.clone();
     let mut conds = status.conditions.clone().unwrap_or_default();
     let c = Cond::new(
-        mc::PROGRESSING,
+        mwrs_condition::PROGRESSING,
         Status::False,
-        mc::REASON_INVALID_SPEC,
+        mwrs_condition::REASON_INVALID_SPEC,
         invalid.to_string(),
     );
     conditions::set(&mut conds, &c, observed.mwrs.metadata.generation, now);
@@ -94,13 +94,13 @@ pub(super) fn transitions(
             message: format!("{} {}: {}", c.type_, c.status, c.message),
             warning: matches!(
                 c.reason.as_str(),
-                mc::REASON_PROGRESS_DEADLINE_EXCEEDED
-                    | mc::REASON_MAX_FAILURES_EXCEEDED
-                    | mc::REASON_ROLLOUT_ABORTED
-                    | mc::REASON_ABORT_FAILED
-                    | mc::REASON_ROLLOUT_DEGRADED
-                    | mc::REASON_INVALID_SPEC
-                    | mc::REASON_PLACEMENT_DECISION_NOT_FOUND
+                mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED
+                    | mwrs_condition::REASON_MAX_FAILURES_EXCEEDED
+                    | mwrs_condition::REASON_ROLLOUT_ABORTED
+                    | mwrs_condition::REASON_ABORT_FAILED
+                    | mwrs_condition::REASON_ROLLOUT_DEGRADED
+                    | mwrs_condition::REASON_INVALID_SPEC
+                    | mwrs_condition::REASON_PLACEMENT_DECISION_NOT_FOUND
             ),
         })
         .collect()
@@ -215,11 +215,11 @@ impl<'a> Pass<'a> {
                 .old
                 .conditions
                 .as_deref()
-                .and_then(|l| conditions::find(l, mc::MANIFESTWORK_APPLIED))
+                .and_then(|l| conditions::find(l, mwrs_condition::MANIFESTWORK_APPLIED))
                 .is_some_and(|c| c.status == "True");
             if !was_done {
                 events.push(PlannedEvent {
-                    reason: mc::EVENT_ABORT_COMPLETED.into(),
+                    reason: mwrs_condition::EVENT_ABORT_COMPLETED.into(),
                     message: format!(
                         "all {} clusters are back on revision {}",
                         outcome.desired, hold.target
@@ -230,7 +230,7 @@ impl<'a> Pass<'a> {
         }
         if matches!(abort, AbortState::Starting(_)) {
             events.push(PlannedEvent {
-                reason: mc::EVENT_ABORT_STARTED.into(),
+                reason: mwrs_condition::EVENT_ABORT_STARTED.into(),
                 message: format!(
                     "reverting every cluster from revision {update} to {}",
                     self.old.current_revision.as_deref().unwrap_or("")
@@ -327,21 +327,24 @@ impl<'a> Pass<'a> {
     pub(super) fn in_progress_reason(&self, revision_changed: bool, created: bool) -> &'static str {
         if revision_changed {
             return if created {
-                mc::REASON_NEW_REVISION_CREATED
+                mwrs_condition::REASON_NEW_REVISION_CREATED
             } else {
-                mc::REASON_FOUND_NEW_REVISION
+                mwrs_condition::REASON_FOUND_NEW_REVISION
             };
         }
         match self
             .old
             .conditions
             .as_deref()
-            .and_then(|l| conditions::find(l, mc::PROGRESSING))
+            .and_then(|l| conditions::find(l, mwrs_condition::PROGRESSING))
         {
-            Some(c) if c.status == "True" && c.reason == mc::REASON_NEW_REVISION_CREATED => {
-                mc::REASON_NEW_REVISION_CREATED
+            Some(c)
+                if c.status == "True"
+                    && c.reason == mwrs_condition::REASON_NEW_REVISION_CREATED =>
+            {
+                mwrs_condition::REASON_NEW_REVISION_CREATED
             }
-            _ => mc::REASON_FOUND_NEW_REVISION,
+            _ => mwrs_condition::REASON_FOUND_NEW_REVISION,
         }
     }
 
@@ -352,25 +355,25 @@ impl<'a> Pass<'a> {
             match v.map(|v| &v.state) {
                 None | Some(PlacementState::Missing) => {
                     return Cond::new(
-                        mc::PLACEMENT_VERIFIED,
+                        mwrs_condition::PLACEMENT_VERIFIED,
                         Status::False,
-                        mc::REASON_PLACEMENT_DECISION_NOT_FOUND,
+                        mwrs_condition::REASON_PLACEMENT_DECISION_NOT_FOUND,
                         format!("Placement {name} not found"),
                     );
                 }
                 Some(PlacementState::NoDecisions) => {
                     return Cond::new(
-                        mc::PLACEMENT_VERIFIED,
+                        mwrs_condition::PLACEMENT_VERIFIED,
                         Status::False,
-                        mc::REASON_PLACEMENT_DECISION_NOT_FOUND,
+                        mwrs_condition::REASON_PLACEMENT_DECISION_NOT_FOUND,
                         format!("Placement {name} has no PlacementDecisions"),
                     );
                 }
                 Some(PlacementState::Invalid(why)) => {
                     return Cond::new(
-                        mc::PLACEMENT_VERIFIED,
+                        mwrs_condition::PLACEMENT_VERIFIED,
                         Status::False,
-                        mc::REASON_NOT_AS_EXPECTED,
+                        mwrs_condition::REASON_NOT_AS_EXPECTED,
                         why.clone(),
                     );
                 }
@@ -398,16 +401,16 @@ impl<'a> Pass<'a> {
         let remarks: String = remarks.iter().map(|r| format!("; {r}")).collect();
         if self.clusters.desired_len == 0 {
             return Cond::new(
-                mc::PLACEMENT_VERIFIED,
+                mwrs_condition::PLACEMENT_VERIFIED,
                 Status::False,
-                mc::REASON_PLACEMENT_DECISION_EMPTY,
+                mwrs_condition::REASON_PLACEMENT_DECISION_EMPTY,
                 format!("no cluster is selected by any placement{remarks}"),
             );
         }
         Cond::new(
-            mc::PLACEMENT_VERIFIED,
+            mwrs_condition::PLACEMENT_VERIFIED,
             Status::True,
-            mc::REASON_AS_EXPECTED,
+            mwrs_condition::REASON_AS_EXPECTED,
             format!("{} clusters selected{remarks}", self.clusters.desired_len),
         )
     }

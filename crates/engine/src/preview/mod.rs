@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
-use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mc};
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 use mwrs_api::work::ManifestWorkTemplate;
-use mwrs_api::work::condition as wc;
+use mwrs_api::work::condition as work_condition;
 
 use crate::placement::PlacementView;
 use crate::plan::in_memory::{Objects, Works};
@@ -254,7 +254,7 @@ fn progressing(m: &ManifestWorkReplicaSet) -> Option<(&str, &str, &str)> {
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == mc::PROGRESSING)
+        .find(|c| c.type_ == mwrs_condition::PROGRESSING)
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
@@ -363,15 +363,15 @@ impl<'f> Sim<'f> {
         };
         let fails = self.failing.contains(cluster) && update.is_some() && w.hash() == update;
         let g = w.generation;
-        w.set_condition(wc::APPLIED, "True", g, at);
-        w.set_condition(wc::AVAILABLE, "True", g, at);
+        w.set_condition(work_condition::APPLIED, "True", g, at);
+        w.set_condition(work_condition::AVAILABLE, "True", g, at);
         let (progressing, degraded) = if fails {
             ("True", "True")
         } else {
             ("False", "False")
         };
-        w.set_condition(wc::PROGRESSING, progressing, g, at);
-        w.set_condition(wc::DEGRADED, degraded, g, at);
+        w.set_condition(work_condition::PROGRESSING, progressing, g, at);
+        w.set_condition(work_condition::DEGRADED, degraded, g, at);
         self.answered.insert(cluster.to_string(), g);
     }
 
@@ -396,7 +396,7 @@ impl<'f> Sim<'f> {
         let (status, reason, _) = progressing(&self.mwrs)?;
         let s = self.mwrs.status.as_ref()?;
         match (status, reason) {
-            ("False", mc::REASON_NEW_MANIFESTWORK_AVAILABLE)
+            ("False", mwrs_condition::REASON_NEW_MANIFESTWORK_AVAILABLE)
                 if s.current_revision.is_some() && s.current_revision == s.update_revision =>
             {
                 Some(if any_work_written {
@@ -405,7 +405,7 @@ impl<'f> Sim<'f> {
                     End::NothingToDo
                 })
             }
-            ("False", mc::REASON_ROLLOUT_ABORTED)
+            ("False", mwrs_condition::REASON_ROLLOUT_ABORTED)
                 if s.aborted_time.is_some() && self.all_on(s.current_revision.as_deref()) =>
             {
                 Some(End::Aborted {
@@ -434,11 +434,12 @@ impl<'f> Sim<'f> {
     /// Nothing more will happen: why.
     fn stopped(&self) -> End {
         match progressing(&self.mwrs) {
-            Some((_, mc::REASON_ROLLOUT_PAUSED, _)) => End::Paused,
-            Some((_, mc::REASON_ABORT_FAILED, _)) => End::AbortFailed,
+            Some((_, mwrs_condition::REASON_ROLLOUT_PAUSED, _)) => End::Paused,
+            Some((_, mwrs_condition::REASON_ABORT_FAILED, _)) => End::AbortFailed,
             Some((
                 _,
-                r @ (mc::REASON_PROGRESS_DEADLINE_EXCEEDED | mc::REASON_MAX_FAILURES_EXCEEDED),
+                r @ (mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED
+                | mwrs_condition::REASON_MAX_FAILURES_EXCEEDED),
                 _,
             )) => End::Stopped {
                 reason: r.to_string(),
@@ -454,10 +455,10 @@ fn settled_at(w: &WorkView) -> Option<i64> {
         w.condition(t)
             .filter(|c| c.observed_generation == Some(w.generation))
     };
-    let done = at_gen(wc::PROGRESSING).is_some_and(|c| c.status == "False")
-        || at_gen(wc::DEGRADED).is_some_and(|c| c.status == "True")
-        || (w.condition(wc::PROGRESSING).is_none()
-            && at_gen(wc::AVAILABLE).is_some_and(|c| c.status == "True"));
+    let done = at_gen(work_condition::PROGRESSING).is_some_and(|c| c.status == "False")
+        || at_gen(work_condition::DEGRADED).is_some_and(|c| c.status == "True")
+        || (w.condition(work_condition::PROGRESSING).is_none()
+            && at_gen(work_condition::AVAILABLE).is_some_and(|c| c.status == "True"));
     done.then_some(w.generation)
 }
 

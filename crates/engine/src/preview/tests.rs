@@ -158,7 +158,7 @@ fn per_group_waves_and_a_failure_stops_the_rollout() {
     assert_eq!(
         p.end,
         End::Stopped {
-            reason: mc::REASON_MAX_FAILURES_EXCEEDED.into()
+            reason: mwrs_condition::REASON_MAX_FAILURES_EXCEEDED.into()
         }
     );
     assert_eq!(p.failed, vec!["b1".to_string()]);
@@ -178,7 +178,7 @@ fn per_group_waves_and_a_failure_stops_the_rollout() {
     assert_eq!(
         p.end,
         End::Stopped {
-            reason: mc::REASON_PROGRESS_DEADLINE_EXCEEDED.into()
+            reason: mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED.into()
         }
     );
     assert_eq!(p.duration.as_secs(), 60);
@@ -241,7 +241,7 @@ fn deadline_turns_a_failure_into_a_timeout() {
     assert_eq!(
         p.end,
         End::Stopped {
-            reason: mc::REASON_PROGRESS_DEADLINE_EXCEEDED.into()
+            reason: mwrs_condition::REASON_PROGRESS_DEADLINE_EXCEEDED.into()
         }
     );
     assert_eq!(p.duration.as_secs(), 300);

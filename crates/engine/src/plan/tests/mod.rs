@@ -14,7 +14,7 @@ use mwrs_api::mwrs::{
     ManifestWorkReplicaSetStatus,
 };
 use mwrs_api::work::ManifestWorkTemplate;
-use mwrs_api::work::condition as wc;
+use mwrs_api::work::condition as work_condition;
 use serde_json::{Value, json};
 
 use crate::hash;
@@ -33,6 +33,7 @@ mod classify;
 mod controls;
 mod history;
 mod outcome;
+mod status;
 mod writes;
 
 /// The stable revision's hash in [`stable_revision`].
@@ -231,10 +232,10 @@ impl Fixture {
             Reported::Degraded => ("True", "True"),
         };
         if !progressing.is_empty() {
-            w.set_condition(wc::APPLIED, "True", 1, at);
-            w.set_condition(wc::AVAILABLE, "True", 1, at);
-            w.set_condition(wc::PROGRESSING, progressing, 1, at);
-            w.set_condition(wc::DEGRADED, degraded, 1, at);
+            w.set_condition(work_condition::APPLIED, "True", 1, at);
+            w.set_condition(work_condition::AVAILABLE, "True", 1, at);
+            w.set_condition(work_condition::PROGRESSING, progressing, 1, at);
+            w.set_condition(work_condition::DEGRADED, degraded, 1, at);
             w.status_seen = Some(at);
         }
         self.works.push(w);

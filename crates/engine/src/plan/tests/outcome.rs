@@ -1,6 +1,6 @@
 //! Stage 6's text: the Progressing condition from a rollout's outcome.
 
-use mwrs_api::mwrs::condition as mc;
+use mwrs_api::mwrs::condition as mwrs_condition;
 
 use super::super::abort::{AbortFailure, AbortState, Breach};
 use super::super::outcome::Outcome;
@@ -38,7 +38,7 @@ fn the_progressing_condition_says_where_the_rollout_stands() {
             AbortState::None,
             true,
             "Unknown",
-            mc::REASON_ROLLOUT_PAUSED,
+            mwrs_condition::REASON_ROLLOUT_PAUSED,
             "paused: revision u2 on 1 of 4 clusters",
         ),
         (
@@ -49,7 +49,7 @@ fn the_progressing_condition_says_where_the_rollout_stands() {
             AbortState::None,
             false,
             "False",
-            mc::REASON_NEW_MANIFESTWORK_AVAILABLE,
+            mwrs_condition::REASON_NEW_MANIFESTWORK_AVAILABLE,
             "revision u2 is available on all 4 clusters",
         ),
         (
@@ -57,7 +57,7 @@ fn the_progressing_condition_says_where_the_rollout_stands() {
             AbortState::Held,
             false,
             "False",
-            mc::REASON_ROLLOUT_ABORTED,
+            mwrs_condition::REASON_ROLLOUT_ABORTED,
             "rolling back to revision s1: 2 of 4 clusters done; revision u2 is held",
         ),
         (
@@ -65,7 +65,7 @@ fn the_progressing_condition_says_where_the_rollout_stands() {
             AbortState::Held,
             false,
             "False",
-            mc::REASON_ROLLOUT_ABORTED,
+            mwrs_condition::REASON_ROLLOUT_ABORTED,
             "rolled back to revision s1 on all 4 clusters; revision u2 is held until a retry, an undo or a new template",
         ),
         (
@@ -73,7 +73,7 @@ fn the_progressing_condition_says_where_the_rollout_stands() {
             AbortState::Starting(Breach::Requested),
             false,
             "False",
-            mc::REASON_ROLLOUT_ABORTED,
+            mwrs_condition::REASON_ROLLOUT_ABORTED,
             "abort requested: reverting revision u2 to s1",
         ),
         (
@@ -83,7 +83,7 @@ fn the_progressing_condition_says_where_the_rollout_stands() {
             }),
             false,
             "False",
-            mc::REASON_ABORT_FAILED,
+            mwrs_condition::REASON_ABORT_FAILED,
             "stable revision s1 is no longer in history; cannot revert",
         ),
         (
