@@ -267,41 +267,40 @@ where
 pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let ready = Readiness::new();
     let placement_changes = LastChanges::default();
-    let (mwrs_r, mwrs) = watch_mwrs(client, namespace, &ready);
-    let (w0, ws0) = watch_works(client, OWNER_KEYS[0], ready.track(Watcher::Works(0)));
-    let (w1, ws1) = watch_works(client, OWNER_KEYS[1], ready.track(Watcher::Works(1)));
-    let (r0, ri0, rs0) = watch_revisions(
-        client,
-        namespace,
-        OWNER_KEYS[0],
-        ready.track(Watcher::Revisions(0)),
-    );
-    let (r1, ri1, rs1) = watch_revisions(
-        client,
-        namespace,
-        OWNER_KEYS[1],
-        ready.track(Watcher::Revisions(1)),
-    );
-    let (pl_r, placements) = watch_placements(client, namespace, &ready, &placement_changes);
-    let (pd_r, decision_index, decisions) =
+    let (mwrs_store, mwrs_events) = watch_mwrs(client, namespace, &ready);
+    // Index 0 watches the dotted owner label, index 1 the hashed one (`OWNER_KEYS`).
+    let [
+        (dotted_works, dotted_work_events),
+        (hashed_works, hashed_work_events),
+    ] = [0, 1].map(|key| watch_works(client, OWNER_KEYS[key], ready.track(Watcher::Works(key))));
+    let [
+        (dotted_revisions, dotted_revision_index, dotted_revision_events),
+        (hashed_revisions, hashed_revision_index, hashed_revision_events),
+    ] = [0, 1].map(|key| {
+        let track = ready.track(Watcher::Revisions(key));
+        watch_revisions(client, namespace, OWNER_KEYS[key], track)
+    });
+    let (placement_store, placement_events) =
+        watch_placements(client, namespace, &ready, &placement_changes);
+    let (decision_store, decision_index, decision_events) =
         watch_decisions(client, namespace, &ready, &placement_changes);
     let stores = Stores {
         ready,
-        mwrs: mwrs_r,
-        works: [w0, w1],
-        revisions: [r0, r1],
-        revision_index: [ri0, ri1],
-        placements: pl_r,
-        decisions: pd_r,
+        mwrs: mwrs_store,
+        works: [dotted_works, hashed_works],
+        revisions: [dotted_revisions, hashed_revisions],
+        revision_index: [dotted_revision_index, hashed_revision_index],
+        placements: placement_store,
+        decisions: decision_store,
         decision_index,
         placement_changes,
     };
     let triggers = Triggers {
-        mwrs,
-        works: futures::stream::select(ws0, ws1).boxed(),
-        revisions: futures::stream::select(rs0, rs1).boxed(),
-        placements,
-        decisions,
+        mwrs: mwrs_events,
+        works: futures::stream::select(dotted_work_events, hashed_work_events).boxed(),
+        revisions: futures::stream::select(dotted_revision_events, hashed_revision_events).boxed(),
+        placements: placement_events,
+        decisions: decision_events,
     };
     (stores, triggers)
 }
