@@ -12,9 +12,11 @@ use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::placement::{Placement, PlacementDecision};
 use mwrs_api::work::ManifestWork;
+use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::rollout::parse_go_duration;
 use mwrs_engine::snapshot::{Snapshot, owner_of};
+use mwrs_engine::stored_work::StoredWork;
 
 use crate::args::Global;
 use crate::error::{CliError, Exit, Result};
@@ -191,12 +193,26 @@ impl HubClient {
     /// and its revisions. A user who may not list ManifestWorks across the cluster
     /// namespaces (a tenant with rights in its own namespace) gets the rest, and why.
     pub async fn snapshot(&self, m: &ManifestWorkReplicaSet) -> Result<Reading> {
-        let (placements, decisions, works, revisions) = futures::try_join!(
-            self.placements(m),
-            self.decisions(m),
-            self.works(m),
-            self.revisions(m),
-        )?;
+        let works = self.works(&owner_of(m)).await?;
+        self.reading(m, works).await
+    }
+
+    /// The MWRS `name` and its [`HubClient::snapshot`], its ManifestWorks (the bulk of
+    /// the reading) listed while the MWRS is read.
+    pub async fn read(&self, name: &str) -> Result<(ManifestWorkReplicaSet, Reading)> {
+        let owner = OwnerKey::new(self.namespace.as_str(), name);
+        let (m, works) = futures::try_join!(self.get(name), self.works(&owner))?;
+        let reading = self.reading(&m, works).await?;
+        Ok((m, reading))
+    }
+
+    async fn reading(
+        &self,
+        m: &ManifestWorkReplicaSet,
+        works: Visible<Vec<StoredWork>>,
+    ) -> Result<Reading> {
+        let (placements, decisions, revisions) =
+            futures::try_join!(self.placements(m), self.decisions(m), self.revisions(m))?;
         let crs: Vec<ControllerRevision> = revisions.into_iter().map(|(_, cr)| cr).collect();
         let (works, hidden) = match works {
             Visible::Yes(w) => (w, None),
@@ -245,9 +261,13 @@ impl HubClient {
             .map_err(|e| CliError::kube("listing placementdecisions", e))
     }
 
-    async fn works(&self, m: &ManifestWorkReplicaSet) -> Result<Visible<Vec<ManifestWork>>> {
-        match Api::<ManifestWork>::all(self.client.clone())
-            .list(&owner_params(m))
+    /// `owner`'s ManifestWorks, decoded without their manifests and the agent's
+    /// `resourceStatus` (most of what the API server sends).
+    async fn works(&self, owner: &OwnerKey) -> Result<Visible<Vec<StoredWork>>> {
+        let (key, value) = owner.selector();
+        let params = ListParams::default().labels(&format!("{key}={value}"));
+        match Api::<StoredWork>::all(self.client.clone())
+            .list(&params)
             .await
         {
             Ok(l) => Ok(Visible::Yes(l.items)),

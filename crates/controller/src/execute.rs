@@ -853,7 +853,7 @@ mod tests {
             "ns.app".to_string(),
         )]));
         let on_server = serde_json::to_value(&mw).expect("json");
-        let stored: crate::stored::StoredWork =
+        let stored: mwrs_engine::stored_work::StoredWork =
             serde_json::from_value(on_server.clone()).expect("decodes");
         let cache = crate::work_cache::WorkCache::new(labels::MWRS_OWNER);
         cache.apply(

@@ -3,8 +3,8 @@
 //! It holds no rollout logic of its own.
 //!
 //! - [`watch`]: reflectors and trigger streams (MWRS, ManifestWorks, ControllerRevisions,
-//!   Placements, PlacementDecisions) and the mappers from each to its MWRS;
-//! - [`stored`]: the cached form of a ManifestWork (no manifests, ever);
+//!   Placements, PlacementDecisions) and the mappers from each to its MWRS; ManifestWorks
+//!   are decoded as `mwrs_engine::stored_work::StoredWork` (no manifests, ever);
 //! - [`store_view`]: the planner's input for one MWRS, read from the stores only;
 //! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
 //! - [`changes`]: when ManifestWork conditions and placement decisions last changed;
@@ -32,7 +32,6 @@ pub mod metrics;
 pub mod patch;
 pub mod reconcile;
 pub mod store_view;
-pub mod stored;
 pub mod tls;
 pub mod unreadable;
 pub mod watch;

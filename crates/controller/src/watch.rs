@@ -33,8 +33,8 @@ use mwrs_engine::owner::OwnerKey;
 
 use crate::changes::{LastChanges, fingerprint};
 use crate::index::{ObjKey, SharedIndex};
-use crate::stored::StoredWork;
 use crate::work_cache::{PatchBase, WorkCache};
+use mwrs_engine::stored_work::StoredWork;
 
 /// The owner label keys an owned object may carry.
 const OWNER_KEYS: [&str; 2] = [labels::MWRS_OWNER, labels::OWNER_KEY_HASH];

@@ -25,7 +25,7 @@ use mwrs_engine::hash::Digest;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::work::{CondView, WorkView};
 
-use crate::stored::StoredWork;
+use mwrs_engine::stored_work::StoredWork;
 
 /// A shared string.
 type Sym = Arc<str>;

@@ -8,7 +8,7 @@
 
 use kube::core::ObjectList;
 use mwrs_api::work::ManifestWork;
-use mwrs_controller::stored::StoredWork;
+use mwrs_engine::stored_work::StoredWork;
 use serde_json::{Value, json};
 
 #[global_allocator]

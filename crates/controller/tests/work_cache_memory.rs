@@ -10,8 +10,8 @@
 use jiff::Timestamp;
 use kube::runtime::{reflector, watcher};
 use mwrs_api::labels;
-use mwrs_controller::stored::StoredWork;
 use mwrs_controller::work_cache::WorkCache;
+use mwrs_engine::stored_work::StoredWork;
 use serde_json::json;
 
 #[global_allocator]

@@ -5,6 +5,8 @@
 //!
 //! - [`rollout`]: upstream's rollout engine (which clusters may start now);
 //! - [`work`]: a cluster's rollout status from its ManifestWork's conditions;
+//! - [`stored_work`]: a ManifestWork decoded from the API's JSON without its bulk (the
+//!   controller's cache and the CLI's reads);
 //! - [`hash`], [`revision`]: revision identity and history;
 //! - [`owner`]: owner labels and ManifestWork names;
 //! - [`validate`]: what makes a spec unusable, by field;
@@ -22,6 +24,7 @@ pub mod preview;
 pub mod revision;
 pub mod rollout;
 pub mod snapshot;
+pub mod stored_work;
 pub mod validate;
 pub mod work;
 

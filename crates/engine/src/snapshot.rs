@@ -6,12 +6,12 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::placement::{Placement, PlacementDecision};
-use mwrs_api::work::ManifestWork;
 
 use crate::owner::OwnerKey;
 use crate::placement::PlacementView;
 use crate::plan::{BlockedWrite, Observed};
 use crate::revision::RevisionView;
+use crate::stored_work::StoredWork;
 use crate::work::WorkView;
 
 #[derive(Clone, Debug)]
@@ -27,13 +27,13 @@ pub struct Snapshot {
 impl Snapshot {
     /// Picks, from any superset of objects, the placements the MWRS references (in its
     /// namespace), their decisions, the ManifestWorks it owns and its revisions.
-    /// `works` may carry a spec or have it stripped; pass already-built views through
-    /// [`Snapshot::with_work_views`] when the digest was taken before stripping.
+    /// `works` are ManifestWorks as [`StoredWork`] decodes them (the digest of their spec
+    /// taken, their bulk never read); [`Snapshot::with_work_views`] takes views.
     pub fn from_objects<'a>(
         mwrs: &ManifestWorkReplicaSet,
         placements: impl IntoIterator<Item = &'a Placement>,
         decisions: impl IntoIterator<Item = &'a PlacementDecision>,
-        works: impl IntoIterator<Item = &'a ManifestWork>,
+        works: impl IntoIterator<Item = &'a StoredWork>,
         revisions: impl IntoIterator<Item = &'a ControllerRevision>,
     ) -> Self {
         let owner = owner_of(mwrs);
@@ -48,7 +48,7 @@ impl Snapshot {
                         .unwrap_or(&Default::default()),
                 )
             })
-            .map(WorkView::from_work)
+            .map(StoredWork::view)
             .collect();
         Self::with_work_views(mwrs, placements, decisions, views, revisions)
     }

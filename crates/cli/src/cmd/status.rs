@@ -15,11 +15,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
 use mwrs_api::placement::{Placement, PlacementDecision};
-use mwrs_api::work::ManifestWork;
 use mwrs_engine::PlanConfig;
 use mwrs_engine::phase::{Phase, phase};
 use mwrs_engine::plan::clusters;
 use mwrs_engine::snapshot::{Snapshot, owner_of};
+use mwrs_engine::stored_work::StoredWork;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -116,9 +116,8 @@ pub fn exit_of(s: Phase) -> Exit {
 pub async fn run(hub: &HubClient, out: &Out, a: &StatusArgs) -> Result<Exit> {
     let limit = parse_limit(&a.clusters)?;
     let timeout = parse_timeout(&a.timeout, "--timeout")?;
-    let m = hub.get(&a.name).await?;
     if !a.watch {
-        let read = hub.snapshot(&m).await?;
+        let (_, read) = hub.read(&a.name).await?;
         let view = View::of(
             &read.snapshot,
             read.works_hidden.as_deref(),
@@ -131,6 +130,7 @@ pub async fn run(hub: &HubClient, out: &Out, a: &StatusArgs) -> Result<Exit> {
         }
         return Ok(exit_of(view.state));
     }
+    let m = hub.get(&a.name).await?;
     watch(hub, out, &m, limit, timeout).await
 }
 
@@ -288,7 +288,7 @@ where
 struct Stores {
     mwrs: Store<ManifestWorkReplicaSet>,
     /// None when the user may not list ManifestWorks.
-    works: Option<Store<ManifestWork>>,
+    works: Option<Store<StoredWork>>,
     works_hidden: Option<String>,
     placements: Store<Placement>,
     decisions: Store<PlacementDecision>,
@@ -322,7 +322,7 @@ impl Stores {
             .iter()
             .map(|p| (**p).clone())
             .collect();
-        let works: Vec<ManifestWork> = self
+        let works: Vec<StoredWork> = self
             .works
             .iter()
             .flat_map(|w| w.state())

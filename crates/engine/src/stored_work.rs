@@ -1,18 +1,18 @@
-//! The form in which the stores hold a ManifestWork: its metadata (without managed
-//! fields), the digest of its spec and its conditions, decoded straight from the API's
-//! JSON. Neither the manifests nor the agent's `resourceStatus` are ever materialized,
-//! so the initial list of a large hub costs what is kept, not what is sent (SPEC §11.7,
-//! issue #12 item 7).
+//! A ManifestWork as the controller's stores and the CLI's reads hold it: its metadata
+//! (without managed fields), the digest of its spec and its conditions, decoded straight
+//! from the API's JSON. Neither the manifests nor the agent's `resourceStatus` are ever
+//! materialized, so a list of a large fleet costs what is kept, not what is sent
+//! (SPEC §11.7).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use crate::hash::{self, CanonicalJson, Digest};
+use crate::work::WorkView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use kube::core::NamespaceResourceScope;
 use mwrs_api::work::{ManifestWork, WorkConditions};
-use mwrs_engine::hash::{self, CanonicalJson, Digest};
-use mwrs_engine::work::WorkView;
 use serde::{Deserialize, Deserializer};
 
 /// A cached ManifestWork.
