@@ -85,6 +85,10 @@ struct Args {
     many_mwrs: Option<usize>,
     #[arg(long, default_value_t = 3000, value_name = "N")]
     many_clusters: usize,
+    /// Abort rounds per size, each after a bare update of its own (alternated): the
+    /// abort ratio is the median of the rounds' ratios.
+    #[arg(long, default_value_t = 3, value_name = "K")]
+    abort_runs: usize,
 }
 
 /// A realistic template: a ConfigMap carrying the version, a Deployment and a Service.
@@ -440,7 +444,11 @@ struct Row {
     bare_update_s: f64,
     create_s: f64,
     fanout_s: f64,
+    /// The first abort round (the one whose passes, writes and parts are counted).
     abort_s: f64,
+    /// Every abort round as (bare update, abort), alternated: the first pair is
+    /// `bare_update_s` and `abort_s`.
+    abort_rounds: Vec<(f64, f64)>,
     /// The abort's first part: breach → first ManifestWork back on the stable version.
     abort_to_first_revert_s: f64,
     /// Its second part: first → last ManifestWork back.
@@ -523,6 +531,17 @@ impl Bench {
 
     /// The hub's limit: the same writes from a plain client.
     async fn bare(&self, n: usize) -> anyhow::Result<(f64, f64)> {
+        self.bare_versions(n, "v1", "v2").await
+    }
+
+    /// A plain client creates `n` ManifestWorks on version `created`, updates them to
+    /// `updated` and deletes them: the time of the creates and of the updates.
+    async fn bare_versions(
+        &self,
+        n: usize,
+        created: &str,
+        updated: &str,
+    ) -> anyhow::Result<(f64, f64)> {
         let pp = PostParams::default();
         let t0 = Instant::now();
         self.each_cluster(n, |api| {
@@ -531,31 +550,63 @@ impl Bench {
                 let mw: ManifestWork = serde_json::from_value(json!({
                     "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
                     "metadata": {"name": "bare-client", "labels": {"mwrs-bench": "bare"}},
-                    "spec": template("v1"),
+                    "spec": template(created),
                 }))
                 .map_err(kube::Error::SerdeError)?;
                 api.create(&pp, &mw).await.map(|_| ())
             }
         })
         .await?;
-        let create = self.wait_version("v1", n).await? - t0;
+        let create = self.wait_version(created, n).await? - t0;
         let t0 = Instant::now();
-        self.each_cluster(n, |api| async move {
-            let body = json!({"spec": template("v2")});
-            api.patch("bare-client", &PatchParams::default(), &Patch::Merge(&body))
-                .await
-                .map(|_| ())
+        let body = json!({"spec": template(updated)});
+        self.each_cluster(n, |api| {
+            let body = body.clone();
+            async move {
+                api.patch("bare-client", &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+                    .map(|_| ())
+            }
         })
         .await?;
-        let update = self.wait_version("v2", n).await? - t0;
+        let update = self.wait_version(updated, n).await? - t0;
         self.each_cluster(n, |api| async move {
             api.delete("bare-client", &DeleteParams::default())
                 .await
                 .map(|_| ())
         })
         .await?;
-        self.wait_no_works().await?;
+        self.tracker
+            .until(
+                "the bare client's ManifestWorks gone",
+                self.timeout(),
+                |s| s.count(updated) == 0,
+            )
+            .await?;
         Ok((create.as_secs_f64(), update.as_secs_f64()))
+    }
+
+    /// One more abort round after the first, alternated with the bare client: the bare
+    /// update of `n`, then a new bad revision that reaches every cluster before the last
+    /// one degrades, and its revert to v2. Returns (bare update, abort) in seconds.
+    async fn abort_round(
+        &self,
+        n: usize,
+        ns: &str,
+        round: usize,
+        fanout_s: f64,
+    ) -> anyhow::Result<(f64, f64)> {
+        let (_, bare_update) = self
+            .bare_versions(n, &format!("b{round}-v1"), &format!("b{round}-v2"))
+            .await?;
+        // The agent degrades a failing cluster's revision ending in v3.
+        let bad = format!("r{round}-v3");
+        self.degrade_last_cluster(n, fanout_s);
+        self.set_version(ns, "app", &bad).await?;
+        self.wait_version(&bad, n).await?;
+        let breach = self.breach(&bad).await?;
+        let reverted = self.wait_version("v2", n).await?;
+        Ok((bare_update, (reverted - breach).as_secs_f64()))
     }
 
     fn mwrs(
@@ -846,6 +897,17 @@ impl Bench {
             m.status.as_ref().is_some_and(|s| s.aborted_time.is_some())
         })
         .await?;
+        row.abort_rounds = vec![(row.bare_update_s, row.abort_s)];
+        for round in 2..=self.args.abort_runs {
+            let pair = self.abort_round(n, ns, round, row.fanout_s).await?;
+            eprintln!(
+                "   abort round {round}: bare update {:.2}s, abort {:.2}s ({:.2}x)",
+                pair.0,
+                pair.1,
+                pair.1 / pair.0
+            );
+            row.abort_rounds.push(pair);
+        }
         if let Ok(mut f) = self.failing.lock() {
             f.clear();
         }
@@ -988,7 +1050,12 @@ impl Bench {
         eprintln!("== N={n}: controller");
         self.controller(n, &ns, &mut row).await?;
         row.fanout_ratio = row.fanout_s / row.bare_update_s;
-        row.abort_ratio = row.abort_s / row.bare_update_s;
+        row.abort_ratio = median(row.abort_rounds.iter().map(|(bare, abort)| abort / bare));
+        eprintln!(
+            "   abort ratios of the {} rounds: {}",
+            row.abort_rounds.len(),
+            ratios_text(&row.abort_rounds)
+        );
         eprintln!(
             "   abort: breach → first revert {:.2}s, first → last revert {:.2}s; from v3 to the \
              last revert {} passes, {} ManifestWork writes, {} conflicts",
@@ -1047,12 +1114,35 @@ impl Bench {
     }
 }
 
+/// The median of `values` (the mean of the middle two for an even count; 0 for none).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => v[len / 2],
+        len => (v[len / 2 - 1] + v[len / 2]) / 2.0,
+    }
+}
+
+/// Each round's abort ratio, in round order, and their spread.
+fn ratios_text(rounds: &[(f64, f64)]) -> String {
+    let ratios: Vec<f64> = rounds.iter().map(|(bare, abort)| abort / bare).collect();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    format!("{} (spread {min:.2}–{max:.2})", each.join(", "))
+}
+
 fn json_row(r: &Row) -> Value {
     json!({
         "clusters": r.n,
         "bare_create_s": r.bare_create_s, "bare_update_s": r.bare_update_s,
         "controller_create_s": r.create_s, "fanout_s": r.fanout_s, "abort_s": r.abort_s,
         "fanout_ratio": r.fanout_ratio, "abort_ratio": r.abort_ratio,
+        "abort_rounds": r.abort_rounds.iter()
+            .map(|(bare, abort)| json!({"bare_update_s": bare, "abort_s": abort}))
+            .collect::<Vec<_>>(),
         "abort_to_first_revert_s": r.abort_to_first_revert_s, "abort_reverts_s": r.abort_reverts_s,
         "abort_reconciles": r.abort_reconciles, "abort_work_writes": r.abort_work_writes,
         "abort_conflicts": r.abort_conflicts,
@@ -1080,7 +1170,7 @@ fn report(rows: &[Row]) {
     let mib = |b: u64| b as f64 / 1048576.0;
     println!();
     println!(
-        "| N | bare update | fan-out | ratio | abort | ratio | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | idle writes/min, 1% silent | peak RSS | steady RSS | restart: start-up peak (ratio), writes | peer fan-out | peer ratio | peer RSS |"
+        "| N | bare update | fan-out | ratio | abort (round 1) | abort ratio (median of rounds) | idle CPU s/min | idle hub req/min (no controller) | idle reconciles/min | idle writes/min, 1% silent | peak RSS | steady RSS | restart: start-up peak (ratio), writes | peer fan-out | peer ratio | peer RSS |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
