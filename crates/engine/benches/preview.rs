@@ -1,7 +1,7 @@
 //! `mwrs rollout plan` at 5,000 clusters (ten decision groups of 500): the preview of a
 //! first rollout for several strategies, skipping ahead with the rollout engine (the
 //! default) against the whole planner every pass (the reference, measured in the same
-//! run), with the ratio between them. Both must give the same waves; the bench checks it.
+//! run), with the ratio between them; one case names a cluster failing (`--fail`). Both must give the same waves; the bench checks it.
 //!
 //! Run: `cargo bench -p mwrs-engine --bench preview` (`PREVIEW_BENCH_CLUSTERS=N` for
 //! another size). Under `cargo test --all-targets` it runs at 200 clusters as a smoke test.
@@ -58,14 +58,14 @@ fn snapshot(clusters: usize, strategy: &Value) -> Snapshot {
     }
 }
 
-fn timed(snap: &Snapshot, every_pass: bool) -> (Preview, Duration) {
+fn timed(snap: &Snapshot, every_pass: bool, failing: &BTreeSet<String>) -> (Preview, Duration) {
     let cfg = PreviewConfig {
         every_pass,
         ..Default::default()
     };
     let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let start = Instant::now();
-    let p = preview(snap, &BTreeSet::new(), now, &cfg);
+    let p = preview(snap, failing, now, &cfg);
     (p, start.elapsed())
 }
 
@@ -75,9 +75,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if measuring { 5_000 } else { 200 });
+    // `rollout plan --fail` with one cluster failing at 80% of the fleet.
+    let late = format!("cluster-{:05}", clusters * 4 / 5);
     let strategies = [
         (
             "Progressive maxConcurrency 1",
+            json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}}),
+        ),
+        (
+            "Progressive maxConcurrency 1, --fail at 80%",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}}),
         ),
         (
@@ -110,8 +116,13 @@ fn main() {
     );
     for (name, strategy) in strategies {
         let snap = snapshot(clusters, &strategy);
-        let (fast, t_fast) = timed(&snap, false);
-        let (every, t_every) = timed(&snap, true);
+        let failing: BTreeSet<String> = if name.contains("--fail") {
+            BTreeSet::from([late.clone()])
+        } else {
+            BTreeSet::new()
+        };
+        let (fast, t_fast) = timed(&snap, false, &failing);
+        let (every, t_every) = timed(&snap, true, &failing);
         assert_eq!(fast.waves, every.waves, "{name}: the waves differ");
         assert_eq!(
             (&fast.end, &fast.message, fast.duration),

@@ -2,9 +2,11 @@
 //! engine decides which clusters start, so the preview runs the engine alone wave after
 //! wave (a planner pass costs the whole fleet; the engine's call a fraction of it), then
 //! writes what those passes would have written and lets the planner take over again for
-//! the end. The property test in `tests` holds it to the same waves as a pass every time.
+//! the end. Clusters named as failing stop it before the wave that would start one: from
+//! there the planner decides (the failure, an abort). The property test in `tests` holds
+//! it to the same waves as a pass every time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use hashbrown::HashSet;
 use jiff::Timestamp;
@@ -49,8 +51,7 @@ impl Sim<'_> {
             .as_ref()
             .is_none_or(|s| s.aborted_time.is_some());
         // Cheapest first: the walks over the fleet come last.
-        self.failing.is_empty()
-            && rolled_forward
+        rolled_forward
             && !aborted
             && !requests()
             && waiting() > plan.works.len()
@@ -58,17 +59,19 @@ impl Sim<'_> {
     }
 
     /// A ManifestWork that makes no write but the engine's: desired, not going away, and
-    /// on the update revision only once it succeeded.
+    /// on the update revision only once it succeeded or while its agent has yet to answer
+    /// (with a success: a failing cluster's answer is for the planner).
     fn quiet(&self, w: &WorkView) -> bool {
         let desired = self
             .placements
             .iter()
             .any(|p| p.groups().is_some_and(|g| g.contains(&w.cluster)));
         let on_update = w.hash().is_some() && w.hash() == self.update.as_deref();
-        let written = self.answered.get(&w.cluster) != Some(&w.generation);
+        let unanswered = self.answered.get(&w.cluster) != Some(&w.generation)
+            && !self.failing.contains(&w.cluster);
         desired
             && !w.deleting
-            && (!on_update || written || work::cluster_status(w).0 == RolloutStatus::Succeeded)
+            && (!on_update || unanswered || work::cluster_status(w).0 == RolloutStatus::Succeeded)
     }
 
     /// Runs the engine alone from `now` for at most `budget` passes, writes the waves it
@@ -88,7 +91,7 @@ impl Sim<'_> {
                 return 0;
             };
             let mut placements = forward.placements();
-            let run = engine_waves(&mut placements, self.now, cfg.compat, budget);
+            let run = engine_waves(&mut placements, self.now, cfg.compat, budget, self.failing);
             let writes: Vec<(Timestamp, Vec<WorkApply>)> = run
                 .waves
                 .into_iter()
@@ -144,12 +147,14 @@ struct EngineRun {
 
 /// The rollout engine's waves over `placements` from `now`, every cluster succeeding as
 /// soon as it starts: one pass per wave and per wait, until every cluster has started, no
-/// wait is left or `budget` passes are spent.
+/// wait is left, `budget` passes are spent or the next wave would start a cluster of
+/// `failing` (which the planner's pass at the returned `now` starts instead).
 fn engine_waves(
     placements: &mut [PlacementRollout],
     mut now: Timestamp,
     compat: Compat,
     budget: usize,
+    failing: &BTreeSet<String>,
 ) -> EngineRun {
     let mut waves = Vec::new();
     let mut passes = 0;
@@ -170,7 +175,10 @@ fn engine_waves(
             .collect();
         // The engine starting a cluster that already carries the revision (the upstream
         // group-index quirk) is no plain roll forward: the planner decides from here.
-        if starts.iter().any(|(_, c)| started.contains(&c.cluster)) {
+        if starts
+            .iter()
+            .any(|(_, c)| started.contains(&c.cluster) || failing.contains(&c.cluster))
+        {
             break;
         }
         if !starts.is_empty() {

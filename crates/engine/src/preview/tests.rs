@@ -421,4 +421,27 @@ mod skip_ahead {
         assert!(skipping.planner_passes < 10, "{}", skipping.planner_passes);
         assert_eq!(without_passes(skipping), without_passes(every));
     }
+
+    #[test]
+    fn a_cluster_failing_late_stops_the_skip_just_before_its_wave() {
+        let names: Vec<String> = (0..200).map(|i| format!("c{i:03}")).collect();
+        let clusters: Vec<&str> = names.iter().map(String::as_str).collect();
+        let snap = snapshot(
+            json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}}),
+            &[&clusters],
+        );
+        let failing = BTreeSet::from(["c150".to_string()]);
+        let mut cfg = PreviewConfig::default();
+        let skipping = preview(&snap, &failing, t0(), &cfg);
+        cfg.every_pass = true;
+        let every = preview(&snap, &failing, t0(), &cfg);
+        assert!(every.planner_passes >= 150, "{}", every.planner_passes);
+        assert!(skipping.planner_passes < 10, "{}", skipping.planner_passes);
+        assert!(
+            matches!(skipping.end, End::Aborted { .. } | End::Stopped { .. }),
+            "{:?}",
+            skipping.end
+        );
+        assert_eq!(without_passes(skipping), without_passes(every));
+    }
 }
