@@ -456,6 +456,10 @@ func (h *hub) startEtcd(dir string) (string, error) {
 		cfg.LogLevel = h.opts.etcdLogLevel
 		cfg.LogOutputs = []string{"stderr"}
 		cfg.UnsafeNoFsync = true
+		// The fleet benchmarks write gigabytes between two compactions by the API server
+		// (every 5 minutes): 60,000 ManifestWorks written, answered and rewritten. etcd's
+		// default 2 GiB quota would refuse writes midway.
+		cfg.QuotaBackendBytes = 16 << 30
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			lastErr = err
