@@ -601,11 +601,7 @@ impl Bench {
             .await?;
         // The agent degrades a failing cluster's revision ending in v3.
         let bad = format!("r{round}-v3");
-        self.degrade_last_cluster(n, fanout_s);
-        self.set_version(ns, "app", &bad).await?;
-        self.wait_version(&bad, n).await?;
-        let breach = self.breach(&bad).await?;
-        let reverted = self.wait_version("v2", n).await?;
+        let (breach, reverted) = self.abort_to(ns, "app", (&bad, "v2"), n, fanout_s).await?;
         Ok((bare_update, (reverted - breach).as_secs_f64()))
     }
 
@@ -727,6 +723,28 @@ impl Bench {
         if let Ok(mut st) = self.tracker.seen.lock() {
             st.first_degraded.clear();
         }
+    }
+
+    /// MWRS `name` gets the bad template `bad`, which reaches every one of its `n`
+    /// ManifestWorks before the last cluster degrades (see [`Bench::degrade_last_cluster`]);
+    /// waits until all `n` are back on `stable`. Returns the breach and the last revert.
+    async fn abort_to(
+        &self,
+        ns: &str,
+        name: &str,
+        (bad, stable): (&str, &str),
+        n: usize,
+        fanout_s: f64,
+    ) -> anyhow::Result<(Instant, Instant)> {
+        self.degrade_last_cluster(n, fanout_s);
+        self.set_version(ns, name, bad).await?;
+        self.wait_version(bad, n).await?;
+        if let Ok(mut st) = self.tracker.seen.lock() {
+            st.first_moved_to.clear();
+        }
+        let breach = self.breach(bad).await?;
+        let reverted = self.wait_version(stable, n).await?;
+        Ok((breach, reverted))
     }
 
     /// When a ManifestWork on `version` first reported Degraded (waits for it).
@@ -857,15 +875,10 @@ impl Bench {
 
         // v3 reaches every cluster first; only then does one cluster report Degraded,
         // so that the abort is timed on its own.
-        self.degrade_last_cluster(n, row.fanout_s);
         let before_v3 = http_get(&addr, "/metrics").await.unwrap_or_default();
-        self.set_version(ns, "app", "v3").await?;
-        self.wait_version("v3", n).await?;
-        if let Ok(mut st) = self.tracker.seen.lock() {
-            st.first_moved_to.clear();
-        }
-        let breach = self.breach("v3").await?;
-        let reverted = self.wait_version("v2", n).await?;
+        let (breach, reverted) = self
+            .abort_to(ns, "app", ("v3", "v2"), n, row.fanout_s)
+            .await?;
         row.abort_s = (reverted - breach).as_secs_f64();
         let after = http_get(&addr, "/metrics").await.unwrap_or_default();
         let delta = |metric: &str, labels: &[&str]| {

@@ -271,12 +271,10 @@ impl Bench {
     /// `app-00`'s new template degrades on the last cluster once every cluster has it:
     /// from the breach to every one of its ManifestWorks back on the stable version.
     async fn one_abort(&self, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
-        self.degrade_last_cluster(n, row.one_change_s);
         let (stable, next) = (version(0, 1), version(0, 3));
-        self.set_version(NS, &name(0), &next).await?;
-        self.wait_version(&next, n).await?;
-        let breach = self.breach(&next).await?;
-        let reverted = self.wait_version(&stable, n).await?;
+        let (breach, reverted) = self
+            .abort_to(NS, &name(0), (&next, &stable), n, row.one_change_s)
+            .await?;
         row.one_abort_s = (reverted - breach).as_secs_f64();
         if let Ok(mut f) = self.failing.lock() {
             f.clear();

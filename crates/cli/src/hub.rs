@@ -264,10 +264,8 @@ impl HubClient {
     /// `owner`'s ManifestWorks, decoded without their manifests and the agent's
     /// `resourceStatus` (most of what the API server sends).
     async fn works(&self, owner: &OwnerKey) -> Result<Visible<Vec<StoredWork>>> {
-        let (key, value) = owner.selector();
-        let params = ListParams::default().labels(&format!("{key}={value}"));
         match Api::<StoredWork>::all(self.client.clone())
-            .list(&params)
+            .list(&owner_selector(owner))
             .await
         {
             Ok(l) => Ok(Visible::Yes(l.items)),
@@ -301,7 +299,12 @@ pub fn forbidden(e: kube::Error, what: &str) -> Result<String> {
 
 /// Selects what `m` owns by its owner label.
 pub fn owner_params(m: &ManifestWorkReplicaSet) -> ListParams {
-    let (k, v) = owner_of(m).selector();
+    owner_selector(&owner_of(m))
+}
+
+/// Selects what `owner` owns by its owner label.
+fn owner_selector(owner: &OwnerKey) -> ListParams {
+    let (k, v) = owner.selector();
     ListParams::default().labels(&format!("{k}={v}"))
 }
 

@@ -223,9 +223,9 @@ impl Readiness {
         let _ = rx.wait_for(|m| *m == ALL_READY).await;
     }
 
-    /// Marks `watcher` ready on the first (and every) InitDone of a watch stream. Placed after the
-    /// reflector (and the owner index), so "ready" means the store already holds the
-    /// initial list: a reconcile woken by readiness can never see an empty cache and
+    /// Marks `watcher` ready on the first (and every) InitDone of a watch stream. Placed
+    /// after the reflector (and the owner index), so "ready" means the store already holds
+    /// the initial list: a reconcile woken by readiness can never see an empty cache and
     /// create a second ManifestWork beside one that exists.
     fn track<K>(
         &self,

@@ -1,7 +1,8 @@
 //! `mwrs rollout plan` at 5,000 clusters (ten decision groups of 500): the preview of a
 //! first rollout for several strategies, skipping ahead with the rollout engine (the
 //! default) against the whole planner every pass (the reference, measured in the same
-//! run), with the ratio between them; one case names a cluster failing (`--fail`). Both must give the same waves; the bench checks it.
+//! run), with the ratio between them; one case names a cluster failing (`--fail`). Both
+//! must give the same waves; the bench checks it.
 //!
 //! Run: `cargo bench -p mwrs-engine --bench preview` (`PREVIEW_BENCH_CLUSTERS=N` for
 //! another size). Under `cargo test --all-targets` it runs at 200 clusters as a smoke test.
@@ -81,46 +82,48 @@ fn main() {
         (
             "Progressive maxConcurrency 1",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}}),
+            BTreeSet::new(),
         ),
         (
             "Progressive maxConcurrency 1, --fail at 80%",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}}),
+            BTreeSet::from([late]),
         ),
         (
             "Progressive maxConcurrency 1, soak 1m",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "minSuccessTime": "1m"}}),
+            BTreeSet::new(),
         ),
         (
             "Progressive maxConcurrency 10",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": 10}}),
+            BTreeSet::new(),
         ),
         (
             "Progressive maxConcurrency 5%",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": "5%"}}),
+            BTreeSet::new(),
         ),
         (
             "Progressive, ring-0 mandatory, 100",
             json!({"type": "Progressive", "progressive": {"maxConcurrency": 100,
             "mandatoryDecisionGroups": [{"groupName": "ring-0"}]}}),
+            BTreeSet::new(),
         ),
         (
             "ProgressivePerGroup",
             json!({"type": "ProgressivePerGroup"}),
+            BTreeSet::new(),
         ),
-        ("All", json!({"type": "All"})),
+        ("All", json!({"type": "All"}), BTreeSet::new()),
     ];
     println!("rollout plan of a first rollout over {clusters} clusters in {GROUPS} groups");
     println!(
         "{:<40} {:>6} {:>10} {:>12} {:>14} {:>7}",
         "strategy", "waves", "skipping", "every pass", "planner passes", "ratio"
     );
-    for (name, strategy) in strategies {
+    for (name, strategy, failing) in strategies {
         let snap = snapshot(clusters, &strategy);
-        let failing: BTreeSet<String> = if name.contains("--fail") {
-            BTreeSet::from([late.clone()])
-        } else {
-            BTreeSet::new()
-        };
         let (fast, t_fast) = timed(&snap, false, &failing);
         let (every, t_every) = timed(&snap, true, &failing);
         assert_eq!(fast.waves, every.waves, "{name}: the waves differ");
