@@ -351,15 +351,24 @@ async fn undo_after_two_aborts_goes_to_the_stable_revision() {
     .await;
 
     // Each abort has its own Event naming its own revision (not folded into the first).
-    let events = hub.events_of("app").await;
-    for v in [&v2, &v3] {
-        assert!(
-            events
-                .iter()
-                .any(|(r, n)| r == "AbortStarted" && n.contains(v.as_str())),
-            "no AbortStarted naming {v}: {events:?}"
-        );
-    }
+    // The controller publishes Events after the status write the wait above saw.
+    wait_for(
+        "an AbortStarted Event naming each aborted revision",
+        WAIT,
+        || async {
+            let events = hub.events_of("app").await;
+            for v in [&v2, &v3] {
+                if !events
+                    .iter()
+                    .any(|(r, n)| r == "AbortStarted" && n.contains(v.as_str()))
+                {
+                    return Err(format!("no AbortStarted naming {v}: {events:?}"));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
     // The cause outlives the revert: `get -o wide` and `rollout status` say it.
     let wide = mwrs(&hub, &["get", "-o", "wide"]).await;
     let row = &common::rows(&wide.out)[0];
