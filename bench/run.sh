@@ -36,6 +36,9 @@ trap 'scripts/hub.sh down || true' EXIT
 
 json=()
 [ -n "${BENCH_JSON:-}" ] && json=(--json "$BENCH_JSON")
+# The hub's CPU is split out of the measured windows.
+hub_pid=()
+[ -r "$MWRS_HUB_DIR/hub.pid" ] && hub_pid=(--hub-pid "$(cat "$MWRS_HUB_DIR/hub.pid")")
 target/release/mwrs-bench --kubeconfig "$kubeconfig" \
   --controller "$PWD/target/release/mwrs-controller" --cli "$PWD/target/release/mwrs" \
-  --workdir "$MWRS_HUB_DIR/bench" "${peer_args[@]}" "${json[@]}" "${args[@]}"
+  --workdir "$MWRS_HUB_DIR/bench" "${peer_args[@]}" "${json[@]}" "${hub_pid[@]}" "${args[@]}"

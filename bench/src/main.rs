@@ -41,9 +41,12 @@ use mwrs_api::work::ManifestWork;
 use mwrs_fleet::cluster;
 use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+
+use crate::cpu::{Role, Sampler, Split};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
+mod cpu;
 mod many;
 
 #[derive(Parser, Debug)]
@@ -85,10 +88,14 @@ struct Args {
     many_mwrs: Option<usize>,
     #[arg(long, default_value_t = 3000, value_name = "N")]
     many_clusters: usize,
-    /// Abort rounds per size, each after a bare update of its own (alternated): the
+    /// Abort rounds per size, each just after a bare update of its own (alternated): the
     /// abort ratio is the median of the rounds' ratios.
-    #[arg(long, default_value_t = 3, value_name = "K")]
+    #[arg(long, default_value_t = 5, value_name = "K")]
     abort_runs: usize,
+    /// The test hub's process (`hub.pid` of its state dir): its CPU is split out of the
+    /// measured windows.
+    #[arg(long)]
+    hub_pid: Option<u32>,
 }
 
 /// A realistic template: a ConfigMap carrying the version, a Deployment and a Service.
@@ -291,33 +298,12 @@ impl Proc {
 
     /// The process and its children (a wrapper script `exec`s, but be safe).
     fn tree(&self) -> anyhow::Result<Vec<u32>> {
-        let root = self.pid()?;
-        let mut all = vec![root];
-        let mut i = 0;
-        while i < all.len() {
-            let p = all[i];
-            if let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
-                all.extend(s.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-            }
-            i += 1;
-        }
-        Ok(all)
+        Ok(cpu::tree(self.pid()?))
     }
 
     /// CPU seconds (user + system) of the process tree.
     fn cpu_secs(&self, tck: f64) -> anyhow::Result<f64> {
-        let mut total = 0.0;
-        for p in self.tree()? {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            // Fields after the command name (which may hold spaces) start at ')'.
-            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-            total += (ticks(11) + ticks(12)) / tck;
-        }
-        Ok(total)
+        Ok(cpu::tree_cpu_secs(self.pid()?, tck).unwrap_or(0.0))
     }
 
     /// Peak resident set size in bytes, summed over the tree.
@@ -435,6 +421,36 @@ struct Bench {
     /// Clusters whose agent never answers revision v4.
     silent: Arc<Mutex<BTreeSet<String>>>,
     tck: f64,
+    cpu: Sampler,
+}
+
+/// A measured stretch of time.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    from: Instant,
+    to: Instant,
+}
+
+impl Window {
+    fn secs(&self) -> f64 {
+        self.to.saturating_duration_since(self.from).as_secs_f64()
+    }
+}
+
+/// One abort round: the bare client's update of the N ManifestWorks, then the abort
+/// (breach → last revert), each with the CPU the processes used meanwhile.
+#[derive(Clone, Copy, Debug)]
+struct AbortRound {
+    bare_s: f64,
+    abort_s: f64,
+    bare_cpu: Split,
+    abort_cpu: Split,
+}
+
+impl AbortRound {
+    fn ratio(&self) -> f64 {
+        self.abort_s / self.bare_s
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -446,9 +462,13 @@ struct Row {
     fanout_s: f64,
     /// The first abort round (the one whose passes, writes and parts are counted).
     abort_s: f64,
-    /// Every abort round as (bare update, abort), alternated: the first pair is
-    /// `bare_update_s` and `abort_s`.
-    abort_rounds: Vec<(f64, f64)>,
+    /// Every abort round, each just after a bare update of its own: the hub's cost per
+    /// write drifts over a run (a fresh hub is fastest), so an abort is compared with
+    /// the bare update next to it. The first is `abort_s`.
+    abort_rounds: Vec<AbortRound>,
+    /// CPU of each process during the first bare update and the fan-out.
+    bare_update_cpu: Split,
+    fanout_cpu: Split,
     /// The abort's first part: breach → first ManifestWork back on the stable version.
     abort_to_first_revert_s: f64,
     /// Its second part: first → last ManifestWork back.
@@ -459,6 +479,8 @@ struct Row {
     abort_reconciles: f64,
     abort_work_writes: f64,
     abort_conflicts: f64,
+    /// Its MWRS status writes (each one more hub write and watch event).
+    abort_status_writes: f64,
     fanout_ratio: f64,
     abort_ratio: f64,
     idle_cpu_s_per_min: f64,
@@ -530,18 +552,18 @@ impl Bench {
     }
 
     /// The hub's limit: the same writes from a plain client.
-    async fn bare(&self, n: usize) -> anyhow::Result<(f64, f64)> {
+    async fn bare(&self, n: usize) -> anyhow::Result<(f64, Window)> {
         self.bare_versions(n, "v1", "v2").await
     }
 
     /// A plain client creates `n` ManifestWorks on version `created`, updates them to
-    /// `updated` and deletes them: the time of the creates and of the updates.
+    /// `updated` and deletes them: the time of the creates, and when the updates ran.
     async fn bare_versions(
         &self,
         n: usize,
         created: &str,
         updated: &str,
-    ) -> anyhow::Result<(f64, f64)> {
+    ) -> anyhow::Result<(f64, Window)> {
         let pp = PostParams::default();
         let t0 = Instant::now();
         self.each_cluster(n, |api| {
@@ -569,7 +591,10 @@ impl Bench {
             }
         })
         .await?;
-        let update = self.wait_version(updated, n).await? - t0;
+        let update = Window {
+            from: t0,
+            to: self.wait_version(updated, n).await?,
+        };
         self.each_cluster(n, |api| async move {
             api.delete("bare-client", &DeleteParams::default())
                 .await
@@ -583,26 +608,40 @@ impl Bench {
                 |s| s.count(updated) == 0,
             )
             .await?;
-        Ok((create.as_secs_f64(), update.as_secs_f64()))
+        Ok((create.as_secs_f64(), update))
     }
 
-    /// One more abort round after the first, alternated with the bare client: the bare
-    /// update of `n`, then a new bad revision that reaches every cluster before the last
-    /// one degrades, and its revert to v2. Returns (bare update, abort) in seconds.
+    /// One abort round after the first, alternated with the bare client: the bare update
+    /// of `n`, then a new bad revision that reaches every cluster before the last one
+    /// degrades, and its revert to v2.
     async fn abort_round(
         &self,
         n: usize,
         ns: &str,
         round: usize,
         fanout_s: f64,
-    ) -> anyhow::Result<(f64, f64)> {
-        let (_, bare_update) = self
+    ) -> anyhow::Result<AbortRound> {
+        let (_, bare) = self
             .bare_versions(n, &format!("b{round}-v1"), &format!("b{round}-v2"))
             .await?;
         // The agent degrades a failing cluster's revision ending in v3.
         let bad = format!("r{round}-v3");
         let (breach, reverted) = self.abort_to(ns, "app", (&bad, "v2"), n, fanout_s).await?;
-        Ok((bare_update, (reverted - breach).as_secs_f64()))
+        Ok(self.round(bare, (breach, reverted)))
+    }
+
+    /// The round of a bare update and an abort from `breach` to `reverted`.
+    fn round(&self, bare: Window, (breach, reverted): (Instant, Instant)) -> AbortRound {
+        let abort = Window {
+            from: breach,
+            to: reverted,
+        };
+        AbortRound {
+            bare_s: bare.secs(),
+            abort_s: abort.secs(),
+            bare_cpu: self.cpu.between(bare.from, bare.to),
+            abort_cpu: self.cpu.between(abort.from, abort.to),
+        }
     }
 
     fn mwrs(
@@ -698,6 +737,7 @@ impl Bench {
         ];
         let log = self.args.workdir.join(log);
         let p = Proc::spawn("controller", &self.args.controller, &args, &log)?;
+        self.cpu.follow(Role::Controller, p.pid()?);
         let t = Instant::now();
         while http_get(&addr, "/readyz").await.is_none() {
             if t.elapsed() > Duration::from_secs(120) {
@@ -805,18 +845,20 @@ impl Bench {
     }
 
     /// What a user waits for reading the rollout with the CLI, against the bench's own
-    /// client listing the same ManifestWorks.
+    /// client listing the same ManifestWorks: the median of three runs of each, in turn.
     async fn cli_reads(&self, ns: &str, row: &mut Row) -> anyhow::Result<()> {
         let Some(cli) = &self.args.cli else {
             return Ok(());
         };
-        let t0 = Instant::now();
-        let owned = ListParams::default().labels(&format!("{}={ns}.app", labels::MWRS_OWNER));
-        let works = Api::<ManifestWork>::all(self.client.clone())
-            .list(&owned)
-            .await?;
-        row.list_works_s = t0.elapsed().as_secs_f64();
-        eprintln!("   listed {} ManifestWorks", works.items.len());
+        let list = || async {
+            let t0 = Instant::now();
+            let owned =
+                ListParams::default().labels(&format!("{}={ns}.app", labels::MWRS_OWNER));
+            let works = Api::<ManifestWork>::all(self.client.clone())
+                .list(&owned)
+                .await?;
+            anyhow::Ok((t0.elapsed().as_secs_f64(), works.items.len()))
+        };
         let run = |args: &'static [&'static str]| async move {
             let t0 = Instant::now();
             let out = Command::new(cli)
@@ -836,8 +878,18 @@ impl Bench {
             }
             anyhow::Ok(took)
         };
-        row.cli_status_s = run(&["rollout", "status", "app"]).await?;
-        row.cli_plan_s = run(&["rollout", "plan", "app"]).await?;
+        let mut times: [Vec<f64>; 3] = Default::default();
+        for _ in 0..3 {
+            let (took, listed) = list().await?;
+            if listed == 0 {
+                bail!("the bench's client listed no ManifestWork of {ns}/app");
+            }
+            times[0].push(took);
+            times[1].push(run(&["rollout", "status", "app"]).await?);
+            times[2].push(run(&["rollout", "plan", "app"]).await?);
+        }
+        let [list_s, status_s, plan_s] = times.map(|t| median(t.into_iter()));
+        (row.list_works_s, row.cli_status_s, row.cli_plan_s) = (list_s, status_s, plan_s);
         Ok(())
     }
 
@@ -861,7 +913,9 @@ impl Bench {
         let v1 = self.current_revision(ns, "app").await?;
         let t0 = Instant::now();
         self.set_version(ns, "app", "v2").await?;
-        row.fanout_s = (self.wait_version("v2", n).await? - t0).as_secs_f64();
+        let fanout_end = self.wait_version("v2", n).await?;
+        row.fanout_s = (fanout_end - t0).as_secs_f64();
+        row.fanout_cpu = self.cpu.between(t0, fanout_end);
         // Promoted past v1: a status read just after the writes may still show v1 as
         // both current and update revision.
         let v2_done = |m: &ManifestWorkReplicaSet| {
@@ -873,8 +927,9 @@ impl Bench {
         };
         self.wait_mwrs(ns, "app", "complete on v2", v2_done).await?;
 
-        // v3 reaches every cluster first; only then does one cluster report Degraded,
-        // so that the abort is timed on its own.
+        // The first round: a bare update, then v3 reaches every cluster; only then does
+        // one cluster report Degraded, so that the abort is timed on its own.
+        let (_, bare) = self.bare_versions(n, "b1-v1", "b1-v2").await?;
         let before_v3 = http_get(&addr, "/metrics").await.unwrap_or_default();
         let (breach, reverted) = self
             .abort_to(ns, "app", ("v3", "v2"), n, row.fanout_s)
@@ -889,6 +944,7 @@ impl Bench {
             "mwrs_controller_writes_total",
             &["resource=\"manifestwork\""],
         );
+        row.abort_status_writes = delta("mwrs_controller_writes_total", &["resource=\"status\""]);
         row.abort_conflicts = delta(
             "mwrs_controller_writes_total",
             &["resource=\"manifestwork\"", "result=\"conflict\""],
@@ -910,16 +966,16 @@ impl Bench {
             m.status.as_ref().is_some_and(|s| s.aborted_time.is_some())
         })
         .await?;
-        row.abort_rounds = vec![(row.bare_update_s, row.abort_s)];
+        row.abort_rounds = vec![self.round(bare, (breach, reverted))];
         for round in 2..=self.args.abort_runs {
-            let pair = self.abort_round(n, ns, round, row.fanout_s).await?;
+            let r = self.abort_round(n, ns, round, row.fanout_s).await?;
             eprintln!(
                 "   abort round {round}: bare update {:.2}s, abort {:.2}s ({:.2}x)",
-                pair.0,
-                pair.1,
-                pair.1 / pair.0
+                r.bare_s,
+                r.abort_s,
+                r.ratio()
             );
-            row.abort_rounds.push(pair);
+            row.abort_rounds.push(r);
         }
         if let Ok(mut f) = self.failing.lock() {
             f.clear();
@@ -1055,7 +1111,9 @@ impl Bench {
             ..Default::default()
         };
         eprintln!("== N={n}: bare client");
-        (row.bare_create_s, row.bare_update_s) = self.bare(n).await?;
+        let (create_s, update) = self.bare(n).await?;
+        (row.bare_create_s, row.bare_update_s) = (create_s, update.secs());
+        row.bare_update_cpu = self.cpu.between(update.from, update.to);
         eprintln!(
             "   create {:.2}s, update {:.2}s",
             row.bare_create_s, row.bare_update_s
@@ -1063,20 +1121,37 @@ impl Bench {
         eprintln!("== N={n}: controller");
         self.controller(n, &ns, &mut row).await?;
         row.fanout_ratio = row.fanout_s / row.bare_update_s;
-        row.abort_ratio = median(row.abort_rounds.iter().map(|(bare, abort)| abort / bare));
+        row.abort_ratio = median(row.abort_rounds.iter().map(AbortRound::ratio));
         eprintln!(
             "   abort ratios of the {} rounds: {}",
             row.abort_rounds.len(),
             ratios_text(&row.abort_rounds)
         );
         eprintln!(
+            "   CPU during the bare update: {}",
+            row.bare_update_cpu.text(row.bare_update_s)
+        );
+        eprintln!(
+            "   CPU during the fan-out: {}",
+            row.fanout_cpu.text(row.fanout_s)
+        );
+        for (i, r) in row.abort_rounds.iter().enumerate() {
+            eprintln!(
+                "   CPU, round {}: bare update {}; abort {}",
+                i + 1,
+                r.bare_cpu.text(r.bare_s),
+                r.abort_cpu.text(r.abort_s)
+            );
+        }
+        eprintln!(
             "   abort: breach → first revert {:.2}s, first → last revert {:.2}s; from v3 to the \
-             last revert {} passes, {} ManifestWork writes, {} conflicts",
+             last revert {} passes, {} ManifestWork writes, {} conflicts, {} status writes",
             row.abort_to_first_revert_s,
             row.abort_reverts_s,
             row.abort_reconciles,
             row.abort_work_writes,
-            row.abort_conflicts
+            row.abort_conflicts,
+            row.abort_status_writes
         );
         eprintln!(
             "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, with {} silent: {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
@@ -1139,12 +1214,16 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
 }
 
 /// Each round's abort ratio, in round order, and their spread.
-fn ratios_text(rounds: &[(f64, f64)]) -> String {
-    let ratios: Vec<f64> = rounds.iter().map(|(bare, abort)| abort / bare).collect();
+fn ratios_text(rounds: &[AbortRound]) -> String {
+    let ratios: Vec<f64> = rounds.iter().map(AbortRound::ratio).collect();
     let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
     format!("{} (spread {min:.2}–{max:.2})", each.join(", "))
+}
+
+fn cpu_json(c: &Split) -> Value {
+    json!({"hub_s": c.hub, "controller_s": c.controller, "harness_s": c.harness})
 }
 
 fn json_row(r: &Row) -> Value {
@@ -1154,11 +1233,15 @@ fn json_row(r: &Row) -> Value {
         "controller_create_s": r.create_s, "fanout_s": r.fanout_s, "abort_s": r.abort_s,
         "fanout_ratio": r.fanout_ratio, "abort_ratio": r.abort_ratio,
         "abort_rounds": r.abort_rounds.iter()
-            .map(|(bare, abort)| json!({"bare_update_s": bare, "abort_s": abort}))
+            .map(|a| json!({
+                "bare_update_s": a.bare_s, "abort_s": a.abort_s,
+                "bare_update_cpu": cpu_json(&a.bare_cpu), "abort_cpu": cpu_json(&a.abort_cpu),
+            }))
             .collect::<Vec<_>>(),
+        "bare_update_cpu": cpu_json(&r.bare_update_cpu), "fanout_cpu": cpu_json(&r.fanout_cpu),
         "abort_to_first_revert_s": r.abort_to_first_revert_s, "abort_reverts_s": r.abort_reverts_s,
         "abort_reconciles": r.abort_reconciles, "abort_work_writes": r.abort_work_writes,
-        "abort_conflicts": r.abort_conflicts,
+        "abort_conflicts": r.abort_conflicts, "abort_status_writes": r.abort_status_writes,
         "idle_cpu_s_per_min": r.idle_cpu_s_per_min,
         "idle_requests_per_min": r.idle_requests_per_min,
         "baseline_requests_per_min": r.baseline_requests_per_min,
@@ -1295,6 +1378,8 @@ async fn main() -> anyhow::Result<()> {
         }),
     );
     let tracker = Tracker::start(client.clone()).await?;
+    let tck = clock_ticks();
+    let args_hub_pid = args.hub_pid;
     let bench = Bench {
         args,
         client,
@@ -1303,7 +1388,8 @@ async fn main() -> anyhow::Result<()> {
         degrade_after_ms,
         failing,
         silent,
-        tck: clock_ticks(),
+        tck,
+        cpu: Sampler::start(args_hub_pid, tck),
     };
     if let Some(count) = bench.args.many_mwrs {
         let row = bench.many(count, max).await?;
