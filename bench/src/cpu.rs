@@ -131,7 +131,10 @@ impl State {
 /// The cumulative readings at `t`, interpolated linearly between the samples around it.
 fn at(samples: &[(Instant, [f64; ROLES])], t: Instant) -> [f64; ROLES] {
     let i = samples.partition_point(|(when, _)| *when <= t);
-    match (i.checked_sub(1).and_then(|j| samples.get(j)), samples.get(i)) {
+    match (
+        i.checked_sub(1).and_then(|j| samples.get(j)),
+        samples.get(i),
+    ) {
         (Some((t0, a)), Some((t1, b))) => {
             let span = t1.duration_since(*t0).as_secs_f64();
             let f = if span > 0.0 {

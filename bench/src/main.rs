@@ -852,8 +852,7 @@ impl Bench {
         };
         let list = || async {
             let t0 = Instant::now();
-            let owned =
-                ListParams::default().labels(&format!("{}={ns}.app", labels::MWRS_OWNER));
+            let owned = ListParams::default().labels(&format!("{}={ns}.app", labels::MWRS_OWNER));
             let works = Api::<ManifestWork>::all(self.client.clone())
                 .list(&owned)
                 .await?;

@@ -20,6 +20,7 @@ use mwrs_engine::stored_work::StoredWork;
 
 use crate::args::Global;
 use crate::error::{CliError, Exit, Result};
+use crate::streamed;
 
 pub struct HubClient {
     pub client: Client,
@@ -193,34 +194,33 @@ impl HubClient {
     /// and its revisions. A user who may not list ManifestWorks across the cluster
     /// namespaces (a tenant with rights in its own namespace) gets the rest, and why.
     pub async fn snapshot(&self, m: &ManifestWorkReplicaSet) -> Result<Reading> {
-        let works = self.works(&owner_of(m)).await?;
-        self.reading(m, works).await
+        let owner = owner_of(m);
+        let (works, rest) = futures::try_join!(self.works(&owner), self.around(m))?;
+        Ok(Reading::of(m, rest, works))
     }
 
-    /// The MWRS `name` and its [`HubClient::snapshot`], its ManifestWorks (the bulk of
-    /// the reading) listed while the MWRS is read.
+    /// The MWRS `name` and its [`HubClient::snapshot`]. Its ManifestWorks (the bulk of
+    /// the reading) are listed while the MWRS and the rest are read.
     pub async fn read(&self, name: &str) -> Result<(ManifestWorkReplicaSet, Reading)> {
         let owner = OwnerKey::new(self.namespace.as_str(), name);
-        let (m, works) = futures::try_join!(self.get(name), self.works(&owner))?;
-        let reading = self.reading(&m, works).await?;
+        let mwrs_and_rest = async {
+            let m = self.get(name).await?;
+            let rest = self.around(&m).await?;
+            Ok((m, rest))
+        };
+        let (works, (m, rest)) = futures::try_join!(self.works(&owner), mwrs_and_rest)?;
+        let reading = Reading::of(&m, rest, works);
         Ok((m, reading))
     }
 
-    async fn reading(
-        &self,
-        m: &ManifestWorkReplicaSet,
-        works: Visible<Vec<StoredWork>>,
-    ) -> Result<Reading> {
+    /// What the planner reads about `m` besides its ManifestWorks.
+    async fn around(&self, m: &ManifestWorkReplicaSet) -> Result<Around> {
         let (placements, decisions, revisions) =
             futures::try_join!(self.placements(m), self.decisions(m), self.revisions(m))?;
-        let crs: Vec<ControllerRevision> = revisions.into_iter().map(|(_, cr)| cr).collect();
-        let (works, hidden) = match works {
-            Visible::Yes(w) => (w, None),
-            Visible::Forbidden(why) => (Vec::new(), Some(why)),
-        };
-        Ok(Reading {
-            snapshot: Snapshot::from_objects(m, &placements, &decisions, &works, &crs),
-            works_hidden: hidden,
+        Ok(Around {
+            placements,
+            decisions,
+            revisions: revisions.into_iter().map(|(_, cr)| cr).collect(),
         })
     }
 
@@ -262,16 +262,20 @@ impl HubClient {
     }
 
     /// `owner`'s ManifestWorks, decoded without their manifests and the agent's
-    /// `resourceStatus` (most of what the API server sends).
+    /// `resourceStatus` (most of what the API server sends), while they arrive.
     async fn works(&self, owner: &OwnerKey) -> Result<Visible<Vec<StoredWork>>> {
-        match Api::<StoredWork>::all(self.client.clone())
-            .list(&owner_selector(owner))
-            .await
-        {
-            Ok(l) => Ok(Visible::Yes(l.items)),
+        match streamed::list_all::<StoredWork>(&self.client, &owner_selector(owner)).await {
+            Ok(items) => Ok(Visible::Yes(items)),
             Err(e) => forbidden(e, "listing manifestworks").map(Visible::Forbidden),
         }
     }
+}
+
+/// What the planner reads about an MWRS besides its ManifestWorks.
+struct Around {
+    placements: Vec<Placement>,
+    decisions: Vec<PlacementDecision>,
+    revisions: Vec<ControllerRevision>,
 }
 
 /// What the CLI read of one MWRS and its fleet.
@@ -280,6 +284,25 @@ pub struct Reading {
     /// Why the ManifestWorks could not be read (the API server's refusal), when it could
     /// not: the snapshot then holds none, and per-cluster states are unknown.
     pub works_hidden: Option<String>,
+}
+
+impl Reading {
+    fn of(m: &ManifestWorkReplicaSet, rest: Around, works: Visible<Vec<StoredWork>>) -> Self {
+        let (works, hidden) = match works {
+            Visible::Yes(w) => (w, None),
+            Visible::Forbidden(why) => (Vec::new(), Some(why)),
+        };
+        Self {
+            snapshot: Snapshot::from_objects(
+                m,
+                &rest.placements,
+                &rest.decisions,
+                &works,
+                &rest.revisions,
+            ),
+            works_hidden: hidden,
+        }
+    }
 }
 
 /// A list the user may or may not read.

@@ -6,6 +6,7 @@
 //! - [`args`]: the command line (clap), its help texts and exit codes;
 //! - [`error`]: errors with the exit code they map to;
 //! - [`hub`]: connecting (kubeconfig, context, namespace) and reading what belongs to an MWRS;
+//! - [`streamed`]: lists decoded while the API server still sends them;
 //! - [`state`]: the rollout state of an MWRS (the STATUS column) and per-placement progress;
 //! - [`output`]: tables, colour, ages, YAML and JSON;
 //! - [`cmd`]: one module per command;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod hub;
 pub mod output;
 pub mod state;
+pub mod streamed;
 
 use std::process::ExitCode;
 
