@@ -8,7 +8,8 @@
 //!   write concurrency the controller is given: the hub's own limit;
 //! - fan-out: a template change (strategy All) until every ManifestWork carries it;
 //! - abort: from the first Degraded status on the new revision (the breach) until every
-//!   ManifestWork is back on the stable revision;
+//!   ManifestWork is back on the stable revision, in rounds that each follow a bare update
+//!   of their own, with the CPU of the hub, the controller and this harness split out;
 //! - idle: controller CPU seconds and hub API requests per minute with nothing changing
 //!   (requests counted by the hub, minus a window with no controller running); then its
 //!   reconciles and writes per minute while 1% of the clusters never answer a new
@@ -41,10 +42,10 @@ use mwrs_api::work::ManifestWork;
 use mwrs_fleet::cluster;
 use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_fleet::{Agent, AgentConfig, Behaviour};
-
-use crate::cpu::{Role, Sampler, Split};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
+
+use crate::cpu::{Role, Sampler, Split};
 
 mod cpu;
 mod many;
@@ -462,9 +463,8 @@ struct Row {
     fanout_s: f64,
     /// The first abort round (the one whose passes, writes and parts are counted).
     abort_s: f64,
-    /// Every abort round, each just after a bare update of its own: the hub's cost per
-    /// write drifts over a run (a fresh hub is fastest), so an abort is compared with
-    /// the bare update next to it. The first is `abort_s`.
+    /// Every abort round, each just after a bare update of its own: an abort is compared
+    /// with the hub as it is at that moment. The first is `abort_s`.
     abort_rounds: Vec<AbortRound>,
     /// CPU of each process during the first bare update and the fan-out.
     bare_update_cpu: Split,
