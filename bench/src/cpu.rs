@@ -104,10 +104,11 @@ impl Sampler {
             return Split::default();
         };
         let (a, b) = (at(&s.samples, from), at(&s.samples, to));
+        let used = |role: Role| b[role as usize] - a[role as usize];
         Split {
-            hub: b[0] - a[0],
-            controller: b[1] - a[1],
-            harness: b[2] - a[2],
+            hub: used(Role::Hub),
+            controller: used(Role::Controller),
+            harness: used(Role::Harness),
         }
     }
 }

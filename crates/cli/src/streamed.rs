@@ -27,14 +27,18 @@ where
         serde_json::from_reader::<_, ObjectList<K>>(BufReader::new(Chunks::new(rx)))
     });
     loop {
-        let chunk = match body.fill_buf().await {
+        let bytes = match body.fill_buf().await {
             Ok([]) => break,
-            Ok(bytes) => Ok(bytes.to_vec()),
-            Err(e) => Err(e),
+            Ok(bytes) => bytes.to_vec(),
+            Err(e) => {
+                // The decoder reports it as the transfer breaking off.
+                let _ = tx.send(Err(e));
+                break;
+            }
         };
-        let (len, failed) = (chunk.as_ref().map_or(0, Vec::len), chunk.is_err());
+        let len = bytes.len();
         // A decoder that has stopped (the body is no list of K) says why below.
-        if tx.send(chunk).is_err() || failed {
+        if tx.send(Ok(bytes)).is_err() {
             break;
         }
         body.consume_unpin(len);
