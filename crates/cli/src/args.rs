@@ -16,7 +16,7 @@ Exit codes:
   4  the rollout is Aborted (rollout status)
   5  --timeout passed before the rollout ended (rollout status -w)
   6  not found: the MWRS, or the revision (unknown, or not owned by this MWRS)
-  7  conflict: the MWRS changed while undo was writing; nothing was written
+  7  conflict: the MWRS's spec changed while undo was writing; nothing was written
   8  the hub cannot be reached (or refuses the credentials)
   9  forbidden: the credentials may not do this (RBAC)
   10 blocked: the rollout waits for someone to act: paused, or a Placement missing or
@@ -282,7 +282,8 @@ pub struct UndoArgs {
     /// Print the change and write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Write only if the MWRS is still at this resourceVersion.
+    /// Write only if the MWRS is still exactly at this resourceVersion, status included
+    /// (without it, only a change to the spec since the read refuses the write).
     #[arg(long = "resource-version", value_name = "RV")]
     pub resource_version: Option<String>,
 }

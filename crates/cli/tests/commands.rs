@@ -17,6 +17,8 @@ use common::{
 };
 use kube::api::{Patch, PatchParams};
 use mwrs_api::labels;
+use mwrs_cli::cmd::undo::{Guard, write_template};
+use mwrs_cli::error::Exit;
 use mwrs_fleet::agent::APPLY_ERROR;
 use mwrs_fleet::{Agent, AgentConfig, Behaviour};
 use mwrs_testsupport::{TestHub, configmap_template, mwrs as mwrs_object, wait_for};
@@ -483,6 +485,28 @@ async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
         Some("v2")
     );
 
+    // Without --resource-version the guard is the spec's generation: an edit of the spec
+    // since the read is a conflict (exit 7), a template the schema refuses is not.
+    let client = mwrs_cli::hub::HubClient {
+        client: hub.client.clone(),
+        namespace: hub.namespace.clone(),
+        url: String::new(),
+    };
+    let stale = Guard::Spec(m.metadata.generation.unwrap() - 1);
+    let e = write_template(&client, "app", &stale, &configmap_template("v1"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Exit::Conflict, "{}", e.message);
+    assert!(e.message.contains("its spec changed"), "{}", e.message);
+    let current = Guard::Spec(m.metadata.generation.unwrap());
+    let e = write_template(&client, "app", &current, &json!({"workload": "no list"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Exit::Error, "{}", e.message);
+    assert!(!e.message.contains("changed since"), "{}", e.message);
+    let after = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(after.metadata.generation, m.metadata.generation);
+
     // A revision of another MWRS is refused.
     let other = mwrs_object(
         "other",
@@ -532,6 +556,52 @@ async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
     let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "3"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.out.contains("is already at revision 3"), "{}", r.out);
+}
+
+/// Status writes between undo's read and its write (the controller reports progress all
+/// through a rollout, which is when an undo is wanted) change the resourceVersion but not
+/// the spec: undo goes through. Found in CI: an undo during an abort's revert exited 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_goes_through_status_writes_made_while_it_runs() {
+    let Some((Fixture { hub, .. }, running)) = fixture("cli-undo-busy", true).await else {
+        return;
+    };
+    // The controller stops so that only this test writes the status, as fast as it can.
+    drop(running);
+    let api = hub.mwrs_api();
+    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = writes.clone();
+    let writer = mwrs_testsupport::TaskGuard::spawn(async move {
+        for n in 0u64.. {
+            let op = json!([{"op": "replace", "path": "/status/conditions/0/message",
+                "value": format!("status write {n}")}]);
+            let patch: json_patch::Patch = serde_json::from_value(op).unwrap();
+            let pp = PatchParams::default();
+            if api
+                .patch_status("app", &pp, &Patch::Json::<()>(patch))
+                .await
+                .is_ok()
+            {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    let mut generations = Vec::new();
+    for to in ["1", "2", "1", "2", "1", "2"] {
+        let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", to]).await;
+        assert_eq!(r.code, 0, "undo to {to}: {r:?}");
+        assert!(r.out.contains("rolled back to revision"), "{}", r.out);
+        generations.push(hub.get_mwrs("app").await.unwrap().metadata.generation);
+    }
+    drop(writer);
+    let during = writes.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(during > 20, "the writer made only {during} status writes");
+    // Each undo wrote the spec once: one generation each.
+    let steps: Vec<i64> = generations
+        .windows(2)
+        .map(|w| w[1].unwrap() - w[0].unwrap())
+        .collect();
+    assert_eq!(steps, vec![1; 5], "{generations:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

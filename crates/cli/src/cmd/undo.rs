@@ -1,6 +1,7 @@
 //! `rollout undo NAME [--to-revision N] [--dry-run]`: rewrites `spec.manifestWorkTemplate`
-//! from a stored revision, in one write guarded by the resourceVersion read, so a
-//! concurrent edit makes it fail whole (nothing is written) instead of overwriting.
+//! from a stored revision, in one write guarded by the generation read (or by the
+//! resourceVersion given), so a concurrent edit of the spec makes it fail whole (nothing is
+//! written) instead of overwriting, while the controller's status writes do not.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
@@ -145,39 +146,102 @@ pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
         );
         return Ok(Exit::Ok);
     }
-    let rv = a
-        .resource_version
-        .clone()
-        .or_else(|| m.resource_version())
-        .ok_or_else(|| CliError::error("the MWRS read has no resourceVersion"))?;
-    // Setting resourceVersion in the patch makes the API server refuse it (409) unless the
-    // object is still exactly the one read.
-    let patch: json_patch::Patch = serde_json::from_value(json!([
-        {"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
-        {"op": "replace", "path": "/spec/manifestWorkTemplate", "value": target.template},
-    ]))
-    .map_err(|e| CliError::error(format!("cannot build the patch: {e}")))?;
+    let guard = match &a.resource_version {
+        Some(rv) => Guard::ResourceVersion(rv.clone()),
+        None => Guard::Spec(
+            m.metadata
+                .generation
+                .ok_or_else(|| CliError::error("the MWRS read has no generation"))?,
+        ),
+    };
+    write_template(hub, &a.name, &guard, &target.template).await?;
+    println!("mwrs/{} rolled back to {}", a.name, label(target));
+    Ok(Exit::Ok)
+}
+
+/// What must still hold when undo writes: without it, a change made since the read would
+/// be overwritten.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// The spec is unchanged (same generation). Status writes do not count: the controller
+    /// reports progress all through a rollout, which is when an undo is wanted.
+    Spec(i64),
+    /// The whole object is unchanged (`--resource-version`), status included.
+    ResourceVersion(String),
+}
+
+impl Guard {
+    /// The JSON patch op that makes the API server refuse the write unless the guard holds.
+    fn op(&self) -> serde_json::Value {
+        match self {
+            Guard::Spec(generation) => {
+                json!({"op": "test", "path": "/metadata/generation", "value": generation})
+            }
+            Guard::ResourceVersion(rv) => {
+                json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
+            }
+        }
+    }
+
+    fn changed(&self, name: &str) -> CliError {
+        let what = match self {
+            Guard::Spec(generation) => {
+                format!("its spec changed since it was read (generation {generation})")
+            }
+            Guard::ResourceVersion(rv) => {
+                format!("it changed since it was read (resourceVersion {rv})")
+            }
+        };
+        CliError::new(
+            Exit::Conflict,
+            format!(
+                "mwrs/{name}: {what}; nothing was written. Check the change and run the \
+                 command again"
+            ),
+        )
+    }
+}
+
+/// Replaces `spec.manifestWorkTemplate` of mwrs/`name` with `template` in one patch that
+/// the API server applies only while `guard` holds: nothing is written otherwise.
+pub async fn write_template(
+    hub: &HubClient,
+    name: &str,
+    guard: &Guard,
+    template: &serde_json::Value,
+) -> Result<()> {
+    let ops = json!([guard.op(), {"op": "replace", "path": "/spec/manifestWorkTemplate",
+        "value": template}]);
+    let patch: json_patch::Patch = serde_json::from_value(ops)
+        .map_err(|e| CliError::error(format!("cannot build the patch: {e}")))?;
     let pp = PatchParams {
         field_manager: Some("kubectl-mwrs".into()),
         ..Default::default()
     };
     match hub
         .mwrs_api()
-        .patch(&a.name, &pp, &Patch::Json::<()>(patch))
+        .patch(name, &pp, &Patch::Json::<()>(patch))
         .await
     {
-        Ok(_) => {
-            println!("mwrs/{} rolled back to {}", a.name, label(target));
-            Ok(Exit::Ok)
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(guard.changed(name)),
+        // A failed `test` op and a template the schema refuses are both 422: the
+        // generation now on the hub says which.
+        Err(kube::Error::Api(s)) if s.code == 422 && spec_moved(hub, name, guard).await => {
+            Err(guard.changed(name))
         }
-        Err(kube::Error::Api(s)) if s.code == 409 => Err(CliError::new(
-            Exit::Conflict,
-            format!(
-                "mwrs/{} changed since it was read (resourceVersion {rv}); nothing was written. \
-                 Check the change and run the command again",
-                a.name
-            ),
-        )),
-        Err(e) => Err(CliError::kube(&format!("writing mwrs/{}", a.name), e)),
+        Err(e) => Err(CliError::kube(&format!("writing mwrs/{name}"), e)),
+    }
+}
+
+/// Whether the spec of mwrs/`name` is no longer at the generation `guard` names.
+async fn spec_moved(hub: &HubClient, name: &str, guard: &Guard) -> bool {
+    let Guard::Spec(read) = guard else {
+        return false;
+    };
+    match hub.mwrs_api().get(name).await {
+        Ok(now) => now.metadata.generation != Some(*read),
+        // Gone or unreadable: it is not the object read either.
+        Err(_) => true,
     }
 }
