@@ -185,11 +185,13 @@ Examples:
 Default revision: while an abort holds the update revision (or aborted it), the stable one
 (currentRevision); otherwise the newest revision other than the spec's that completed on
 every cluster and was not aborted since. An aborted revision is only ever a target when
-named with --to-revision. The write
-is guarded by the spec's generation read: if the spec changed meanwhile nothing is written
-(exit 7); the controller's status writes do not count. With --resource-version, any change
-since that resourceVersion refuses it, status included. After an abort, undo to the held revision
-changes nothing: use `rollout retry`.
+named with --to-revision.
+
+The write is guarded by the spec's generation read: if the spec changed meanwhile nothing
+is written (exit 7); the controller's status writes do not count. With --resource-version,
+any change since that resourceVersion refuses it, status included.
+
+After an abort, undo to the held revision changes nothing: use `rollout retry`.
 
 Examples:
   kubectl mwrs rollout undo app
