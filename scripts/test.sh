@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: builds and starts the test hub (a real kube-apiserver + etcd from
-# Go modules), upstream OCM's cluster-manager operator and the end-to-end environment
-# (e2e/env.sh), runs every Rust test against them, and stops what it started.
+# Go modules), upstream OCM's cluster-manager operator, the end-to-end environment
+# (e2e/env.sh), Helm (scripts/helm.sh) and the controller's image (scripts/image.sh), runs
+# every Rust test against them, and stops what it started.
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh -p mwrs-engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,22 @@ export MWRS_TEST_KUBECONFIG=$kubeconfig
 # the first build, ~7 min cold).
 MWRS_OCM_OPERATOR=$(bench/peer/build.sh registration-operator)
 export MWRS_OCM_OPERATOR
+
+# Helm v4 from its Go module, for the chart's tests (crates/controller/tests/chart.rs).
+MWRS_HELM=$(scripts/helm.sh)
+export MWRS_HELM
+
+# The controller's container image for crates/controller/tests/image.rs (scripts/image.sh:
+# buildah and a static musl build; a few minutes cold). CI must have it; elsewhere a
+# machine that cannot build it (not root, no buildah) skips that one test, and says so.
+if MWRS_IMAGE=$(scripts/image.sh); then
+    export MWRS_IMAGE
+elif [ "${CI:-}" = true ]; then
+    echo "test.sh: scripts/image.sh failed" >&2
+    exit 1
+else
+    echo "test.sh: WARNING: no image (scripts/image.sh failed above): tests/image.rs skips" >&2
+fi
 
 # kubectl at the hub's version, for the README walkthrough's script (examples/).
 PATH="$(dirname "$(scripts/hub.sh kubectl)"):$PATH"

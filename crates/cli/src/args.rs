@@ -40,7 +40,7 @@ Installed as `kubectl-mwrs` on PATH it runs as `kubectl mwrs`.
 #[derive(Parser, Debug)]
 #[command(
     name = "mwrs",
-    version,
+    version = VERSION,
     about = "Status, history, diff, undo, abort, retry, pause and plan of ManifestWorkReplicaSet rollouts",
     after_help = format!("{TOP_EXAMPLES}{EXIT_CODES}"),
     propagate_version = true
@@ -126,7 +126,23 @@ Examples:
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Print the version, the commit and the target this binary was built from.
+    #[command(after_help = "\
+Examples:
+  kubectl mwrs version
+  kubectl mwrs version -o json")]
+    Version,
 }
+
+/// `--version` and `mwrs version`: the crate's version, the commit and the target.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MWRS_COMMIT"),
+    ", ",
+    env!("MWRS_TARGET"),
+    ")"
+);
 
 #[derive(Args, Debug)]
 pub struct GetArgs {

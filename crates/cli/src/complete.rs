@@ -295,7 +295,10 @@ mod tests {
 
     #[test]
     fn commands_come_from_the_parser() {
-        assert_eq!(values_of(""), vec!["get", "rollout", "completion"]);
+        assert_eq!(
+            values_of(""),
+            vec!["get", "rollout", "completion", "version"]
+        );
         assert_eq!(
             values_of("rollout "),
             vec![

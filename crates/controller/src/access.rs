@@ -1,7 +1,7 @@
 //! Who may read `/metrics` when it is served securely: the caller's bearer token is
 //! checked by the API server (TokenReview), then the user it names must be allowed `get`
 //! on the non-resource URL `/metrics` (SubjectAccessReview), as controller-runtime's
-//! secure metrics and kube-rbac-proxy do. Grant it with the `mwrs-metrics-reader`
+//! secure metrics and kube-rbac-proxy do. Grant it with the `mwrs-controller-metrics-reader`
 //! ClusterRole of `deploy/rbac/rbac.yaml`. Decisions are cached by a digest of the token
 //! (never the token itself) for a short while, so a scrape every few seconds costs the
 //! API server nothing after the first.

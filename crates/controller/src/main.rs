@@ -24,9 +24,19 @@ enum LogFormat {
     Json,
 }
 
+/// `--version` and the start-up log: the crate's version, the commit and the target.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MWRS_COMMIT"),
+    ", ",
+    env!("MWRS_TARGET"),
+    ")"
+);
+
 /// ManifestWorkReplicaSet hub controller with revision history, abort and undo.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = VERSION, about)]
 struct Args {
     /// Kubeconfig file (default: in-cluster config or $KUBECONFIG / ~/.kube/config).
     #[arg(long, env = "KUBECONFIG")]
@@ -252,6 +262,7 @@ fn lease_error(e: kube_lease_manager::LeaseManagerError, namespace: &str) -> any
 async fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
+    tracing::info!(version = VERSION, "mwrs-controller starting");
     // Freed pages go back to the system within jemalloc's decay time (10 s), also while
     // the controller is idle; without the background threads only a later allocation
     // would purge them.

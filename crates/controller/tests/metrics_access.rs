@@ -1,7 +1,7 @@
 //! `/metrics` served securely (issue #12 item 6), by the controller binary under the
 //! shipped RBAC: TLS with the certificate of `--metrics-cert-dir`; `/metrics` only for a
 //! bearer token the API server accepts (TokenReview) whose user may `get /metrics`
-//! (SubjectAccessReview: the shipped `mwrs-metrics-reader` ClusterRole); the probes open.
+//! (SubjectAccessReview: the shipped `mwrs-controller-metrics-reader` ClusterRole); the probes open.
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
 
@@ -99,12 +99,16 @@ async fn metrics_need_tls_and_an_allowed_token_while_probes_stay_open() {
     // A reader bound to the shipped metrics-reader role, and a user without it.
     let ns = hub.namespace.as_str();
     let pp = PatchParams::apply("mwrs-tests").force();
-    let reader_role = rbac::shipped("ClusterRole", "mwrs-metrics-reader");
+    let reader_role = rbac::shipped("ClusterRole", "mwrs-controller-metrics-reader");
     Api::<ClusterRole>::all(hub.client.clone())
-        .patch("mwrs-metrics-reader", &pp, &Patch::Apply(&reader_role))
+        .patch(
+            "mwrs-controller-metrics-reader",
+            &pp,
+            &Patch::Apply(&reader_role),
+        )
         .await
         .unwrap();
-    let binding = format!("mwrs-metrics-reader-{ns}");
+    let binding = format!("mwrs-controller-metrics-reader-{ns}");
     Api::<ClusterRoleBinding>::all(hub.client.clone())
         .patch(
             &binding,
@@ -112,7 +116,7 @@ async fn metrics_need_tls_and_an_allowed_token_while_probes_stay_open() {
             &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding", "metadata": {"name": binding},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "mwrs-metrics-reader"},
+                    "name": "mwrs-controller-metrics-reader"},
                 "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": ns}]})),
         )
         .await

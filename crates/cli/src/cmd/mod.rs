@@ -10,7 +10,7 @@ pub mod undo;
 
 use clap::CommandFactory;
 
-use crate::args::{Cli, Command, Rollout};
+use crate::args::{Cli, Command, Rollout, VERSION};
 use crate::error::{Exit, Result};
 use crate::hub::HubClient;
 use crate::output::Out;
@@ -23,6 +23,15 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
             let mut cmd = Cli::command();
             let name = cmd.get_name().to_string();
             clap_complete::generate(*shell, &mut cmd, name, &mut std::io::stdout());
+            Ok(Exit::Ok)
+        }
+        Command::Version => {
+            if out.structured() {
+                out.print_structured(&serde_json::json!({"version": env!("CARGO_PKG_VERSION"),
+                    "commit": env!("MWRS_COMMIT"), "target": env!("MWRS_TARGET")}))?;
+            } else {
+                println!("mwrs {VERSION}");
+            }
             Ok(Exit::Ok)
         }
         Command::Get(a) => get::run(&HubClient::connect(g, false).await?, g, out, a).await,

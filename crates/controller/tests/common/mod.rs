@@ -139,6 +139,17 @@ pub async fn spawn_controller_binary_logging(
     log: &str,
 ) -> ChildProcess {
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_mwrs-controller"));
+    spawn_controller_at(binary, hub, extra, log).await
+}
+
+/// Runs the controller binary at `binary` (another build of it: the image's) for the
+/// test's namespace, with `extra` flags and `RUST_LOG` set to `log`, under the shipped RBAC.
+pub async fn spawn_controller_at(
+    binary: &std::path::Path,
+    hub: &TestHub,
+    extra: &[&str],
+    log: &str,
+) -> ChildProcess {
     let kubeconfig = rbac::shipped_role_kubeconfig(&rbac::Site::of(hub))
         .await
         .unwrap_or_else(|e| panic!("cannot set up the shipped RBAC: {e:#}"));

@@ -1,0 +1,219 @@
+//! The Helm chart (`deploy/helm/mwrs-controller`, issue #17) with Helm v4 built from its
+//! Go module (`scripts/helm.sh`): `helm lint --strict` is clean; deploy/'s plain manifests
+//! are the chart's render (`scripts/gen-deploy.sh --check`); the rendered CRD is deploy/'s
+//! with the keep policy; and the chart installed on the test hub (server-side apply of
+//! `helm template`) runs: the controller started with exactly the rendered container args
+//! and env, authenticated as the rendered ServiceAccount, completes a rollout.
+//!
+//! Needs `MWRS_HELM` (the helm binary; `scripts/test.sh` builds it) and
+//! `MWRS_TEST_KUBECONFIG`; skipped without them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{start_agent_succeeding, wait_complete};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::{self, Scope};
+use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, mwrs};
+use serde_json::{Value, json};
+
+const CHART: &str = "deploy/helm/mwrs-controller";
+const CRD: &str = include_str!(
+    "../../../deploy/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
+);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs helm with `args` from the repository's root; its stdout.
+fn helm(helm: &str, args: &[&str]) -> String {
+    let out = Command::new(helm)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The documents of a render, without the empty ones.
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap()
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn find<'d>(docs: &'d [Value], kind: &str) -> &'d Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} rendered"))
+}
+
+#[test]
+fn the_chart_lints_clean_and_deploy_is_its_render() {
+    let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
+        eprintln!("MWRS_HELM not set (scripts/helm.sh): skipped");
+        return;
+    };
+    helm(&helm_bin, &["lint", "--strict", CHART]);
+    let check = Command::new("scripts/gen-deploy.sh")
+        .arg("--check")
+        .env("MWRS_HELM", &helm_bin)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // The CRD is deploy/crds/'s, kept on uninstall, still guarded from upstream's operator.
+    let docs = documents(&helm(
+        &helm_bin,
+        &[
+            "template",
+            "mwrs",
+            CHART,
+            "--show-only",
+            "templates/crd.yaml",
+        ],
+    ));
+    let rendered = find(&docs, "CustomResourceDefinition");
+    let shipped: Value = serde_saphyr::from_str(CRD).unwrap();
+    assert_eq!(rendered["spec"], shipped["spec"]);
+    let annotations = &rendered["metadata"]["annotations"];
+    assert_eq!(annotations["helm.sh/resource-policy"], "keep");
+    assert_eq!(
+        annotations["operator.open-cluster-management.io/version"],
+        shipped["metadata"]["annotations"]["operator.open-cluster-management.io/version"]
+    );
+    let off = helm(
+        &helm_bin,
+        &["template", "mwrs", CHART, "--set", "crds.install=false"],
+    );
+    assert!(!off.contains("kind: CustomResourceDefinition"), "{off}");
+}
+
+/// Applies `doc` to the hub with server-side apply.
+async fn apply(client: &kube::Client, doc: &Value) {
+    let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+    let gvk = obj.types.as_ref().unwrap().try_into().unwrap();
+    let (resource, caps) = discovery::pinned_kind(client, &gvk).await.unwrap();
+    let api: Api<DynamicObject> = match caps.scope {
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            obj.metadata.namespace.as_deref().unwrap(),
+            &resource,
+        ),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    let name = obj.metadata.name.clone().unwrap();
+    api.patch(
+        &name,
+        &PatchParams::apply("helm-render").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {} {name}: {e}", gvk.kind));
+}
+
+/// A TCP port free on loopback now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rendered_chart_runs_a_rollout() {
+    let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
+        eprintln!("MWRS_HELM not set (scripts/helm.sh): skipped");
+        return;
+    };
+    let Some(hub) = TestHub::from_env("chart", 3).await else {
+        return;
+    };
+    let ns = hub.namespace.as_str();
+    // The release lives in the test's namespace and handles only its MWRS (other tests
+    // share the hub); the CRD is the hub's already.
+    let release = format!("r-{ns}");
+    let port = free_port().to_string();
+    let docs = documents(&helm(
+        &helm_bin,
+        &[
+            "template",
+            &release,
+            CHART,
+            "--namespace",
+            ns,
+            "--set",
+            "crds.install=false",
+            "--set",
+            &format!("controller.watchNamespace={ns}"),
+            "--set",
+            &format!("metrics.port={port}"),
+        ],
+    ));
+    for doc in &docs {
+        apply(&hub.client, doc).await;
+    }
+
+    let deployment = find(&docs, "Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert!(container["livenessProbe"]["httpGet"].is_object());
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
+
+    // What the kubelet would run, out of a cluster: the rendered args and env, the
+    // ServiceAccount's token in place of the in-cluster config.
+    let sa = pod["serviceAccountName"].as_str().unwrap();
+    let kubeconfig = hub.service_account_kubeconfig(sa).await.unwrap();
+    let kubeconfig = kubeconfig.to_string_lossy().to_string();
+    let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    argv.extend(["--kubeconfig", &kubeconfig]);
+    let mut env: Vec<(String, String)> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect();
+    env.push(("HOSTNAME".into(), format!("{release}-pod")));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (&**k, &**v)).collect();
+    let binary = Path::new(env!("CARGO_BIN_EXE_mwrs-controller"));
+    let _controller = ChildProcess::spawn(binary, &argv, &env).expect("start the controller");
+
+    let _agent = start_agent_succeeding(&hub, std::time::Duration::from_millis(100));
+    hub.publish_all("p").await;
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", json!({"type": "All"}))],
+    ))
+    .await;
+    wait_complete(&hub, "app", None).await;
+}

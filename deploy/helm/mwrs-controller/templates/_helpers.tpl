@@ -1,0 +1,55 @@
+{{/* The release's full name: the release name, with the chart's unless it holds it. */}}
+{{- define "mwrs.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mwrs.serviceAccountName" -}}
+{{- default (include "mwrs.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "mwrs.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{ include "mwrs.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Labels that select the controller's pods. */}}
+{{- define "mwrs.selectorLabels" -}}
+app.kubernetes.io/name: mwrs-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The controller's command line. */}}
+{{- define "mwrs.args" -}}
+- --metrics-addr=0.0.0.0:{{ .Values.metrics.port }}
+- --metrics-security={{ .Values.metrics.security }}
+{{- if .Values.metrics.certSecret }}
+- --metrics-cert-dir=/etc/mwrs/metrics-tls
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+- --leader-elect
+- --lease-namespace={{ .Release.Namespace }}
+{{- end }}
+{{- with .Values.controller }}
+{{- if .watchNamespace }}
+- --namespace={{ .watchNamespace }}
+{{- end }}
+- --workers={{ .workers }}
+- --concurrency={{ .concurrency }}
+- --settle-time={{ .settleTime }}
+- --manifest-size-limit={{ int64 .manifestSizeLimit }}
+- --log-format={{ .logFormat }}
+{{- range .upstreamQuirks }}
+- --upstream-quirk={{ . }}
+{{- end }}
+{{- range .extraArgs }}
+- {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Static release binaries of the CLI (`kubectl-mwrs`, its completion helper
+# `kubectl_complete-mwrs`, and `mwrs`) for linux amd64 and arm64, packed for krew.
+#
+#   scripts/release-cli.sh [BASE_URL]
+#       target/release-cli/mwrs-v<version>-linux-{amd64,arm64}.tar.gz, their .sha256, and
+#       target/release-cli/mwrs.yaml: deploy/krew/mwrs.yaml filled in with the version, the
+#       sha256s and BASE_URL (where the archives will be published; default: the
+#       directory itself, as a file:// address, for a local `kubectl krew install`).
+#       Prints the directory.
+#
+# Both are musl builds (static: they run on any Linux), stripped, with paths remapped and
+# the commit in `mwrs version`; arm64 is cross-compiled with Debian's aarch64 gcc. Installs
+# what it needs when missing (musl-tools, gcc-aarch64-linux-gnu, Rust's musl targets).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=target/release-cli
+base_url=${1:-file://$PWD/$out}
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+homepage=${MWRS_HOMEPAGE:-$(git remote get-url origin 2>/dev/null || echo "https://open-cluster-management.io")}
+
+need_packages=()
+command -v musl-gcc >/dev/null || need_packages+=(musl-tools)
+command -v aarch64-linux-gnu-gcc >/dev/null || need_packages+=(gcc-aarch64-linux-gnu)
+if ((${#need_packages[@]})); then
+    echo "release-cli.sh: installing ${need_packages[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2 ||
+        { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2; }
+fi
+
+export RUSTFLAGS="--remap-path-prefix=$PWD=/src --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
+export MWRS_COMMIT SOURCE_DATE_EPOCH
+MWRS_COMMIT=$(git rev-parse --short=12 HEAD)
+SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
+# The cross C compiler builds ring's C and assembly; it also links, with Rust's own musl
+# (the target's self-contained C runtime).
+export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+
+mkdir -p "$out"
+declare -A sums
+for arch in amd64 arm64; do
+    case $arch in
+        amd64) target=x86_64-unknown-linux-musl ;;
+        arm64) target=aarch64-unknown-linux-musl ;;
+    esac
+    rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
+    cargo build --release --locked --target "$target" -p mwrs-cli \
+        --config profile.release.strip=true >&2
+    stage=$(mktemp -d)
+    for bin in kubectl-mwrs kubectl_complete-mwrs mwrs; do
+        cp "target/$target/release/$bin" "$stage/"
+    done
+    cp LICENSE "$stage/"
+    archive=$out/mwrs-v$version-linux-$arch.tar.gz
+    # Reproducible: sorted names, fixed owner and times, no gzip timestamp.
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+        -C "$stage" -cf - . | gzip -n >"$archive"
+    rm -rf "$stage"
+    sums[$arch]=$(sha256sum "$archive" | cut -d' ' -f1)
+    echo "${sums[$arch]}  $(basename "$archive")" >"$archive.sha256"
+done
+
+sed -e "s|@VERSION@|$version|g" -e "s|@BASE_URL@|$base_url|g" -e "s|@HOMEPAGE@|$homepage|g" \
+    -e "s|@SHA256_LINUX_AMD64@|${sums[amd64]}|g" -e "s|@SHA256_LINUX_ARM64@|${sums[arm64]}|g" \
+    deploy/krew/mwrs.yaml | grep -v '^#' >"$out/mwrs.yaml"
+echo "$out"
