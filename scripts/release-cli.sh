@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Static release binaries of the CLI (`kubectl-mwrs`, its completion helper
-# `kubectl_complete-mwrs`, and `mwrs`) for linux amd64 and arm64, packed for krew.
+# Static release binaries of the CLI (`kubectl-mwrs` and its completion helper
+# `kubectl_complete-mwrs`) for linux amd64 and arm64, packed for krew.
 #
 #   scripts/release-cli.sh [BASE_URL]
 #       target/release-cli/mwrs-v<version>-linux-{amd64,arm64}.tar.gz, their .sha256, and
@@ -49,7 +49,9 @@ for arch in amd64 arm64; do
     cargo build --release --locked --target "$target" -p mwrs-cli \
         --config profile.release.strip=true >&2
     stage=$(mktemp -d)
-    for bin in kubectl-mwrs kubectl_complete-mwrs mwrs; do
+    # (No `mwrs` beside them: it is kubectl-mwrs under another name, and krew refuses
+    # links in an archive. Link it yourself to run the CLI outside kubectl.)
+    for bin in kubectl-mwrs kubectl_complete-mwrs; do
         cp "target/$target/release/$bin" "$stage/"
     done
     cp LICENSE "$stage/"

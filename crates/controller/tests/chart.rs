@@ -26,6 +26,17 @@ const CRD: &str = include_str!(
     "../../../deploy/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
 );
 
+/// The chart's copy of the CRD (Helm reads only files inside the chart).
+const CHART_CRD: &str = include_str!("../../../deploy/helm/mwrs-controller/files/crd.yaml");
+
+#[test]
+fn the_charts_crd_is_deploys() {
+    assert!(
+        CHART_CRD == CRD,
+        "deploy/helm/mwrs-controller/files/crd.yaml differs from deploy/crds/: run scripts/gen-crd.py"
+    );
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

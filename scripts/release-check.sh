@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds every release artifact (scripts/release.sh) and checks them as a user would meet
+# them: the packaged chart is this version; the CLI installed by krew (built from its Go
+# module) with the rendered manifest says this commit; the arm64 build does too under
+# qemu-user when it is there (Debian's qemu-user-static). CI runs this as a step of its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KREW_VERSION=v0.4.3
+
+dir=$(scripts/release.sh)
+commit=$(git rev-parse --short=12 HEAD)
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+scripts/helm.sh show chart "$dir/mwrs-controller-$version.tgz" | grep -qx "version: $version" ||
+    { echo "release-check.sh: the packaged chart is not version $version" >&2; exit 1; }
+[ -s "$dir/mwrs-controller-$version.oci.tar" ] || { echo "release-check.sh: no image" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+GOBIN=$work/bin go install "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" >&2
+export KREW_ROOT=$work/krew
+"$work/bin/krew" install --manifest="$dir/mwrs.yaml" \
+    --archive="$(ls "$dir"/mwrs-v*-linux-amd64.tar.gz)" </dev/null >&2
+got=$("$KREW_ROOT/bin/kubectl-mwrs" version)
+echo "release-check.sh: krew installed: $got" >&2
+[[ $got == *"commit $commit, x86_64-unknown-linux-musl"* ]] ||
+    { echo "release-check.sh: expected commit $commit" >&2; exit 1; }
+if command -v qemu-aarch64-static >/dev/null; then
+    mkdir "$work/arm64"
+    tar -xzf "$(ls "$dir"/mwrs-v*-linux-arm64.tar.gz)" -C "$work/arm64"
+    got=$(qemu-aarch64-static "$work/arm64/kubectl-mwrs" version)
+    echo "release-check.sh: arm64 under qemu: $got" >&2
+    [[ $got == *"commit $commit, aarch64-unknown-linux-musl"* ]] ||
+        { echo "release-check.sh: expected commit $commit" >&2; exit 1; }
+else
+    echo "release-check.sh: no qemu-aarch64-static: the arm64 build is not run" >&2
+fi

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every release artifact from a clone, in target/dist/ (prints the directory):
+#   mwrs-controller-<version>.oci.tar      the controller's image (scripts/image.sh)
+#   mwrs-controller-<version>.tgz          the Helm chart, packaged (helm from scripts/helm.sh)
+#   mwrs-v<version>-linux-{amd64,arm64}.tar.gz (+ .sha256), mwrs.yaml
+#                                          the CLI and its krew manifest (scripts/release-cli.sh)
+#
+#   scripts/release.sh [BASE_URL]          BASE_URL: where the CLI archives will be published
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/dist
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+rm -rf "$out" && mkdir -p "$out"
+cp "$(scripts/image.sh)" "$out/mwrs-controller-$version.oci.tar"
+scripts/helm.sh package deploy/helm/mwrs-controller --destination "$out" >&2
+cli=$(scripts/release-cli.sh "${1:-file://$PWD/$out}")
+cp "$cli"/mwrs-v* "$cli/mwrs.yaml" "$out/"
+echo "$out"
