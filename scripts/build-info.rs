@@ -1,7 +1,8 @@
 //! Build script of the binaries (controller and CLI): the commit and target they are built
-//! for, as `MWRS_COMMIT` and `MWRS_TARGET`, for `--version` and `mwrs version`. The commit
-//! is `MWRS_COMMIT` when a release script sets it, else what `git` says of the clone being
-//! built, else "unknown" (a source tarball).
+//! for, as `MWRS_COMMIT` and `MWRS_TARGET`, and `MWRS_VERSION` ("0.1.0 (commit c0ffee,
+//! x86_64-unknown-linux-musl)") for `--version`, `mwrs version` and the start-up log. The
+//! commit is `MWRS_COMMIT` when a release script sets it, else what `git` says of the
+//! clone being built, else "unknown" (a source tarball).
 
 use std::process::Command;
 
@@ -15,6 +16,8 @@ fn main() {
     println!("cargo:rustc-env=MWRS_COMMIT={commit}");
     let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".to_string());
     println!("cargo:rustc-env=MWRS_TARGET={target}");
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    println!("cargo:rustc-env=MWRS_VERSION={version} (commit {commit}, {target})");
 }
 
 /// The short hash of HEAD; None when there is no git or no repository. (Edits not

@@ -134,15 +134,9 @@ Examples:
     Version,
 }
 
-/// `--version` and `mwrs version`: the crate's version, the commit and the target.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("MWRS_COMMIT"),
-    ", ",
-    env!("MWRS_TARGET"),
-    ")"
-);
+/// `--version` and `mwrs version`: the crate's version, the commit and the target
+/// (`scripts/build-info.rs`).
+pub const VERSION: &str = env!("MWRS_VERSION");
 
 #[derive(Args, Debug)]
 pub struct GetArgs {

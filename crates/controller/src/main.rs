@@ -24,15 +24,9 @@ enum LogFormat {
     Json,
 }
 
-/// `--version` and the start-up log: the crate's version, the commit and the target.
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("MWRS_COMMIT"),
-    ", ",
-    env!("MWRS_TARGET"),
-    ")"
-);
+/// `--version` and the start-up log: the crate's version, the commit and the target
+/// (`scripts/build-info.rs`).
+const VERSION: &str = env!("MWRS_VERSION");
 
 /// ManifestWorkReplicaSet hub controller with revision history, abort and undo.
 #[derive(Parser, Debug)]

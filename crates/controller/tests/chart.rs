@@ -15,11 +15,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{start_agent_succeeding, wait_complete};
+use common::{create_app_for_all, start_agent_succeeding, wait_complete};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::{self, Scope};
-use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, mwrs};
-use serde_json::{Value, json};
+use mwrs_testsupport::{ChildProcess, TestHub};
+use serde_json::Value;
 
 const CHART: &str = "deploy/helm/mwrs-controller";
 const CRD: &str = include_str!(
@@ -219,12 +219,6 @@ async fn the_rendered_chart_runs_a_rollout() {
     let _controller = ChildProcess::spawn(binary, &argv, &env).expect("start the controller");
 
     let _agent = start_agent_succeeding(&hub, std::time::Duration::from_millis(100));
-    hub.publish_all("p").await;
-    hub.create_mwrs(&mwrs(
-        "app",
-        configmap_template("v1"),
-        &[("p", json!({"type": "All"}))],
-    ))
-    .await;
+    create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
 }

@@ -14,8 +14,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{spawn_controller_at, start_agent_succeeding, wait_complete};
-use mwrs_testsupport::{TestHub, configmap_template, mwrs};
+use common::{create_app_for_all, spawn_controller_at, start_agent_succeeding, wait_complete};
+use mwrs_testsupport::TestHub;
 use serde_json::Value;
 
 /// The image's entrypoint, and where its binary is in the layer.
@@ -186,13 +186,7 @@ async fn the_image_is_one_static_binary_run_as_non_root_that_rolls_out() {
         return;
     };
     let _agent = start_agent_succeeding(&hub, std::time::Duration::from_millis(100));
-    hub.publish_all("p").await;
     let _controller = spawn_controller_at(&binary, &hub, &[], "info").await;
-    hub.create_mwrs(&mwrs(
-        "app",
-        configmap_template("v1"),
-        &[("p", serde_json::json!({"type": "All"}))],
-    ))
-    .await;
+    create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
 }

@@ -6,49 +6,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fixture::work;
 use jiff::Timestamp;
 use kube::runtime::watcher;
 use mwrs_api::labels;
 use mwrs_controller::work_cache::WorkCache;
-use mwrs_engine::stored_work::StoredWork;
-use serde_json::json;
+
+mod fixture;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 const N: usize = 20_000;
 
-/// ManifestWork `i` of a fleet that finished a rollout, as the agent leaves it.
-fn work(i: usize) -> StoredWork {
-    let cond = |type_: &str, status: &str| {
-        json!({"type": type_, "status": status, "reason": "AppliedManifestWorkComplete",
-            "message": "Apply manifest work complete", "observedGeneration": 2,
-            "lastTransitionTime": "2026-12-04T01:00:00Z"})
-    };
-    let v = json!({
-        "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-        "metadata": {
-            "name": "default.app", "namespace": format!("cluster-{i:05}"),
-            "uid": format!("2f1c1f4e-8b7a-4c1e-9a55-{i:012}"),
-            "generation": 2, "resourceVersion": format!("{}", 100_000 + i),
-            "creationTimestamp": "2026-12-04T00:00:00Z",
-            "labels": {labels::MWRS_OWNER: "default.app", labels::PLACEMENT_NAME: "fleet",
-                labels::CONTROLLER_HASH: "5d8f7c9b6"},
-            "annotations": {labels::MWRS_OWNER_ANNOTATION: "default/app",
-                labels::REVISION_APPLIED_AT: format!("2026-12-04T00:{:02}:{:02}Z", i / 150 / 60 % 60, i / 150 % 60)},
-        },
-        "spec": {"workload": {"manifests": []}},
-        "status": {"conditions": [cond("Applied", "True"), cond("Available", "True"),
-            cond("Progressing", "False"), cond("Degraded", "False")]}
-    });
-    serde_json::from_value(v).unwrap()
-}
-
 /// Feeds a whole list of `n` ManifestWorks to `cache` as one relist.
 fn relist(cache: &WorkCache, n: usize, now: Timestamp) {
     cache.apply(&watcher::Event::Init, now);
     for i in 0..n {
-        cache.apply(&watcher::Event::InitApply(work(i)), now);
+        cache.apply(&watcher::Event::InitApply(work(i, 150)), now);
     }
     cache.apply(&watcher::Event::InitDone, now);
 }

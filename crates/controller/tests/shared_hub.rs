@@ -391,13 +391,7 @@ async fn renaming_a_placement_ref_keeps_every_work() {
     };
     let _controller = start_controller(&hub);
     let _agent = start_agent(&hub, |_| QUICK);
-    hub.publish_all("p").await;
-    hub.create_mwrs(&mwrs(
-        "app",
-        configmap_template("v1"),
-        &[("p", json!({"type": "All"}))],
-    ))
-    .await;
+    common::create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
     let before = uids(&hub, "app").await;
     let log = WorkLog::watch(&hub, &hub.clusters).await;
@@ -435,13 +429,7 @@ async fn decisions_re_paged_keep_every_work() {
     let c = hub.clusters.clone();
     let _controller = start_controller(&hub);
     let _agent = start_agent(&hub, |_| QUICK);
-    hub.publish_all("p").await;
-    hub.create_mwrs(&mwrs(
-        "app",
-        configmap_template("v1"),
-        &[("p", json!({"type": "All"}))],
-    ))
-    .await;
+    common::create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
     let before = uids(&hub, "app").await;
     let log = WorkLog::watch(&hub, &c).await;

@@ -7,61 +7,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fixture::work;
 use jiff::Timestamp;
 use kube::runtime::{reflector, watcher};
 use mwrs_api::labels;
 use mwrs_controller::work_cache::WorkCache;
 use mwrs_engine::stored_work::StoredWork;
-use serde_json::json;
+
+mod fixture;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 const N: usize = 5_000;
-
-fn condition(type_: &str, status: &str, reason: &str) -> serde_json::Value {
-    json!({"type": type_, "status": status, "reason": reason,
-        "message": "Apply manifest work complete", "observedGeneration": 2,
-        "lastTransitionTime": "2026-12-04T01:00:00Z"})
-}
-
-/// ManifestWork `i` as the API server sends it after a rollout that wrote
-/// `writes_per_second` ManifestWorks a second (the second of the write is in an
-/// annotation, so ManifestWorks written in the same second share their annotations).
-fn work(i: usize, writes_per_second: usize) -> StoredWork {
-    let second = i / writes_per_second;
-    let v = json!({
-        "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-        "metadata": {
-            "name": "default.app", "namespace": format!("cluster-{i:05}"),
-            "uid": format!("2f1c1f4e-8b7a-4c1e-9a55-{i:012}"),
-            "generation": 2, "resourceVersion": format!("{}", 100_000 + i),
-            "creationTimestamp": "2026-12-04T00:00:00Z",
-            "finalizers": ["cluster.open-cluster-management.io/manifest-work-cleanup"],
-            "labels": {labels::MWRS_OWNER: "default.app", labels::PLACEMENT_NAME: "fleet",
-                labels::CONTROLLER_HASH: "5d8f7c9b6"},
-            "annotations": {labels::MWRS_OWNER_ANNOTATION: "default/app",
-                labels::REVISION_APPLIED_AT: format!("2026-12-04T{:02}:{:02}:{:02}Z", second / 3600, second / 60 % 60, second % 60),
-                "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(400)},
-            "managedFields": [{"manager": "work-agent", "operation": "Update",
-                "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:conditions": {}}}}]
-        },
-        "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "app", "namespace": "default"}, "data": {"v": "2"}}]}},
-        "status": {
-            "conditions": [
-                condition("Applied", "True", "AppliedManifestWorkComplete"),
-                condition("Available", "True", "ResourcesAvailable"),
-                condition("Progressing", "False", "AppliedManifestWorkComplete"),
-                condition("Degraded", "False", "AppliedManifestWorkComplete"),
-            ],
-            "resourceStatus": {"manifests": [{"resourceMeta": {"kind": "ConfigMap", "name": "app"},
-                "conditions": [{"type": "Available", "status": "True", "reason": "r",
-                    "message": "", "lastTransitionTime": "2026-12-04T01:00:00Z"}]}]}
-        }
-    });
-    serde_json::from_value(v).unwrap()
-}
 
 /// Heap bytes that `fill` leaves allocated, per ManifestWork.
 fn kept_per_work<T>(writes_per_second: usize, fill: impl FnOnce(Vec<StoredWork>) -> T) -> (u64, T) {

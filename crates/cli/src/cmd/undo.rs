@@ -241,7 +241,9 @@ async fn spec_moved(hub: &HubClient, name: &str, guard: &Guard) -> bool {
     };
     match hub.mwrs_api().get(name).await {
         Ok(now) => now.metadata.generation != Some(*read),
-        // Gone or unreadable: it is not the object read either.
-        Err(_) => true,
+        // Deleted meanwhile: not the object read either.
+        Err(kube::Error::Api(s)) => s.code == 404,
+        // Cannot tell: the write's own error is reported.
+        Err(_) => false,
     }
 }

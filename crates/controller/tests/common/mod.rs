@@ -334,6 +334,18 @@ pub async fn wait_mwrs(
     .await
 }
 
+/// Placement `p` with every cluster of the test, and MWRS `app` on v1 rolled out to all
+/// of them at once.
+pub async fn create_app_for_all(hub: &TestHub) {
+    hub.publish_all("p").await;
+    hub.create_mwrs(&mwrs_testsupport::mwrs(
+        "app",
+        mwrs_testsupport::configmap_template("v1"),
+        &[("p", serde_json::json!({"type": "All"}))],
+    ))
+    .await;
+}
+
 /// Waits until MWRS `name` is complete on a revision other than `not`; returns it.
 pub async fn wait_complete(hub: &TestHub, name: &str, not: Option<&str>) -> ManifestWorkReplicaSet {
     wait_mwrs(hub, name, "rollout complete", |m| {
