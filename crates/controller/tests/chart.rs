@@ -117,6 +117,30 @@ fn the_chart_lints_clean_and_deploy_is_its_render() {
         &["template", "mwrs", CHART, "--set", "crds.install=false"],
     );
     assert!(!off.contains("kind: CustomResourceDefinition"), "{off}");
+
+    // The optional ServiceMonitor scrapes the metrics port over TLS with a token, and
+    // selects the Service's pods.
+    let docs = documents(&helm(
+        &helm_bin,
+        &[
+            "template",
+            "mwrs",
+            CHART,
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+        ],
+    ));
+    let monitor = find(&docs, "ServiceMonitor");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], "https-metrics");
+    assert_eq!(endpoint["scheme"], "https");
+    assert!(endpoint["bearerTokenFile"].is_string(), "{monitor}");
+    let service = find(&docs, "Service");
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        service["spec"]["selector"]
+    );
+    assert_eq!(service["spec"]["ports"][0]["name"], "https-metrics");
 }
 
 /// Applies `doc` to the hub with server-side apply.
