@@ -57,4 +57,4 @@ rm -f "$out/$name.oci.tar"
 buildah push --quiet "$name:$version" "oci-archive:$out/$name.oci.tar:$name:$version" >&2
 # The archive is the product; buildah's own copy (vfs: a full copy per build) goes.
 buildah rmi "$name:$version" >/dev/null
-echo "$out/$name.oci.tar"
+echo "$PWD/$out/$name.oci.tar"

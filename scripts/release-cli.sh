@@ -67,4 +67,4 @@ done
 sed -e "s|@VERSION@|$version|g" -e "s|@BASE_URL@|$base_url|g" -e "s|@HOMEPAGE@|$homepage|g" \
     -e "s|@SHA256_LINUX_AMD64@|${sums[amd64]}|g" -e "s|@SHA256_LINUX_ARM64@|${sums[arm64]}|g" \
     deploy/krew/mwrs.yaml | grep -v '^#' >"$out/mwrs.yaml"
-echo "$out"
+echo "$PWD/$out"

@@ -15,4 +15,4 @@ cp "$(scripts/image.sh)" "$out/mwrs-controller-$version.oci.tar"
 scripts/helm.sh package deploy/helm/mwrs-controller --destination "$out" >&2
 cli=$(scripts/release-cli.sh "${1:-file://$PWD/$out}")
 cp "$cli"/mwrs-v* "$cli/mwrs.yaml" "$out/"
-echo "$out"
+echo "$PWD/$out"
