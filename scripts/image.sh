@@ -17,31 +17,12 @@ target=x86_64-unknown-linux-musl
 name=${MWRS_IMAGE_NAME:-mwrs-controller}
 out=target/image
 
-need_packages=()
-command -v buildah >/dev/null || need_packages+=(buildah)
-command -v musl-gcc >/dev/null || need_packages+=(musl-tools)
-if ((${#need_packages[@]})); then
-    echo "image.sh: installing ${need_packages[*]}" >&2
-    if [ "$(id -u)" != 0 ]; then
-        echo "image.sh: ${need_packages[*]} missing and not root; install them first" >&2
-        exit 1
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2 ||
-        { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2; }
-fi
-rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
-
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
-commit=$(git rev-parse --short=12 HEAD)
-epoch=$(git log -1 --format=%ct HEAD)
+# shellcheck source=scripts/release-env.sh
+. scripts/release-env.sh
+need buildah buildah musl-gcc musl-tools
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 source=${MWRS_IMAGE_SOURCE:-$(git remote get-url origin 2>/dev/null || echo unknown)}
-
-# Paths in panics and debug info name the source, not this machine's directories.
-export RUSTFLAGS="--remap-path-prefix=$PWD=/src --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
-export SOURCE_DATE_EPOCH=$epoch MWRS_COMMIT=$commit
-cargo build --release --locked --target "$target" -p mwrs-controller \
-    --config profile.release.strip=true >&2
+release_build "$target" mwrs-controller
 
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 KREW_VERSION=v0.4.3
 
 dir=$(scripts/release.sh)
-commit=$(git rev-parse --short=12 HEAD)
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+# shellcheck source=scripts/release-env.sh
+. scripts/release-env.sh
 scripts/helm.sh show chart "$dir/mwrs-controller-$version.tgz" | grep -qx "version: $version" ||
     { echo "release-check.sh: the packaged chart is not version $version" >&2; exit 1; }
 [ -s "$dir/mwrs-controller-$version.oci.tar" ] || { echo "release-check.sh: no image" >&2; exit 1; }

@@ -17,22 +17,11 @@ cd "$(dirname "$0")/.."
 
 out=target/release-cli
 base_url=${1:-file://$PWD/$out}
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 homepage=${MWRS_HOMEPAGE:-$(git remote get-url origin 2>/dev/null || echo "https://open-cluster-management.io")}
+# shellcheck source=scripts/release-env.sh
+. scripts/release-env.sh
+need musl-gcc musl-tools aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
 
-need_packages=()
-command -v musl-gcc >/dev/null || need_packages+=(musl-tools)
-command -v aarch64-linux-gnu-gcc >/dev/null || need_packages+=(gcc-aarch64-linux-gnu)
-if ((${#need_packages[@]})); then
-    echo "release-cli.sh: installing ${need_packages[*]}" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2 ||
-        { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >&2; }
-fi
-
-export RUSTFLAGS="--remap-path-prefix=$PWD=/src --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
-export MWRS_COMMIT SOURCE_DATE_EPOCH
-MWRS_COMMIT=$(git rev-parse --short=12 HEAD)
-SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
 # The cross C compiler builds ring's C and assembly; it also links, with Rust's own musl
 # (the target's self-contained C runtime).
 export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
@@ -45,9 +34,7 @@ for arch in amd64 arm64; do
         amd64) target=x86_64-unknown-linux-musl ;;
         arm64) target=aarch64-unknown-linux-musl ;;
     esac
-    rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
-    cargo build --release --locked --target "$target" -p mwrs-cli \
-        --config profile.release.strip=true >&2
+    release_build "$target" mwrs-cli
     stage=$(mktemp -d)
     # (No `mwrs` beside them: it is kubectl-mwrs under another name, and krew refuses
     # links in an archive. Link it yourself to run the CLI outside kubectl.)
@@ -57,7 +44,7 @@ for arch in amd64 arm64; do
     cp LICENSE "$stage/"
     archive=$out/mwrs-v$version-linux-$arch.tar.gz
     # Reproducible: sorted names, fixed owner and times, no gzip timestamp.
-    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
         -C "$stage" -cf - . | gzip -n >"$archive"
     rm -rf "$stage"
     sums[$arch]=$(sha256sum "$archive" | cut -d' ' -f1)

@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/dist
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
+# shellcheck source=scripts/release-env.sh
+. scripts/release-env.sh
 rm -rf "$out" && mkdir -p "$out"
 cp "$(scripts/image.sh)" "$out/mwrs-controller-$version.oci.tar"
 scripts/helm.sh package deploy/helm/mwrs-controller --destination "$out" >&2

@@ -41,20 +41,21 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs helm with `args` from the repository's root; its stdout.
-fn helm(helm: &str, args: &[&str]) -> String {
-    let out = Command::new(helm)
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
+/// Runs `command` from the repository's root; its stdout (it must succeed).
+fn run_in_repo(command: &mut Command) -> String {
+    let out = command.current_dir(repo()).output().unwrap();
     assert!(
         out.status.success(),
-        "helm {args:?}: {}{}",
+        "{command:?}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs helm with `args` from the repository's root; its stdout.
+fn helm(helm: &str, args: &[&str]) -> String {
+    run_in_repo(Command::new(helm).args(args))
 }
 
 /// The documents of a render, without the empty ones.
@@ -79,17 +80,10 @@ fn the_chart_lints_clean_and_deploy_is_its_render() {
         return;
     };
     helm(&helm_bin, &["lint", "--strict", CHART]);
-    let check = Command::new("scripts/gen-deploy.sh")
-        .arg("--check")
-        .env("MWRS_HELM", &helm_bin)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
+    run_in_repo(
+        Command::new("scripts/gen-deploy.sh")
+            .arg("--check")
+            .env("MWRS_HELM", &helm_bin),
     );
 
     // The CRD is deploy/crds/'s, kept on uninstall, still guarded from upstream's operator.

@@ -38,16 +38,7 @@ struct Archive {
 impl Archive {
     fn unpack(archive: &Path, into: &Path) -> Self {
         let dir = into.join("archive");
-        std::fs::create_dir_all(&dir).unwrap();
-        run(
-            "tar",
-            &[
-                "-xf",
-                &archive.to_string_lossy(),
-                "-C",
-                &dir.to_string_lossy(),
-            ],
-        );
+        untar(archive, &dir);
         Self { dir }
     }
 
@@ -68,6 +59,13 @@ impl Archive {
         assert_eq!(manifests.len(), 1, "{index}");
         self.json(manifests[0]["digest"].as_str().unwrap())
     }
+}
+
+/// Unpacks the tar file `archive` (compressed or not) into the new directory `into`.
+fn untar(archive: &Path, into: &Path) {
+    std::fs::create_dir_all(into).unwrap();
+    let (archive, into) = (archive.to_string_lossy(), into.to_string_lossy());
+    run("tar", &["-xf", &archive, "-C", &into]);
 }
 
 fn run(program: &str, args: &[&str]) -> String {
@@ -147,16 +145,7 @@ async fn the_image_is_one_static_binary_run_as_non_root_that_rolls_out() {
         .collect();
     assert_eq!(files, [BINARY], "{listing}");
     let rootfs = tmp.join("rootfs");
-    std::fs::create_dir_all(&rootfs).unwrap();
-    run(
-        "tar",
-        &[
-            "-xf",
-            &layer.to_string_lossy(),
-            "-C",
-            &rootfs.to_string_lossy(),
-        ],
-    );
+    untar(&layer, &rootfs);
     let binary = rootfs.join(BINARY);
     let bytes = std::fs::read(&binary).unwrap();
     let (segments, sections) = elf_parts(&bytes);
