@@ -152,7 +152,7 @@ pub struct ClusterLine {
 impl From<&ClusterReport> for ClusterLine {
     fn from(r: &ClusterReport) -> Self {
         Self {
-            cluster: r.cluster.clone(),
+            cluster: r.cluster.to_string(),
             placement: r.placement.to_string(),
             revision: r.revision.as_deref().map(str::to_string),
             state: r.status.as_str().to_string(),

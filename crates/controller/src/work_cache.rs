@@ -43,7 +43,8 @@ const KEPT_ANNOTATIONS: [&str; 2] = [labels::MWRS_OWNER_ANNOTATION, labels::REVI
 #[derive(Clone, Debug)]
 struct Entry {
     generation: i64,
-    resource_version: Option<Box<str>>,
+    /// Shared with the views a pass takes, which copy no string of the cache.
+    resource_version: Option<Sym>,
     /// Shared by every entry with the same labels (most of an MWRS's ManifestWorks).
     labels: Map,
     /// Only [`KEPT_ANNOTATIONS`]; shared like `labels`.
@@ -54,8 +55,8 @@ struct Entry {
     created: Option<Timestamp>,
     deleting: bool,
     conditions: Arc<Vec<CondView>>,
-    applied_note: Option<Box<str>>,
-    status_error: Option<Box<str>>,
+    applied_note: Option<Sym>,
+    status_error: Option<Sym>,
     /// Of the generation and the conditions: a different one is a change.
     fingerprint: u64,
     /// The number of the list that last brought it ([`Listing::InPlace`]).
@@ -499,7 +500,7 @@ impl Entry {
         let conditions = view.conditions;
         Self {
             generation: view.generation,
-            resource_version: view.resource_version.map(Into::into),
+            resource_version: view.resource_version,
             labels,
             annotations,
             has_annotations,
@@ -507,8 +508,8 @@ impl Entry {
             created: view.created,
             deleting: view.deleting,
             conditions,
-            applied_note: view.applied_note.map(Into::into),
-            status_error: view.status_error.map(Into::into),
+            applied_note: view.applied_note,
+            status_error: view.status_error,
             fingerprint,
             listed: 0,
             changed: Timestamp::UNIX_EPOCH,
@@ -517,10 +518,10 @@ impl Entry {
 
     fn view(&self, (namespace, name): &WorkKey) -> WorkView {
         WorkView {
-            cluster: namespace.to_string(),
-            name: name.to_string(),
+            cluster: namespace.clone(),
+            name: name.clone(),
             generation: self.generation,
-            resource_version: self.resource_version.as_deref().map(str::to_string),
+            resource_version: self.resource_version.clone(),
             labels: self.labels.clone(),
             annotations: self.annotations.clone(),
             spec_digest: self.spec_digest,
@@ -528,9 +529,9 @@ impl Entry {
             deleting: self.deleting,
             conditions: self.conditions.clone(),
             status_seen: Some(self.changed),
-            applied_note: self.applied_note.as_deref().map(str::to_string),
+            applied_note: self.applied_note.clone(),
             written_generation: None,
-            status_error: self.status_error.as_deref().map(str::to_string),
+            status_error: self.status_error.clone(),
         }
     }
 
@@ -583,7 +584,7 @@ mod tests {
     fn seen(cache: &WorkCache, cluster: &str) -> Option<Timestamp> {
         owned(cache, OWNER)
             .into_iter()
-            .find(|w| w.cluster == cluster)
+            .find(|w| *w.cluster == *cluster)
             .and_then(|w| w.status_seen)
     }
 
@@ -684,7 +685,7 @@ mod tests {
         cache.apply(&watcher::Event::InitDone, t(200));
         let clusters: Vec<String> = owned(&cache, OWNER)
             .into_iter()
-            .map(|w| w.cluster)
+            .map(|w| w.cluster.to_string())
             .collect();
         assert_eq!(clusters, ["c1", "c3"]);
         assert_eq!(
@@ -717,7 +718,7 @@ mod tests {
         );
         let clusters: Vec<(String, i64)> = owned(&cache, OWNER)
             .into_iter()
-            .map(|w| (w.cluster, w.generation))
+            .map(|w| (w.cluster.to_string(), w.generation))
             .collect();
         assert_eq!(clusters, [("c1".to_string(), 2), ("c3".to_string(), 1)]);
         assert_eq!(seen(&cache, "c1"), Some(t(200)), "changed: dated when seen");

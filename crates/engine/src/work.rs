@@ -29,11 +29,13 @@ pub struct CondView {
 /// conditions; never its manifests.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkView {
-    /// The cluster (the ManifestWork's namespace).
-    pub cluster: String,
-    pub name: String,
+    /// The cluster (the ManifestWork's namespace). This and the other strings are
+    /// shared with the cache the view comes from: a pass over every ManifestWork of a
+    /// fleet copies none of them (issue #16).
+    pub cluster: Arc<str>,
+    pub name: Arc<str>,
     pub generation: i64,
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Arc<str>>,
     /// Shared: a cache hands the same map to every ManifestWork that has it, and a
     /// pass's copy of the view costs no copy of the map.
     pub labels: Arc<BTreeMap<String, String>>,
@@ -50,7 +52,7 @@ pub struct WorkView {
     pub status_seen: Option<Timestamp>,
     /// The agent's word on an `Applied` condition that is not True at the current
     /// generation (`reason: message`), for status messages (SPEC §11.2).
-    pub applied_note: Option<String>,
+    pub applied_note: Option<Arc<str>>,
     /// The generation the API server gave this ManifestWork when this controller last
     /// wrote into it the revision its label names (None: not known, e.g. after a
     /// restart). At that generation the spec is that revision's template as the server
@@ -58,7 +60,7 @@ pub struct WorkView {
     pub written_generation: Option<i64>,
     /// Why part of the status cannot be read (a condition time the API server accepted
     /// and our types do not): the cluster is never taken for done meanwhile.
-    pub status_error: Option<String>,
+    pub status_error: Option<Arc<str>>,
 }
 
 /// A value of a small string map, found by a scan that compares lengths before bytes.
@@ -129,10 +131,10 @@ impl WorkView {
             })
             .collect();
         Self {
-            cluster: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
+            cluster: meta.namespace.as_deref().unwrap_or_default().into(),
+            name: meta.name.as_deref().unwrap_or_default().into(),
             generation,
-            resource_version: meta.resource_version.clone(),
+            resource_version: meta.resource_version.as_deref().map(Into::into),
             labels: Arc::new(meta.labels.clone().unwrap_or_default()),
             annotations: Arc::new(meta.annotations.clone().unwrap_or_default()),
             spec_digest,
@@ -140,9 +142,9 @@ impl WorkView {
             deleting: meta.deletion_timestamp.is_some(),
             conditions: Arc::new(conditions),
             status_seen: None,
-            applied_note,
+            applied_note: applied_note.map(Into::into),
             written_generation: None,
-            status_error,
+            status_error: status_error.map(Into::into),
         }
     }
 
@@ -180,8 +182,8 @@ impl WorkView {
     /// A ManifestWork just created on the hub: no labels yet, no status. For simulations.
     pub fn created(cluster: &str, name: &str, now: Timestamp) -> Self {
         Self {
-            cluster: cluster.to_string(),
-            name: name.to_string(),
+            cluster: cluster.into(),
+            name: name.into(),
             generation: 0,
             resource_version: None,
             labels: Arc::default(),
@@ -272,7 +274,7 @@ pub fn awaiting_note(work: &WorkView) -> String {
         return format!("its status cannot be read: {e}");
     }
     match (&work.applied_note, work.applied_at().or(work.created)) {
-        (Some(n), _) => n.clone(),
+        (Some(n), _) => n.to_string(),
         (None, Some(t)) => format!("no report from the agent since {t}"),
         (None, None) => "no report from the agent".to_string(),
     }

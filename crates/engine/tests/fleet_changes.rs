@@ -263,7 +263,7 @@ fn works_from_a_controller_without_history_are_adopted_not_rerolled() {
     );
     assert_eq!(h.works["c1"].generation, 1);
     assert_eq!(
-        h.works["c1"].name, "appx7k2p",
+        &*h.works["c1"].name, "appx7k2p",
         "upstream's generated name is kept"
     );
     assert_eq!(h.version_of("c1").as_deref(), Some("v1"));

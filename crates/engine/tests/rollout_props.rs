@@ -43,7 +43,7 @@ impl Scenario {
     }
 
     fn existing_names(&self) -> HashSet<&str> {
-        self.existing.iter().map(|s| s.cluster.as_str()).collect()
+        self.existing.iter().map(|s| &*s.cluster).collect()
     }
 
     /// How the engine sees one existing status at `now`, on its own.
@@ -61,7 +61,7 @@ impl Scenario {
         r.to_rollout
             .iter()
             .filter(|c| c.status == RolloutStatus::ToApply)
-            .map(|c| c.cluster.as_str())
+            .map(|c| &*c.cluster)
             .collect()
     }
 }
@@ -155,7 +155,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             let status =
                 |name: String, group: GroupKey, (st, ltt): (RolloutStatus, Option<i64>)| {
                     ClusterRolloutStatus {
-                        cluster: name,
+                        cluster: name.into(),
                         group,
                         status: st,
                         last_transition_time: ltt.map(|s| now() + SignedDuration::from_secs(s)),
@@ -258,7 +258,7 @@ proptest! {
         let non_mandatory_start = sc.started(&r).into_iter().any(|c| !sc.is_mandatory(c));
         if non_mandatory_start && sc.strategy.kind != StrategyKind::All {
             for cluster in sc.groups.clusters().filter(|c| sc.is_mandatory(c)) {
-                let st = sc.existing.iter().find(|s| s.cluster == cluster);
+                let st = sc.existing.iter().find(|s| *s.cluster == *cluster);
                 let done = st.is_some_and(|s| {
                     let d = sc.determine(s);
                     d == Determined::Dropped && !d.status_after(s.status).is_failure()
@@ -282,7 +282,7 @@ proptest! {
                 let started = sc
                     .existing
                     .iter()
-                    .any(|s| s.cluster == cluster && s.status != RolloutStatus::ToApply);
+                    .any(|s| *s.cluster == *cluster && s.status != RolloutStatus::ToApply);
                 prop_assert!(started, "{cluster} never starts: {r:#?}");
             }
         }
@@ -302,7 +302,7 @@ proptest! {
             return Ok(());
         };
         for cluster in sc.groups.clusters().filter(|c| rank(c).is_some_and(|g| g < first_started)) {
-            let st = sc.existing.iter().find(|s| s.cluster == cluster && s.status != RolloutStatus::ToApply);
+            let st = sc.existing.iter().find(|s| *s.cluster == *cluster && s.status != RolloutStatus::ToApply);
             let settled = st.is_some_and(|s| {
                 let d = sc.determine(s);
                 let after = d.status_after(s.status);

@@ -69,7 +69,7 @@ fn a_silent_agent_gets_one_write_and_times_out_into_an_abort() {
             .unwrap()
             .clusters
             .iter()
-            .find(|c| c.cluster == "c2");
+            .find(|c| &*c.cluster == "c2");
         assert_eq!(c2.map(|c| c.status), Some(RolloutStatus::Progressing));
     }
     assert_eq!(h.writes, writes, "no write while c2's agent is silent");
@@ -410,7 +410,7 @@ fn a_taken_name_counts_as_a_failed_cluster() {
         "{:?}",
         plan.works
     );
-    let c2 = plan.clusters.iter().find(|c| c.cluster == "c2").unwrap();
+    let c2 = plan.clusters.iter().find(|c| &*c.cluster == "c2").unwrap();
     assert_eq!(c2.status, RolloutStatus::Failed);
     assert!(
         c2.note

@@ -54,7 +54,11 @@ pub(super) fn abort_record(
     const FIRST: usize = 10;
     let with = |s: RolloutStatus| {
         let all: Vec<&ClusterReport> = reports.iter().filter(|c| c.status == s).collect();
-        let names = all.iter().take(FIRST).map(|c| c.cluster.clone()).collect();
+        let names = all
+            .iter()
+            .take(FIRST)
+            .map(|c| c.cluster.to_string())
+            .collect();
         (names, all.len() as i64)
     };
     let (timed_out_clusters, timed_out_count) = with(RolloutStatus::TimeOut);

@@ -126,13 +126,18 @@ impl<'a> Pass<'a> {
                 Carried::Known(i) => revisions[i].clone(),
                 Carried::Unstored(h) => Arc::from(h),
             });
+            // The ManifestWork's name is shared, not copied: at start-up a pass covers every
+            // cluster, and two copies per cluster were a visible share of the peak.
+            let name: Arc<str> = row
+                .work
+                .map_or_else(|| cluster.into(), |w| w.cluster.clone());
             let (mut status, since, note) = self.observed_status(cluster, row, target);
             if let Some(t) = self.settles_at(row, status) {
                 settling = Some(settling.map_or(t, |s| s.min(t)));
             }
             if status != RolloutStatus::ToApply {
                 on_target[d.placement].push(ClusterRolloutStatus {
-                    cluster: cluster.to_string(),
+                    cluster: name.clone(),
                     group: d.group.clone(),
                     status,
                     last_transition_time: since,
@@ -155,7 +160,7 @@ impl<'a> Pass<'a> {
                 _ => {}
             }
             out.push(ClusterReport {
-                cluster: cluster.to_string(),
+                cluster: name,
                 placement: names[d.placement].clone(),
                 group: Some(d.group.clone()),
                 revision,

@@ -245,7 +245,7 @@ impl<'a> Clusters<'a> {
                 (None, None) => break,
                 (Some(_), None) => (true, false),
                 (None, Some(_)) => (false, true),
-                (Some((c, _)), Some(w)) => match (*c).cmp(w.cluster.as_str()) {
+                (Some((c, _)), Some(w)) => match (*c).cmp(&*w.cluster) {
                     Less => (true, false),
                     Equal => (true, true),
                     Greater => (false, true),
@@ -255,41 +255,44 @@ impl<'a> Clusters<'a> {
             let first = take_work.then(|| work_iter.next()).flatten();
             let cluster: &'a str = match (wanted, first) {
                 (Some((c, _)), _) => c,
-                (None, Some(w)) => w.cluster.as_str(),
+                (None, Some(w)) => &w.cluster,
                 (None, None) => break,
             };
             let wanted = wanted.map(|(_, d)| d.clone());
+            // Survivor: the deterministic name, else the oldest (upstream's generateName
+            // works), so restarts always pick the same one. Kept apart from the others so
+            // that the usual namespace, with one ManifestWork, allocates nothing.
+            let rank = |w: &'a WorkView| survivor_rank(w, &e.owner_work_name);
+            let mut survivor: Option<&'a WorkView> = None;
             let mut duplicates = Vec::new();
             let mut name_blocked = false;
             let mut next = first;
             while let Some(w) = next {
                 if w.deleting {
-                    name_blocked |= w.name == e.owner_work_name;
+                    name_blocked |= *w.name == *e.owner_work_name;
                     deleting.push(w);
                 } else {
-                    duplicates.push(w);
+                    match survivor {
+                        Some(s) if rank(w) < rank(s) => {
+                            duplicates.push(s);
+                            survivor = Some(w);
+                        }
+                        Some(_) => duplicates.push(w),
+                        None => survivor = Some(w),
+                    }
                 }
                 // More ManifestWorks in this namespace; a smaller name after this one
                 // means the input is not in cluster order.
-                next = match work_iter.peek().map(|n| n.cluster.as_str().cmp(cluster)) {
+                next = match work_iter.peek().map(|n| (*n.cluster).cmp(cluster)) {
                     Some(Equal) => work_iter.next(),
                     Some(Less) => return None,
                     Some(Greater) | None => None,
                 };
             }
-            if wanted.is_none() && duplicates.is_empty() {
+            if wanted.is_none() && survivor.is_none() {
                 continue;
             }
-            // Survivor: the deterministic name, else the oldest (upstream's generateName
-            // works), so restarts always pick the same one.
-            duplicates.sort_by(|a, b| {
-                (a.name != e.owner_work_name, a.created, &a.name).cmp(&(
-                    b.name != e.owner_work_name,
-                    b.created,
-                    &b.name,
-                ))
-            });
-            let survivor = (!duplicates.is_empty()).then(|| duplicates.remove(0));
+            duplicates.sort_by_key(|w| rank(w));
             works_len += usize::from(survivor.is_some());
             let facts = survivor.map_or(Facts::NONE, |w| Facts::read(w, wanted.as_ref(), e));
             entries.push((
@@ -314,6 +317,12 @@ impl<'a> Clusters<'a> {
     pub(super) fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {
         self.get(cluster).and_then(|s| s.desired.as_ref())
     }
+}
+
+/// Orders a namespace's ManifestWorks: the one of the deterministic name first, then
+/// the oldest, then by name.
+fn survivor_rank<'w>(w: &'w WorkView, deterministic: &str) -> (bool, Option<Timestamp>, &'w str) {
+    (*w.name != *deterministic, w.created, &w.name)
 }
 
 /// Per-cluster state of one pass: entries sorted by cluster name (plans and reports come

@@ -13,8 +13,8 @@ pub(super) fn plan_deletion(observed: &Observed<'_>, has_finalizer: bool) -> Pla
         .iter()
         .filter(|w| !w.deleting)
         .map(|w| WorkChange::Delete {
-            cluster: w.cluster.clone(),
-            name: w.name.clone(),
+            cluster: w.cluster.to_string(),
+            name: w.name.to_string(),
         })
         .collect();
     // Foreground: the finalizer stays until the agents have removed every ManifestWork.

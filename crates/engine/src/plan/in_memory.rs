@@ -25,7 +25,7 @@ use super::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
 pub struct Works {
     list: Vec<WorkView>,
     /// Cluster → index in `list`.
-    index: HashMap<String, usize>,
+    index: HashMap<Arc<str>, usize>,
 }
 
 impl Works {
@@ -68,7 +68,7 @@ impl Works {
 
     /// Inserts `view`, replacing the ManifestWork of its cluster.
     pub fn insert(&mut self, view: WorkView) {
-        match self.index.get(&view.cluster) {
+        match self.index.get(&*view.cluster) {
             Some(i) => self.list[*i] = view,
             None => {
                 self.index.insert(view.cluster.clone(), self.list.len());
@@ -97,7 +97,7 @@ impl Works {
 
     /// The clusters, in name order.
     pub fn clusters(&self) -> Vec<&str> {
-        let mut clusters: Vec<&str> = self.index.keys().map(String::as_str).collect();
+        let mut clusters: Vec<&str> = self.index.keys().map(|c| &**c).collect();
         clusters.sort_unstable();
         clusters
     }
@@ -191,13 +191,13 @@ impl Objects<'_> {
                 labels,
                 annotations,
             } => {
-                if let Some(work) = self.works.get_mut(cluster).filter(|w| &w.name == name) {
+                if let Some(work) = self.works.get_mut(cluster).filter(|w| *w.name == **name) {
                     Arc::make_mut(&mut work.labels).extend(labels.clone());
                     Arc::make_mut(&mut work.annotations).extend(annotations.clone());
                 }
             }
             WorkChange::Delete { cluster, name } => {
-                if self.works.get(cluster).is_some_and(|w| &w.name == name) {
+                if self.works.get(cluster).is_some_and(|w| *w.name == **name) {
                     self.works.remove(cluster);
                 }
             }

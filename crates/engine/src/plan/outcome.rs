@@ -1,5 +1,7 @@
 //! Where the rollout stands after a pass, and the text of its conditions.
 
+use std::sync::Arc;
+
 use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
@@ -14,8 +16,8 @@ pub(super) struct Outcome {
     pub(super) desired: usize,
     /// Clusters with an owned ManifestWork.
     pub(super) with_work: usize,
-    pub(super) failed: Vec<String>,
-    pub(super) timed_out: Vec<String>,
+    pub(super) failed: Vec<Arc<str>>,
+    pub(super) timed_out: Vec<Arc<str>>,
     pub(super) in_flight: usize,
     /// Clusters done on the target revision (Succeeded, soak over).
     pub(super) done: usize,
@@ -313,11 +315,11 @@ impl Outcome {
     }
 }
 
-pub(super) fn name_few(clusters: &[String]) -> String {
+pub(super) fn name_few(clusters: &[impl AsRef<str>]) -> String {
     let shown: Vec<&str> = clusters
         .iter()
         .take(NAMED_IN_MESSAGES)
-        .map(String::as_str)
+        .map(AsRef::as_ref)
         .collect();
     let more = clusters.len().saturating_sub(NAMED_IN_MESSAGES);
     if more > 0 {

@@ -92,7 +92,7 @@ pub enum RevisionChange {
 /// One cluster's place in the rollout, for status, the CLI and metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterReport {
-    pub cluster: String,
+    pub cluster: Arc<str>,
     /// Shared by every report of a pass (a fleet has few placements and revisions, and
     /// one copy per cluster was a visible share of a 100,000-cluster pass).
     pub placement: Arc<str>,

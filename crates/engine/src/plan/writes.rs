@@ -85,13 +85,14 @@ impl<'a> Pass<'a> {
         annotations.insert(labels::REVISION_APPLIED_AT.into(), applied_at);
         Some(WorkApply {
             cluster: cluster.to_string(),
-            name: existing.map_or_else(|| self.owner.work_name(), |w| w.name.clone()),
+            name: existing.map_or_else(|| self.owner.work_name(), |w| w.name.to_string()),
             create: existing.is_none(),
             revision: revision.to_string(),
             placement: placement.clone(),
             labels: self.work_labels(placement, revision),
             annotations,
-            resource_version: existing.and_then(|w| w.resource_version.clone()),
+            resource_version: existing
+                .and_then(|w| w.resource_version.as_deref().map(str::to_string)),
         })
     }
 
@@ -127,7 +128,7 @@ impl<'a> Pass<'a> {
                 .iter()
                 .filter(|c| c.status == RolloutStatus::ToApply)
             {
-                let Some(d) = self.clusters.desired(c.cluster.as_str()) else {
+                let Some(d) = self.clusters.desired(&c.cluster) else {
                     continue;
                 };
                 if let Some(a) = self.apply(&c.cluster, d.placement, update, self.now) {
@@ -243,7 +244,7 @@ impl<'a> Pass<'a> {
                         {
                             relabels.push(WorkChange::Relabel {
                                 cluster: cluster.to_string(),
-                                name: w.name.clone(),
+                                name: w.name.to_string(),
                                 labels: self.work_labels(placement, self.rev_name(rev)),
                                 annotations: self.relabel_annotations(w),
                             });
@@ -263,8 +264,8 @@ impl<'a> Pass<'a> {
         w.works.extend(relabels);
         w.works
             .extend(deletes.into_iter().map(|w| WorkChange::Delete {
-                cluster: w.cluster.clone(),
-                name: w.name.clone(),
+                cluster: w.cluster.to_string(),
+                name: w.name.to_string(),
             }));
     }
 }

@@ -12,6 +12,7 @@
 //! shows are kept: a cluster that is Failed on the hub stays Failed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
@@ -268,7 +269,7 @@ struct Sim<'f> {
     revisions: Vec<RevisionView>,
     failing: &'f BTreeSet<String>,
     /// The generation the agent has answered, per cluster.
-    answered: HashMap<String, i64>,
+    answered: HashMap<Arc<str>, i64>,
     update: Option<String>,
     /// Clusters seen Failed or TimeOut on the update revision in any pass.
     failed: BTreeSet<String>,
@@ -336,17 +337,17 @@ impl<'f> Sim<'f> {
             plan.clusters
                 .iter()
                 .filter(|c| c.status.is_failure() && c.revision.as_deref() == update)
-                .map(|c| c.cluster.clone()),
+                .map(|c| c.cluster.to_string()),
         );
         plan
     }
 
     /// Every ManifestWork generation not answered yet gets its final conditions now.
     fn agents(&mut self) {
-        let unanswered: Vec<String> = self
+        let unanswered: Vec<Arc<str>> = self
             .works
             .iter()
-            .filter(|w| self.answered.get(&w.cluster) != Some(&w.generation) && !w.deleting)
+            .filter(|w| self.answered.get(&*w.cluster) != Some(&w.generation) && !w.deleting)
             .map(|w| w.cluster.clone())
             .collect();
         for cluster in unanswered {
@@ -372,7 +373,7 @@ impl<'f> Sim<'f> {
         };
         w.set_condition(work_condition::PROGRESSING, progressing, g, at);
         w.set_condition(work_condition::DEGRADED, degraded, g, at);
-        self.answered.insert(cluster.to_string(), g);
+        self.answered.insert(Arc::from(cluster), g);
     }
 
     /// Carries out `plan`; true when anything observable changed.

@@ -7,6 +7,7 @@
 //! it to the same waves as a pass every time.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use hashbrown::HashSet;
 use jiff::Timestamp;
@@ -67,8 +68,8 @@ impl Sim<'_> {
             .iter()
             .any(|p| p.groups().is_some_and(|g| g.contains(&w.cluster)));
         let on_update = w.hash().is_some() && w.hash() == self.update.as_deref();
-        let unanswered = self.answered.get(&w.cluster) != Some(&w.generation)
-            && !self.failing.contains(&w.cluster);
+        let unanswered = self.answered.get(&*w.cluster) != Some(&w.generation)
+            && !self.failing.contains(&*w.cluster);
         desired
             && !w.deleting
             && (!on_update || unanswered || work::cluster_status(w).0 == RolloutStatus::Succeeded)
@@ -158,7 +159,7 @@ fn engine_waves(
 ) -> EngineRun {
     let mut waves = Vec::new();
     let mut passes = 0;
-    let mut started: HashSet<String> = placements
+    let mut started: HashSet<Arc<str>> = placements
         .iter()
         .flat_map(|p| p.on_target.iter().map(|s| s.cluster.clone()))
         .collect();
@@ -177,7 +178,7 @@ fn engine_waves(
         // group-index quirk) is no plain roll forward: the planner decides from here.
         if starts
             .iter()
-            .any(|(_, c)| started.contains(&c.cluster) || failing.contains(&c.cluster))
+            .any(|(_, c)| started.contains(&c.cluster) || failing.contains(&*c.cluster))
         {
             break;
         }
@@ -186,7 +187,7 @@ fn engine_waves(
             let mut wave = Vec::with_capacity(starts.len());
             for (i, c) in starts {
                 started.insert(c.cluster.clone());
-                wave.push((c.cluster.clone(), i));
+                wave.push((c.cluster.to_string(), i));
                 placements[i].on_target.push(ClusterRolloutStatus {
                     status: RolloutStatus::Succeeded,
                     last_transition_time: Some(now),

@@ -355,7 +355,7 @@ fn per_cluster(
         return acc.finish(true, ctx.now);
     }
     // Both lists are in name order: one merge finds the clusters without a status.
-    let mut existing = sorted.iter().map(|s| s.cluster.as_str()).peekable();
+    let mut existing = sorted.iter().map(|s| &*s.cluster).peekable();
     for (cluster, key) in selection.clusters_by_name() {
         while existing.next_if(|e| *e < cluster).is_some() {}
         if existing.peek() == Some(&cluster) {
@@ -460,7 +460,7 @@ fn record_existing<'s>(
         let before = acc.to_rollout.len();
         let status = acc.absorb(ctx, s);
         let in_flight = acc.to_rollout.len() > before;
-        recorded.insert(s.cluster.as_str(), Recorded { status, in_flight });
+        recorded.insert(&*s.cluster, Recorded { status, in_flight });
     }
     (acc, recorded)
 }

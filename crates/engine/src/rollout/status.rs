@@ -3,6 +3,7 @@
 //! (`minRecheckAfter`).
 
 use std::fmt;
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -50,7 +51,7 @@ impl fmt::Display for RolloutStatus {
 /// A cluster's status as the engine takes it in and gives it back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterRolloutStatus {
-    pub cluster: String,
+    pub cluster: Arc<str>,
     pub group: GroupKey,
     pub status: RolloutStatus,
     /// Since when the cluster has been in `status`; the deadline and the soak count
@@ -63,7 +64,7 @@ pub struct ClusterRolloutStatus {
 
 impl ClusterRolloutStatus {
     /// A cluster the rollout has not reached yet.
-    pub fn to_apply(cluster: impl Into<String>, group: GroupKey) -> Self {
+    pub fn to_apply(cluster: impl Into<Arc<str>>, group: GroupKey) -> Self {
         Self {
             cluster: cluster.into(),
             group,

@@ -89,7 +89,7 @@ fn e(
     recheck: impl Into<Option<i64>>,
 ) -> ClusterRolloutStatus {
     ClusterRolloutStatus {
-        cluster: cluster.to_string(),
+        cluster: cluster.into(),
         group: key(k),
         status,
         last_transition_time: ltt.into().map(at),
@@ -1634,11 +1634,7 @@ mod fixes {
         assert!(fixed.max_failure_breach);
         assert!(fixed.to_rollout.is_empty());
         assert!(!upstream.max_failure_breach);
-        let started: Vec<_> = upstream
-            .to_rollout
-            .iter()
-            .map(|c| c.cluster.as_str())
-            .collect();
+        let started: Vec<_> = upstream.to_rollout.iter().map(|c| &*c.cluster).collect();
         assert_eq!(started, ["c1", "c2", "c3", "c4"]);
     }
 

@@ -231,9 +231,9 @@ impl MemoryHub {
                 Behaviour::Silent => continue,
                 Behaviour::ApplyError => {
                     w.set_condition("Applied", "False", gen_, now);
-                    w.applied_note = Some(format!(
-                        "Applied False (AppliedManifestWorkFailed): {APPLY_ERROR}"
-                    ));
+                    w.applied_note = Some(
+                        format!("Applied False (AppliedManifestWorkFailed): {APPLY_ERROR}").into(),
+                    );
                     w.status_seen = Some(first_seen);
                     continue;
                 }

@@ -24,7 +24,7 @@ type Rows = BTreeMap<String, (RolloutStatus, Option<Timestamp>, Option<Timestamp
 fn rows(c: &Classified) -> Rows {
     c.reports
         .iter()
-        .map(|r| (r.cluster.clone(), (r.status, r.since, r.soak_until)))
+        .map(|r| (r.cluster.to_string(), (r.status, r.since, r.soak_until)))
         .collect()
 }
 
@@ -68,7 +68,7 @@ fn each_cluster_is_read_against_the_update_revision() {
     let note = |cluster: &str| {
         c.reports
             .iter()
-            .find(|r| r.cluster == cluster)
+            .find(|r| &*r.cluster == cluster)
             .and_then(|r| r.note.clone())
     };
     assert_eq!(
@@ -78,7 +78,7 @@ fn each_cluster_is_read_against_the_update_revision() {
     let revision = |cluster: &str| {
         c.reports
             .iter()
-            .find(|r| r.cluster == cluster)
+            .find(|r| &*r.cluster == cluster)
             .and_then(|r| r.revision.as_deref().map(str::to_string))
     };
     assert_eq!(revision("c4").as_deref(), Some(STABLE));

@@ -102,7 +102,7 @@ fn a_cluster_no_longer_selected_loses_its_manifestwork() {
     f.work("c1", &update, secs(60), Reported::Done);
     f.work("c9", &update, secs(60), Reported::Done);
     let changes = writes(&f);
-    let name = f.works[1].name.clone();
+    let name = f.works[1].name.to_string();
     assert_eq!(
         changes,
         [WorkChange::Delete {
