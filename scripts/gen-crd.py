@@ -59,6 +59,14 @@ def main():
                        "once and the failed revision is held.",
         "type": "string", "enum": ["AbortAll"],
     }
+    strategy["plugin"] = {
+        "description": "plugin is the rollout plugin (OCM enhancement 231), by its name in the "
+                       "controller's --work-config, that validates each cluster: a cluster its "
+                       "agent reports done is Validating until the plugin says SUCCEEDED; "
+                       "FAILED counts as a failure. While the plugin does not answer, the "
+                       "rollout holds.",
+        "type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    }
     status = root["properties"]["status"]["properties"]
     status["currentRevision"] = {
         "description": "currentRevision is the hash of the last revision that completed on "

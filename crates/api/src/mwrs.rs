@@ -196,6 +196,10 @@ pub mod condition {
     pub const PROGRESSING: &str = "Progressing";
     /// Not an upstream type: the spec cannot be acted on (reason names the field).
     pub const VALID: &str = "SpecValid";
+    /// OCM enhancement 231: every rollout plugin the placementRefs name answers.
+    pub const PLUGIN_LOADED: &str = "PluginLoaded";
+    pub const REASON_PLUGIN_AVAILABLE: &str = "Available";
+    pub const REASON_PLUGIN_FAILED: &str = "Failed";
 
     pub const REASON_AS_EXPECTED: &str = "AsExpected";
     pub const REASON_PLACEMENT_DECISION_NOT_FOUND: &str = "PlacementDecisionNotFound";

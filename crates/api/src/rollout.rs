@@ -24,6 +24,10 @@ pub struct RolloutStrategy {
     /// `AbortAll`: revert every cluster to the stable revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_strategy: Option<String>,
+    /// NEW (OCM enhancement 231): the rollout plugin, by its name in the controller's
+    /// `--work-config`, that must validate each cluster before it counts as succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
 }
 
 /// Fields shared by all three strategies (Go's inlined `RolloutConfig`).

@@ -199,6 +199,7 @@ fn full_object() -> ManifestWorkReplicaSet {
             mandatory_decision_groups: groups,
         }),
         failure_strategy: Some("AbortAll".into()),
+        plugin: Some("smoke-tests".into()),
     };
     let now = Time("2026-01-02T03:04:05Z".parse().unwrap());
     let summary = Summary {

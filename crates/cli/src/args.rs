@@ -240,7 +240,9 @@ Examples:
     #[command(after_help = "\
 The engine's planner runs pass after pass against a simulated fleet built from the hub's
 placement decisions and ManifestWorks: every cluster succeeds at once, except the ones named
-with --fail, which report Degraded on the update revision. Times are the strategy's own
+with --fail, which report Degraded on the update revision (or, where a placementRef names a
+rollout plugin, are reported done by their agents and judged FAILED by the plugin, which
+passes every other cluster at once). Times are the strategy's own
 waits (minSuccessTime, progressDeadline). With -f the MWRS is read from a file (YAML or
 JSON) and need not exist on the hub yet.
 

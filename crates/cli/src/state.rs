@@ -52,6 +52,8 @@ pub struct PlacementProgress {
     pub done: usize,
     pub to_apply: usize,
     pub progressing: usize,
+    /// Done by their agents, waiting for their rollout plugin's SUCCEEDED.
+    pub validating: usize,
     pub succeeded: usize,
     pub failed: usize,
     pub time_out: usize,
@@ -66,6 +68,7 @@ pub fn placements(m: &ManifestWorkReplicaSet, reports: &[ClusterReport]) -> Vec<
         match r.status {
             RolloutStatus::ToApply | RolloutStatus::Skip => p.to_apply += 1,
             RolloutStatus::Progressing => p.progressing += 1,
+            RolloutStatus::Validating => p.validating += 1,
             RolloutStatus::Succeeded => {
                 p.succeeded += 1;
                 if r.soak_until.is_none() {
@@ -109,6 +112,7 @@ pub fn published_placements(m: &ManifestWorkReplicaSet) -> Vec<PlacementProgress
                 done,
                 to_apply: desired.saturating_sub(done + progressing + failed),
                 progressing,
+                validating: 0,
                 succeeded: done,
                 failed,
                 time_out: 0,
@@ -118,15 +122,16 @@ pub fn published_placements(m: &ManifestWorkReplicaSet) -> Vec<PlacementProgress
 }
 
 /// Reports ordered for reading: clusters needing attention first (TimeOut, Failed,
-/// Progressing, ToApply), done ones last, by name within each.
+/// Progressing, Validating, ToApply), done ones last, by name within each.
 pub fn ordered(reports: &[ClusterReport]) -> Vec<&ClusterReport> {
     let rank = |s: RolloutStatus| match s {
         RolloutStatus::TimeOut => 0,
         RolloutStatus::Failed => 1,
         RolloutStatus::Progressing => 2,
-        RolloutStatus::ToApply => 3,
-        RolloutStatus::Skip => 4,
-        RolloutStatus::Succeeded => 5,
+        RolloutStatus::Validating => 3,
+        RolloutStatus::ToApply => 4,
+        RolloutStatus::Skip => 5,
+        RolloutStatus::Succeeded => 6,
     };
     let mut v: Vec<&ClusterReport> = reports.iter().collect();
     v.sort_by(|a, b| (rank(a.status), &a.cluster).cmp(&(rank(b.status), &b.cluster)));

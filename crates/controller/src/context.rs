@@ -17,6 +17,7 @@ use crate::crd::SchemaWatch;
 use crate::events::EventSink;
 use crate::leader::WriteGate;
 use crate::metrics::Metrics;
+use crate::plugins::Plugins;
 use crate::watch::Stores;
 use mwrs_engine::plan::BlockedWrite;
 
@@ -37,6 +38,8 @@ pub struct Config {
     pub instance: String,
     /// Every write asks it first (leader election fencing; open without it).
     pub write_gate: WriteGate,
+    /// Rollout plugins `--work-config` registers (none by default).
+    pub plugins: Arc<Plugins>,
 }
 
 impl Default for Config {
@@ -49,6 +52,7 @@ impl Default for Config {
             max_requeue: Duration::from_secs(30 * 60),
             instance: default_identity(),
             write_gate: WriteGate::default(),
+            plugins: Arc::default(),
         }
     }
 }

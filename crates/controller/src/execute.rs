@@ -108,6 +108,8 @@ pub async fn execute(
         recheck: _,
         invalid: _,
         clusters: _,
+        // Asked after the writes, by the reconciler (crate::plugins).
+        validations: _,
     } = plan;
     let on = On::new(ctx, mwrs)?;
     let mut tally = Tally::default();

@@ -16,7 +16,9 @@
 //! - [`tls`], [`access`]: its serving certificate, and who may read `/metrics` (TokenReview,
 //!   SubjectAccessReview);
 //! - [`crd`]: the watch that the installed CRD keeps carrying this project's fields;
-//! - [`leader`]: leader election on a Lease.
+//! - [`leader`]: leader election on a Lease;
+//! - [`plugins`]: rollout plugins (`--work-config`): their health and verdicts, and the
+//!   calls a plan asks for.
 
 pub mod access;
 pub mod changes;
@@ -30,6 +32,7 @@ pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod patch;
+pub mod plugins;
 pub mod reconcile;
 pub mod store_view;
 pub mod tls;

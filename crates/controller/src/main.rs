@@ -85,6 +85,37 @@ struct Args {
     /// Skip the start-up check of the CRD's fields (not recommended).
     #[arg(long, hide = true)]
     skip_crd_check: bool,
+    /// The file that registers rollout plugins (OCM's work-controller-config shape:
+    /// `plugins: [{name, endpoint, caCertificate: {caBundle}}]`).
+    #[arg(long, value_name = "FILE")]
+    work_config: Option<std::path::PathBuf>,
+    /// How often a cluster still Validating is asked again, and each plugin's
+    /// Initialize called to see that it answers.
+    #[arg(long, default_value = "10s", value_parser = parse_settle)]
+    plugin_poll: jiff::SignedDuration,
+}
+
+/// The rollout plugins `--work-config` registers (none without it).
+fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
+    use mwrs_controller::plugins::Plugins;
+    use mwrs_plugin::config::WorkConfig;
+    let config = match &args.work_config {
+        None => WorkConfig::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --work-config {}", path.display()))?;
+            WorkConfig::parse(&text).with_context(|| format!("--work-config {}", path.display()))?
+        }
+    };
+    let poll = std::time::Duration::try_from(args.plugin_poll)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .context("--plugin-poll must be positive")?;
+    let names: Vec<&str> = config.plugins.iter().map(|p| p.name.as_str()).collect();
+    if !names.is_empty() {
+        tracing::info!(plugins = %names.join(","), "rollout plugins registered");
+    }
+    Ok(Plugins::new(&config, poll, VERSION)?)
 }
 
 fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
@@ -198,6 +229,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
             settle: args.settle_time,
         },
         instance: identity.clone(),
+        plugins: std::sync::Arc::new(plugins(&args)?),
         ..Config::default()
     };
 

@@ -40,9 +40,10 @@ const CONFLICT_REQUEUE: Duration = Duration::from_millis(300);
 const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
-const STATUSES: [(RolloutStatus, &str); 6] = [
+const STATUSES: [(RolloutStatus, &str); 7] = [
     (RolloutStatus::ToApply, "ToApply"),
     (RolloutStatus::Progressing, "Progressing"),
+    (RolloutStatus::Validating, "Validating"),
     (RolloutStatus::Succeeded, "Succeeded"),
     (RolloutStatus::Failed, "Failed"),
     (RolloutStatus::TimeOut, "TimeOut"),
@@ -94,8 +95,10 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     let blocked_before = blocked.len();
     let taken = ctx.taken_revision_names(&mwrs.namespace().unwrap_or_default());
     let snap = StoreView::gather(&ctx.stores, mwrs, blocked, taken);
+    let plugins = ctx.config.plugins.inputs(&owner.slashed());
     let plan_started = Instant::now();
-    let plan = mwrs_engine::plan(&snap.observed(mwrs), Timestamp::now(), &ctx.config.plan);
+    let observed = snap.observed(mwrs, &plugins);
+    let plan = mwrs_engine::plan(&observed, Timestamp::now(), &ctx.config.plan);
     ctx.metrics
         .plan_duration
         .observe(plan_started.elapsed().as_secs_f64());
@@ -125,7 +128,14 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     if mwrs.metadata.deletion_timestamp.is_some() {
         forget(ctx, mwrs);
     }
-    if ctx.blocked_writes(&work_name).len() > blocked_before {
+    // The plugins' answers are the next pass's input: it comes at once when any differs.
+    let answered = !plan.validations.is_empty()
+        && ctx
+            .config
+            .plugins
+            .ask(mwrs, &owner.slashed(), &plan.validations)
+            .await;
+    if answered || ctx.blocked_writes(&work_name).len() > blocked_before {
         // A write found blocked in this pass: report it without waiting for a change.
         return Ok(Action::requeue(MIN_REQUEUE));
     }
@@ -177,6 +187,8 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
         &labels,
     );
     ctx.status_writes.forget(&ObjectRef::from_obj(mwrs));
+    let owner = OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any());
+    ctx.config.plugins.forget(&owner.slashed());
 }
 
 /// Every failure backs off per object, 1 s doubling to 5 min, with a warning (SPEC
@@ -286,8 +298,12 @@ async fn run_while(
             tracing::info!("stores synced; ready");
         });
     }
+    let (plugin_health, health_changes) = futures::channel::mpsc::channel(1);
+    let prober = tokio::spawn(probe_plugins(ctx.config.plugins.clone(), plugin_health));
     let mwrs_store = stores.mwrs.clone();
     Controller::for_stream(triggers.mwrs, stores.mwrs.clone())
+        // A plugin coming back (or going away) changes every pass that names it.
+        .reconcile_all_on(health_changes)
         .watches_stream(triggers.works, |mw| watch::owner_ref(&mw))
         .watches_stream(triggers.revisions, watch::revision_mapper)
         .watches_stream(
@@ -317,6 +333,7 @@ async fn run_while(
             }
         })
         .await;
+    prober.abort();
     shared.ready.store(false, Ordering::Release);
     if let Err(why) = schema.state() {
         for m in stores.mwrs.state() {
@@ -331,6 +348,24 @@ async fn run_while(
             )
             .await;
         }
+    }
+}
+
+/// Asks every registered plugin `Initialize` once per poll interval, and says so on
+/// `changed` when any plugin's health changed.
+async fn probe_plugins(
+    plugins: Arc<crate::plugins::Plugins>,
+    mut changed: futures::channel::mpsc::Sender<()>,
+) {
+    if plugins.is_empty() {
+        return;
+    }
+    loop {
+        if plugins.probe().await {
+            // Full: a pass over every MWRS is already due.
+            let _ = changed.try_send(());
+        }
+        tokio::time::sleep(plugins.poll()).await;
     }
 }
 

@@ -10,6 +10,7 @@ use mwrs_engine::Observed;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::placement::PlacementView;
 use mwrs_engine::plan::BlockedWrite;
+use mwrs_engine::plugin::PluginInputs;
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::snapshot::Snapshot as EngineSnapshot;
 use mwrs_engine::work::WorkView;
@@ -89,7 +90,11 @@ impl StoreView {
         }
     }
 
-    pub fn observed<'a>(&'a self, mwrs: &'a ManifestWorkReplicaSet) -> Observed<'a> {
+    pub fn observed<'a>(
+        &'a self,
+        mwrs: &'a ManifestWorkReplicaSet,
+        plugins: &'a PluginInputs,
+    ) -> Observed<'a> {
         Observed {
             mwrs,
             placements: &self.placements,
@@ -97,6 +102,7 @@ impl StoreView {
             revisions: &self.revisions,
             blocked: &self.blocked,
             taken_revision_names: &self.taken_revision_names,
+            plugins,
         }
     }
 }

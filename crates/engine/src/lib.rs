@@ -11,6 +11,7 @@
 //! - [`owner`]: owner labels and ManifestWork names;
 //! - [`validate`]: what makes a spec unusable, by field;
 //! - [`plan`]: all of the above turned into writes and a status;
+//! - [`plugin`]: rollout plugins' health and verdicts, as the planner reads them;
 //! - [`preview`]: the planner run pass after pass on a simulated fleet (`rollout plan`).
 
 pub mod conditions;
@@ -20,6 +21,7 @@ pub mod owner;
 pub mod phase;
 pub mod placement;
 pub mod plan;
+pub mod plugin;
 pub mod preview;
 pub mod revision;
 pub mod rollout;

@@ -129,6 +129,7 @@ impl Snapshot {
             revisions: &self.revisions,
             blocked: &self.blocked,
             taken_revision_names: &[],
+            plugins: &crate::plugin::NO_PLUGINS,
         }
     }
 }

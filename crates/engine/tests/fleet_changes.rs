@@ -287,6 +287,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
         revisions: &h.revisions,
         blocked: &[],
         taken_revision_names: &[],
+        plugins: &mwrs_engine::plugin::NO_PLUGINS,
     };
     let p = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert_eq!(
@@ -346,6 +347,7 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
             revisions: &h.revisions,
             blocked: &[],
             taken_revision_names: &[],
+            plugins: &mwrs_engine::plugin::NO_PLUGINS,
         };
         mwrs_engine::plan(&observed, h.now, &h.cfg)
     };

@@ -131,6 +131,7 @@ fn parsed_strategy() -> impl Strategy<Value = ParsedStrategy> {
                     max_concurrency: max_concurrency.filter(|_| kind == StrategyKind::Progressive),
                     mandatory: if progressive { mandatory } else { vec![] },
                     abort_all: false,
+                    plugin: None,
                 }
             },
         )

@@ -401,6 +401,7 @@ fn a_taken_name_counts_as_a_failed_cluster() {
         revisions: &h.revisions,
         blocked: &taken,
         taken_revision_names: &[],
+        plugins: &mwrs_engine::plugin::NO_PLUGINS,
     };
     let plan = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert!(

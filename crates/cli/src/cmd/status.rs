@@ -155,17 +155,16 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
         s.push_str(&format!("{note}\n"));
     }
     s.push('\n');
-    let mut t = Table::new(&[
-        "PLACEMENT",
-        "PROGRESS",
-        "DONE",
-        "PROGRESSING",
-        "TOAPPLY",
-        "FAILED",
-        "TIMEOUT",
-    ]);
+    // The VALIDATING column only where a rollout plugin judges clusters.
+    let validating = v.placements.iter().any(|p| p.validating > 0);
+    let mut head = vec!["PLACEMENT", "PROGRESS", "DONE", "PROGRESSING"];
+    if validating {
+        head.push("VALIDATING");
+    }
+    head.extend(["TOAPPLY", "FAILED", "TIMEOUT"]);
+    let mut t = Table::new(&head);
     for p in &v.placements {
-        t.row(vec![
+        let mut row = vec![
             p.name.clone(),
             out.paint(
                 if p.failed + p.time_out > 0 {
@@ -179,10 +178,16 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
             ),
             format!("{}/{}", p.done, p.desired),
             p.progressing.to_string(),
+        ];
+        if validating {
+            row.push(p.validating.to_string());
+        }
+        row.extend([
             p.to_apply.to_string(),
             p.failed.to_string(),
             p.time_out.to_string(),
         ]);
+        t.row(row);
     }
     s.push_str(&t.render());
     let shown = limit.unwrap_or(usize::MAX).min(v.clusters.len());
@@ -238,8 +243,12 @@ fn changes(prev: Option<&View>, v: &View) -> Vec<String> {
         lines.push(note.clone());
     }
     for p in &v.placements {
+        let validating = match p.validating {
+            0 => String::new(),
+            n => format!(", {n} validating"),
+        };
         let line = format!(
-            "placement {}: {}/{} done, {} progressing, {} to apply, {} failed, {} timed out",
+            "placement {}: {}/{} done, {} progressing{validating}, {} to apply, {} failed, {} timed out",
             p.name, p.done, p.desired, p.progressing, p.to_apply, p.failed, p.time_out
         );
         let old = prev.and_then(|o| o.placements.iter().find(|x| x.name == p.name));

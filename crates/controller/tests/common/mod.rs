@@ -101,11 +101,16 @@ pub fn start_controller(hub: &TestHub) -> TaskGuard {
 /// [`start_controller`] reporting readiness and metrics into `shared`, which the test
 /// keeps to read them.
 pub fn start_controller_sharing(hub: &TestHub, shared: Shared) -> TaskGuard {
+    start_controller_configured(hub, Config::default(), shared)
+}
+
+/// [`start_controller_sharing`] with `config` (its namespace is the test's).
+pub fn start_controller_configured(hub: &TestHub, config: Config, shared: Shared) -> TaskGuard {
     // Controller logs show up in a failing test's output (the test writer captures them).
     mwrs_testsupport::init_tracing();
     let config = Config {
         namespace: Some(hub.namespace.clone()),
-        ..Config::default()
+        ..config
     };
     let site = rbac::Site::of(hub);
     TaskGuard::spawn(async move {

@@ -10,6 +10,7 @@ use crate::rollout::{ClusterRolloutStatus, DecisionGroups, RolloutResult, Rollou
 use crate::{rollout, work};
 
 use super::cluster_table::ClusterRow;
+use super::plugin_gate::{Gated, Questions};
 use super::revision_ids::Carried;
 use super::{ClusterReport, Pass};
 
@@ -29,17 +30,29 @@ pub(super) struct Classified {
     pub(super) verdicts: Vec<Option<RolloutResult>>,
     /// When the first success still settling has settled.
     pub(super) settling: Option<Timestamp>,
+    /// What to ask rollout plugins now, and when the next question not due yet is.
+    pub(super) questions: Questions,
+}
+
+/// One walk over the desired clusters.
+pub(super) struct Walk {
+    pub(super) reports: Vec<ClusterReport>,
+    /// The rollout engine's input per placementRef.
+    pub(super) on_target: Vec<Vec<ClusterRolloutStatus>>,
+    pub(super) settling: Option<Timestamp>,
+    pub(super) questions: Questions,
 }
 
 impl<'a> Pass<'a> {
     /// Stage 3.
     pub(super) fn classified(&self, target: &str) -> Classified {
-        let (reports, on_target, settling) = self.classify(self.ids.id(target));
-        let verdicts = self.evaluate(&on_target);
+        let walk = self.classify(self.ids.id(target));
+        let verdicts = self.evaluate(&walk.on_target);
         Classified {
-            reports,
+            reports: walk.reports,
             verdicts,
-            settling,
+            settling: walk.settling,
+            questions: walk.questions,
         }
     }
 
@@ -95,17 +108,11 @@ impl<'a> Pass<'a> {
     /// and — in the same walk over the ManifestWorks — the engine's input per placementRef:
     /// only clusters whose ManifestWork carries the target revision (SPEC §10.1), with the
     /// status as the agent reports it (the engine applies deadlines itself).
-    /// Also returns when the first success still settling will have settled.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn classify(
-        &self,
-        target: Option<usize>,
-    ) -> (
-        Vec<ClusterReport>,
-        Vec<Vec<ClusterRolloutStatus>>,
-        Option<Timestamp>,
-    ) {
+    /// Also finds when the first success still settling will have settled, and what to
+    /// ask rollout plugins.
+    pub(super) fn classify(&self, target: Option<usize>) -> Walk {
         let mut settling: Option<Timestamp> = None;
+        let mut questions = Questions::default();
         let mut out = Vec::with_capacity(self.clusters.desired_len);
         let mut on_target: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
         let names: Vec<Arc<str>> = self
@@ -131,16 +138,23 @@ impl<'a> Pass<'a> {
             let name: Arc<str> = row
                 .work
                 .map_or_else(|| cluster.into(), |w| w.cluster.clone());
-            let (mut status, since, note) = self.observed_status(cluster, row, target);
-            if let Some(t) = self.settles_at(row, status) {
+            let observed = self.observed_status(cluster, row, target);
+            if let Some(t) = self.settles_at(row, observed.0) {
                 settling = Some(settling.map_or(t, |s| s.min(t)));
             }
+            let Gated {
+                mut status,
+                since,
+                note,
+                held,
+            } = self.gate(&name, row, d, target, observed, &mut questions);
             if status != RolloutStatus::ToApply {
                 on_target[d.placement].push(ClusterRolloutStatus {
                     cluster: name.clone(),
                     group: d.group.clone(),
                     status,
-                    last_transition_time: since,
+                    // A held cluster's deadline does not run: the wait is the plugin's.
+                    last_transition_time: if held { Some(self.now) } else { since },
                     recheck_time: None,
                 });
             }
@@ -152,8 +166,8 @@ impl<'a> Pass<'a> {
                         soak_until = end;
                     }
                 }
-                RolloutStatus::Progressing | RolloutStatus::Failed
-                    if strategy.deadline.passed(since, self.now) =>
+                RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
+                    if !held && strategy.deadline.passed(since, self.now) =>
                 {
                     status = RolloutStatus::TimeOut;
                 }
@@ -170,7 +184,12 @@ impl<'a> Pass<'a> {
                 note,
             });
         }
-        (out, on_target, settling)
+        Walk {
+            reports: out,
+            on_target,
+            settling,
+            questions,
+        }
     }
 
     /// When a success reported for this row settles, if it is still settling (`status`

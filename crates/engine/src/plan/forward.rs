@@ -68,7 +68,7 @@ impl<'a> RollForward<'a> {
     /// Every placementRef with decisions, in spec order.
     pub fn placements(&self) -> Vec<PlacementRollout> {
         let pass = &self.pass;
-        let (_, on_target, _) = pass.classify(pass.ids.id(&self.update));
+        let on_target = pass.classify(pass.ids.id(&self.update)).on_target;
         let refs = &pass.observed.mwrs.spec.placement_refs;
         pass.views
             .iter()

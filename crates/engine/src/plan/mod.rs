@@ -25,6 +25,7 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 use crate::hash;
 use crate::owner::OwnerKey;
 use crate::placement::PlacementView;
+use crate::plugin::PluginInputs;
 use crate::revision::{self, Resolution, RevisionView};
 use crate::rollout::Compat;
 use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
@@ -50,6 +51,7 @@ mod history;
 pub mod in_memory;
 mod outcome;
 mod output;
+mod plugin_gate;
 mod revision_ids;
 mod status;
 #[cfg(test)]
@@ -102,6 +104,8 @@ pub struct Observed<'a> {
     /// ControllerRevision names in this MWRS's namespace that another object holds (a
     /// create met them): a new revision is never named so (SPEC §10, collisions).
     pub taken_revision_names: &'a [String],
+    /// Rollout plugins' health and verdicts ([`crate::plugin::NO_PLUGINS`]: none).
+    pub plugins: &'a PluginInputs,
 }
 
 /// Plans one pass for one MWRS.
@@ -314,6 +318,7 @@ impl<'a> Pass<'a> {
             recheck: writes.recheck,
             invalid: None,
             clusters: seen.reports,
+            validations: seen.questions.due,
         }
     }
 }

@@ -172,6 +172,12 @@ impl<'a> Pass<'a> {
             revision.created,
         );
         let mut list = status.conditions.clone().unwrap_or_default();
+        if conds
+            .iter()
+            .all(|c| c.type_ != mwrs_condition::PLUGIN_LOADED)
+        {
+            list.retain(|c| c.type_ != mwrs_condition::PLUGIN_LOADED);
+        }
         for c in &conds {
             conditions::set(
                 &mut list,
@@ -311,7 +317,7 @@ impl<'a> Pass<'a> {
         revision_changed: bool,
         created: bool,
     ) -> Vec<Cond> {
-        vec![
+        let mut conds = vec![
             self.placement_verified(),
             out.manifestwork_applied(&self.placement_verified()),
             out.rolled_out(abort),
@@ -321,7 +327,9 @@ impl<'a> Pass<'a> {
                 paused,
                 self.in_progress_reason(revision_changed, created),
             ),
-        ]
+        ];
+        conds.extend(self.plugin_loaded());
+        conds
     }
 
     pub(super) fn in_progress_reason(&self, revision_changed: bool, created: bool) -> &'static str {

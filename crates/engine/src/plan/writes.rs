@@ -46,9 +46,15 @@ impl<'a> Pass<'a> {
                 w.recheck = min_recheck(&seen.verdicts);
             }
         }
-        // A success still settling is looked at again once it has, whatever the state.
-        if let Some(settles) = seen.settling.map(|t| t.duration_since(self.now)) {
-            w.recheck = Some(w.recheck.map_or(settles, |r| r.min(settles)));
+        // A success still settling is looked at again once it has, and a plugin asked
+        // again when due, whatever the state.
+        let due = [seen.settling, seen.questions.next];
+        for at in due
+            .into_iter()
+            .flatten()
+            .map(|t| t.duration_since(self.now))
+        {
+            w.recheck = Some(w.recheck.map_or(at, |r| r.min(at)));
         }
         self.relabel_and_delete(&hold.target, &mut w);
         w

@@ -22,6 +22,7 @@ use mwrs_api::work::condition as work_condition;
 use crate::placement::PlacementView;
 use crate::plan::in_memory::{Objects, Works};
 use crate::plan::{Observed, Plan, PlanConfig, WorkChange};
+use crate::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Verdict};
 use crate::revision::RevisionView;
 use crate::snapshot::Snapshot;
 use crate::work::WorkView;
@@ -190,12 +191,14 @@ impl Sim<'_> {
                 sim.update = update.clone();
             }
             sim.record_waves(&plan, update.as_deref(), &mut waves);
-            let changed = sim.execute(&plan);
+            let changed = sim.execute(&plan) | sim.answer_plugins(&plan);
             if let Some(e) = sim.settled(!waves.is_empty()) {
                 return (waves, e);
             }
             if changed {
-                if !cfg.every_pass && sim.only_the_engine_decides(&plan) {
+                // Skipping ahead runs the rollout engine alone: no plugin gets asked.
+                let plugins = !sim.plugins.health.is_empty();
+                if !cfg.every_pass && !plugins && sim.only_the_engine_decides(&plan) {
                     passes += sim.skip_ahead(&plan, &cfg.plan, &mut waves, budget - passes);
                 }
                 continue;
@@ -259,6 +262,27 @@ fn progressing(m: &ManifestWorkReplicaSet) -> Option<(&str, &str, &str)> {
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
+/// Every plugin `mwrs`'s placementRefs name, available.
+fn simulated_plugins(mwrs: &ManifestWorkReplicaSet) -> PluginInputs {
+    let health = mwrs
+        .spec
+        .placement_refs
+        .iter()
+        .filter_map(|r| r.rollout_strategy.as_ref()?.plugin.clone())
+        .map(|name| {
+            let simulated = PluginHealth::Available {
+                description: "simulated".into(),
+                since: Timestamp::UNIX_EPOCH,
+            };
+            (name, simulated)
+        })
+        .collect();
+    PluginInputs {
+        health,
+        ..PluginInputs::default()
+    }
+}
+
 /// The in-memory hub the planner's writes land on.
 struct Sim<'f> {
     start: Timestamp,
@@ -274,6 +298,9 @@ struct Sim<'f> {
     /// Clusters seen Failed or TimeOut on the update revision in any pass.
     failed: BTreeSet<String>,
     planner_passes: usize,
+    /// Every rollout plugin the spec names, answering at once: FAILED for a failing
+    /// cluster, SUCCEEDED for the others.
+    plugins: PluginInputs,
 }
 
 impl<'f> Sim<'f> {
@@ -296,7 +323,44 @@ impl<'f> Sim<'f> {
             update: None,
             failed: BTreeSet::new(),
             planner_passes: 0,
+            plugins: simulated_plugins(&snapshot.mwrs),
         }
+    }
+
+    /// Does a plugin judge `w`'s cluster? Then its agent reports a failing cluster done
+    /// and the plugin says FAILED.
+    fn judged(&self, w: &WorkView) -> bool {
+        let placement = w.placement();
+        self.mwrs.spec.placement_refs.iter().any(|r| {
+            Some(r.name.as_str()) == placement
+                && r.rollout_strategy
+                    .as_ref()
+                    .is_some_and(|s| s.plugin.is_some())
+        })
+    }
+
+    /// The simulated plugins answer `plan`'s questions; true when there were any.
+    fn answer_plugins(&mut self, plan: &Plan) -> bool {
+        for v in &plan.validations {
+            let failing = self.failing.contains(&v.cluster);
+            let verdict = if failing {
+                Verdict::Failed
+            } else {
+                Verdict::Succeeded
+            };
+            self.plugins.verdicts.insert(
+                Arc::from(v.cluster.as_str()),
+                ClusterVerdict {
+                    plugin: v.plugin.clone(),
+                    revision: v.revision.clone(),
+                    generation: v.generation,
+                    verdict,
+                    message: format!("simulated {}", verdict.as_str()),
+                    at: self.now,
+                },
+            );
+        }
+        !plan.validations.is_empty()
     }
 
     fn desired(&self) -> usize {
@@ -315,6 +379,7 @@ impl<'f> Sim<'f> {
             revisions: &self.revisions,
             blocked: &[],
             taken_revision_names: &[],
+            plugins: &self.plugins,
         }
     }
 
@@ -359,10 +424,12 @@ impl<'f> Sim<'f> {
     /// when the cluster fails on the update revision, else a success.
     fn answer(&mut self, cluster: &str, at: Timestamp) {
         let update = self.update.as_deref();
+        let judged = self.works.get(cluster).is_some_and(|w| self.judged(w));
         let Some(w) = self.works.get_mut(cluster) else {
             return;
         };
         let fails = self.failing.contains(cluster) && update.is_some() && w.hash() == update;
+        let fails = fails && !judged;
         let g = w.generation;
         w.set_condition(work_condition::APPLIED, "True", g, at);
         w.set_condition(work_condition::AVAILABLE, "True", g, at);

@@ -61,7 +61,7 @@ fn completed_then(snap: &Snapshot, next: &str) -> Snapshot {
     for _ in 0..100 {
         sim.agents();
         let plan = sim.plan(&PlanConfig::default());
-        if !sim.execute(&plan) {
+        if !(sim.execute(&plan) | sim.answer_plugins(&plan)) {
             break;
         }
     }
@@ -215,6 +215,39 @@ fn abort_all_reverts_every_cluster_in_one_wave() {
     );
     assert_eq!(p.waves[2].revision, v1.unwrap());
     assert!(p.message.contains("on all 4 clusters"), "{}", p.message);
+    assert_eq!(p.failed, vec!["c3".to_string()]);
+}
+
+#[test]
+fn a_plugin_judges_each_cluster_and_its_failed_aborts() {
+    let base = snapshot(
+        json!({"type": "Progressive", "progressive": {"maxConcurrency": 2},
+            "failureStrategy": "AbortAll", "plugin": "smoke"}),
+        &[&["c1", "c2", "c3", "c4"]],
+    );
+    let snap = completed_then(&base, "v2");
+    let v1 = snap.mwrs.status.as_ref().unwrap().current_revision.clone();
+    assert!(
+        v1.is_some(),
+        "the first rollout completed through the plugin"
+    );
+    let passed = preview(&snap, &none(), t0(), &PreviewConfig::default());
+    assert_eq!(passed.end, End::Complete);
+    let waves: Vec<Vec<&str>> = passed.waves.iter().map(names).collect();
+    assert_eq!(waves, [vec!["c1", "c2"], vec!["c3", "c4"]]);
+    // c3's agent reports it done; the plugin says FAILED.
+    let failing = BTreeSet::from(["c3".to_string()]);
+    let p = preview(&snap, &failing, t0(), &PreviewConfig::default());
+    assert_eq!(p.end, End::Aborted { to: v1.unwrap() });
+    let kinds: Vec<(WaveKind, Vec<&str>)> = p.waves.iter().map(|w| (w.kind, names(w))).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (WaveKind::Rollout, vec!["c1", "c2"]),
+            (WaveKind::Rollout, vec!["c3", "c4"]),
+            (WaveKind::Revert, vec!["c1", "c2", "c3", "c4"]),
+        ]
+    );
     assert_eq!(p.failed, vec!["c3".to_string()]);
 }
 

@@ -16,6 +16,10 @@ pub enum RolloutStatus {
     /// Not applied yet (or applied but not yet reported on): needs the revision written.
     ToApply,
     Progressing,
+    /// The agent reports the revision done; its placementRef's rollout plugin has not
+    /// said SUCCEEDED yet (issue #18). Occupies a slot and has a deadline like
+    /// Progressing.
+    Validating,
     Succeeded,
     Failed,
     /// Progressing or Failed past the progress deadline.
@@ -29,6 +33,7 @@ impl RolloutStatus {
         match self {
             RolloutStatus::ToApply => "ToApply",
             RolloutStatus::Progressing => "Progressing",
+            RolloutStatus::Validating => "Validating",
             RolloutStatus::Succeeded => "Succeeded",
             RolloutStatus::Failed => "Failed",
             RolloutStatus::TimeOut => "TimeOut",
@@ -118,7 +123,7 @@ pub fn determine_rollout_status(
             _ => Determined::Dropped,
         },
         RolloutStatus::TimeOut | RolloutStatus::Skip => Determined::Dropped,
-        RolloutStatus::Progressing | RolloutStatus::Failed => {
+        RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed => {
             let at = deadline.at(since, now);
             let mut out = ClusterRolloutStatus {
                 recheck_time: at,

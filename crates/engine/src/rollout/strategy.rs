@@ -64,6 +64,8 @@ pub struct ParsedStrategy {
     pub mandatory: Vec<MandatoryGroup>,
     /// `failureStrategy: AbortAll`.
     pub abort_all: bool,
+    /// The rollout plugin that validates each cluster (issue #18).
+    pub plugin: Option<String>,
 }
 
 impl ParsedStrategy {
@@ -73,6 +75,7 @@ impl ParsedStrategy {
     pub fn parse(s: &RolloutStrategy) -> Result<Self, Invalid> {
         let kind = parse_kind(s.type_.as_deref())?;
         let abort_all = parse_failure_strategy(s.failure_strategy.as_deref())?;
+        let plugin = s.plugin.as_deref().map(parse_plugin).transpose()?;
         let (config, mandatory, max_concurrency) = match kind {
             StrategyKind::All => (s.all.as_ref().map(|a| &a.config), None, None),
             StrategyKind::Progressive => s.progressive.as_ref().map_or((None, None, None), |p| {
@@ -112,6 +115,7 @@ impl ParsedStrategy {
             max_concurrency,
             mandatory: mandatory.map(mandatory_groups).unwrap_or_default(),
             abort_all,
+            plugin,
         })
     }
 }
@@ -140,6 +144,28 @@ fn parse_failure_strategy(v: Option<&str>) -> Result<bool, Invalid> {
                 "unknown failure strategy {other:?}; the only value is {FAILURE_STRATEGY_ABORT_ALL} (leave it out to stop on failure)"
             ),
         )),
+    }
+}
+
+/// A plugin name as `--work-config` registers it: a DNS-1123 label, so that it can also
+/// name the plugin's Service.
+fn parse_plugin(name: &str) -> Result<String, Invalid> {
+    let label = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if label {
+        Ok(name.to_string())
+    } else {
+        Err(Invalid::new(
+            "plugin",
+            format!(
+                "{name:?} is not a plugin name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
+            ),
+        ))
     }
 }
 

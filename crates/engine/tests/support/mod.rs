@@ -165,6 +165,7 @@ impl MemoryHub {
             revisions: &self.revisions,
             blocked: &[],
             taken_revision_names: &[],
+            plugins: &mwrs_engine::plugin::NO_PLUGINS,
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
         // Read-only views classify with the planner's own stages, nothing else.
@@ -338,7 +339,14 @@ pub mod golden {
             recheck,
             invalid,
             clusters,
+            validations,
         } = plan;
+        // Only where a plugin is asked, so the plans of scenarios without one keep
+        // their digests.
+        let validations = match validations.is_empty() {
+            true => String::new(),
+            false => format!("validations={validations:?}\n"),
+        };
         let events: Vec<String> = events
             .iter()
             .map(|e| format!("{}|{}|{}", e.reason, e.message, e.warning))
@@ -346,7 +354,7 @@ pub mod golden {
         format!(
             "finalizer={finalizer:?}\nworks={works:?}\nrevisions={revisions:?}\n\
              templates={}\nstatus={}\nevents={events:?}\nrecheck={recheck:?}\n\
-             invalid={}\nclusters={clusters:?}\n",
+             invalid={}\nclusters={clusters:?}\n{validations}",
             serde_json::to_string(templates).unwrap_or_default(),
             serde_json::to_string(status).unwrap_or_default(),
             invalid

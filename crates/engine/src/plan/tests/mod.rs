@@ -33,6 +33,7 @@ mod classify;
 mod controls;
 mod history;
 mod outcome;
+mod plugin_gate;
 mod status;
 mod writes;
 

@@ -1,0 +1,317 @@
+//! Rollout plugins on the real test hub (issue #18). The plugin is a gRPC server this test
+//! runs over TLS, answering from a script per cluster; the controller reaches it through
+//! the same `--work-config` parsing and client it uses in production:
+//! - a rollout is promoted only once the plugin says SUCCEEDED for every cluster;
+//! - a FAILED verdict aborts the rollout (AbortAll) back to the stable revision;
+//! - while the plugin is unreachable the rollout holds: no promotion, no timeout, no
+//!   abort, and `PluginLoaded` says why; when it answers again, the rollout completes.
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use common::{aborted, current, start_agent_succeeding, update, wait_complete, wait_mwrs};
+use mwrs_controller::plugins::Plugins;
+use mwrs_controller::{Config, Shared};
+use mwrs_plugin::config::WorkConfig;
+use mwrs_plugin::v1alpha1 as api;
+use mwrs_plugin::v1alpha1::rollout_plugin_server::{RolloutPlugin, RolloutPluginServer};
+use mwrs_testsupport::{TaskGuard, TestHub, conditions, configmap_template, mwrs};
+use serde_json::json;
+use tonic::{Request, Response, Status};
+
+const CLUSTERS: usize = 3;
+
+/// What the scripted plugin answers.
+#[derive(Default)]
+struct Script {
+    /// By cluster; a cluster not listed is IN_PROGRESS.
+    verdicts: Mutex<BTreeMap<String, api::Verdict>>,
+    /// Every call answers UNAVAILABLE.
+    down: AtomicBool,
+    /// (cluster, revision) of every ValidateRolloutCompletion, in order.
+    asked: Mutex<Vec<(String, String)>>,
+}
+
+impl Script {
+    fn set(&self, cluster: &str, v: api::Verdict) {
+        self.verdicts.lock().unwrap().insert(cluster.into(), v);
+    }
+
+    fn set_all(&self, clusters: &[String], v: api::Verdict) {
+        for c in clusters {
+            self.set(c, v);
+        }
+    }
+
+    fn asked_about(&self, cluster: &str, revision: &str) -> usize {
+        let asked = self.asked.lock().unwrap();
+        asked
+            .iter()
+            .filter(|(c, r)| c == cluster && r == revision)
+            .count()
+    }
+
+    fn up(&self) -> Result<(), Status> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Status::unavailable("scripted outage"));
+        }
+        Ok(())
+    }
+}
+
+struct Served(Arc<Script>);
+
+#[tonic::async_trait]
+impl RolloutPlugin for Served {
+    async fn initialize(
+        &self,
+        _: Request<api::InitializeRequest>,
+    ) -> Result<Response<api::InitializeResponse>, Status> {
+        self.0.up()?;
+        Ok(Response::new(api::InitializeResponse {
+            description: "scripted judge".into(),
+        }))
+    }
+
+    async fn begin_rollout(
+        &self,
+        _: Request<api::RolloutRequest>,
+    ) -> Result<Response<api::Ack>, Status> {
+        self.0.up()?;
+        Ok(Response::new(api::Ack {}))
+    }
+
+    async fn progress_rollout(
+        &self,
+        _: Request<api::RolloutRequest>,
+    ) -> Result<Response<api::Ack>, Status> {
+        self.0.up()?;
+        Ok(Response::new(api::Ack {}))
+    }
+
+    async fn validate_rollout_completion(
+        &self,
+        r: Request<api::ValidateRequest>,
+    ) -> Result<Response<api::ValidateResponse>, Status> {
+        self.0.up()?;
+        let r = r.into_inner();
+        self.0
+            .asked
+            .lock()
+            .unwrap()
+            .push((r.cluster.clone(), r.revision.clone()));
+        let verdict = self
+            .0
+            .verdicts
+            .lock()
+            .unwrap()
+            .get(&r.cluster)
+            .copied()
+            .unwrap_or(api::Verdict::InProgress);
+        Ok(Response::new(api::ValidateResponse {
+            verdict: verdict.into(),
+            message: format!("smoke test {}", verdict.as_str_name()),
+        }))
+    }
+
+    async fn mutate_manifest_work(
+        &self,
+        _: Request<api::MutateRequest>,
+    ) -> Result<Response<api::MutateResponse>, Status> {
+        self.0.up()?;
+        Ok(Response::new(api::MutateResponse::default()))
+    }
+
+    async fn begin_abort(
+        &self,
+        _: Request<api::RolloutRequest>,
+    ) -> Result<Response<api::Ack>, Status> {
+        self.0.up()?;
+        Ok(Response::new(api::Ack {}))
+    }
+
+    async fn validate_abort_completion(
+        &self,
+        _: Request<api::ValidateRequest>,
+    ) -> Result<Response<api::ValidateResponse>, Status> {
+        self.0.up()?;
+        Ok(Response::new(api::ValidateResponse {
+            verdict: api::Verdict::Succeeded.into(),
+            message: String::new(),
+        }))
+    }
+}
+
+/// Serves `script` over TLS on loopback; returns the `--work-config` that registers it
+/// as `judge`, and the server task.
+async fn serve(script: Arc<Script>) -> (String, TaskGuard) {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = made.cert.pem();
+    let key = made.signing_key.serialize_pem();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let tls = tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(&cert, &key));
+    let server = tonic::transport::Server::builder()
+        .tls_config(tls)
+        .unwrap()
+        .add_service(RolloutPluginServer::new(Served(script)));
+    let task = TaskGuard::spawn(async move {
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        server.serve_with_incoming(incoming).await.unwrap();
+    });
+    let bundle = base64::engine::general_purpose::STANDARD.encode(cert);
+    let config = format!(
+        "plugins:\n  - name: judge\n    endpoint: localhost:{}\n    caCertificate:\n      caBundle: {bundle}\n",
+        addr.port()
+    );
+    (config, task)
+}
+
+/// The test's slice of the hub with Placement `p`, an in-process controller that knows
+/// plugin `judge` (asked again every second), the scripted plugin and an agent.
+async fn started(test: &str) -> Option<(TestHub, Arc<Script>, Running)> {
+    let hub = TestHub::from_env(test, CLUSTERS).await?;
+    let script = Arc::new(Script::default());
+    let (work_config, server) = serve(script.clone()).await;
+    let plugins = Plugins::new(
+        &WorkConfig::parse(&work_config).unwrap(),
+        Duration::from_secs(1),
+        "test",
+    )
+    .unwrap()
+    .with_call_timeout(Duration::from_secs(2));
+    let config = Config {
+        plugins: Arc::new(plugins),
+        ..Config::default()
+    };
+    let controller = common::start_controller_configured(&hub, config, Shared::default());
+    hub.publish_all("p").await;
+    let agent = start_agent_succeeding(&hub, Duration::from_millis(200));
+    Some((hub, script, (server, controller, agent)))
+}
+
+/// What runs for a test: the plugin, the controller and the agent.
+type Running = (TaskGuard, TaskGuard, mwrs_fleet::AgentHandle);
+
+fn judged(strategy: serde_json::Value) -> serde_json::Value {
+    let mut s = strategy;
+    s["plugin"] = json!("judge");
+    s["failureStrategy"] = json!("AbortAll");
+    s
+}
+
+fn plugin_loaded(m: &mwrs_api::mwrs::ManifestWorkReplicaSet) -> Option<(String, String)> {
+    conditions(m)
+        .get("PluginLoaded")
+        .map(|(status, reason, _)| (status.clone(), reason.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_is_promoted_only_once_the_plugin_says_succeeded() {
+    let Some((hub, script, _tasks)) = started("plugin-promote").await else {
+        return;
+    };
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    let m = wait_mwrs(&hub, "app", "every cluster asked about twice", |m| {
+        let revision = update(m).unwrap_or_default();
+        hub.clusters
+            .iter()
+            .all(|c| script.asked_about(c, &revision) >= 2)
+    })
+    .await;
+    assert_eq!(current(&m), None, "not promoted while IN_PROGRESS");
+    assert_eq!(plugin_loaded(&m), Some(("True".into(), "Available".into())));
+    let revision = update(&m).unwrap();
+    // Two of three pass: still not promoted.
+    script.set(&hub.clusters[0], api::Verdict::Succeeded);
+    script.set(&hub.clusters[1], api::Verdict::Succeeded);
+    let last = hub.clusters[2].clone();
+    let before = script.asked_about(&last, &revision);
+    let m = wait_mwrs(&hub, "app", "the last cluster asked again", |_| {
+        script.asked_about(&last, &revision) > before + 1
+    })
+    .await;
+    assert_eq!(current(&m), None, "one cluster still Validating");
+    script.set(&last, api::Verdict::Succeeded);
+    let m = wait_complete(&hub, "app", None).await;
+    assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_verdict_aborts_to_the_stable_revision() {
+    let Some((hub, script, _tasks)) = started("plugin-abort").await else {
+        return;
+    };
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
+    script.set(&hub.clusters[1], api::Verdict::Failed);
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
+    assert_ne!(update(&m).as_deref(), Some(stable.as_str()));
+    common::wait_works(
+        &hub,
+        "app",
+        &hub.clusters
+            .iter()
+            .map(|c| (c.clone(), stable.clone()))
+            .collect(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
+    let Some((hub, script, _tasks)) = started("plugin-down").await else {
+        return;
+    };
+    let strategy = judged(json!({"type": "All", "all": {"progressDeadline": "3s"}}));
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
+    script.down.store(true, Ordering::SeqCst);
+    hub.set_template("app", configmap_template("v2")).await;
+    let held = wait_mwrs(&hub, "app", "PluginLoaded False", |m| {
+        plugin_loaded(m) == Some(("False".into(), "Failed".into()))
+    })
+    .await;
+    // Past the deadline many times over: still neither promoted nor aborted.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    let m = wait_mwrs(&hub, "app", "10 s held", |m| {
+        assert_eq!(current(m).as_deref(), Some(stable.as_str()), "promoted");
+        assert_eq!(aborted(m), None, "aborted while the plugin was down");
+        tokio::time::Instant::now() >= until
+    })
+    .await;
+    assert!(
+        common::message(&held, "PluginLoaded").contains("judge plugin is unreachable"),
+        "{}",
+        common::message(&held, "PluginLoaded")
+    );
+    let revision = update(&m).unwrap();
+    script.down.store(false, Ordering::SeqCst);
+    let m = wait_complete(&hub, "app", Some(&stable)).await;
+    assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
+}

@@ -1,0 +1,176 @@
+//! Part of stage 3: the rollout plugin's say on a cluster its agent reports done
+//! ([`crate::plugin`] has the rules), and the questions to put to plugins next.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use mwrs_api::mwrs::condition as mwrs_condition;
+
+use crate::conditions::{Cond, Status};
+use crate::plugin::{Gate, PluginHealth, Validation};
+use crate::rollout::RolloutStatus;
+
+use super::Pass;
+use super::cluster_table::{ClusterRow, Desired};
+
+/// A cluster's status once its plugin has had its say.
+pub(super) struct Gated {
+    pub(super) status: RolloutStatus,
+    pub(super) since: Option<Timestamp>,
+    pub(super) note: Option<String>,
+    /// The plugin does not answer: no deadline runs meanwhile.
+    pub(super) held: bool,
+}
+
+/// The questions a pass wants put to plugins.
+#[derive(Default)]
+pub(super) struct Questions {
+    pub(super) due: Vec<Validation>,
+    /// When the next one not due yet will be.
+    pub(super) next: Option<Timestamp>,
+}
+
+impl Questions {
+    fn later(&mut self, at: Option<Timestamp>) {
+        if let Some(t) = at {
+            self.next = Some(self.next.map_or(t, |n| n.min(t)));
+        }
+    }
+}
+
+impl<'a> Pass<'a> {
+    /// `status` as the agent's report makes it, gated by the placementRef's plugin when
+    /// the cluster carries the update revision (an abort's revert is not validated).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gate(
+        &self,
+        cluster: &Arc<str>,
+        row: &ClusterRow<'a>,
+        d: &Desired<'a>,
+        target: Option<usize>,
+        (status, since, note): (RolloutStatus, Option<Timestamp>, Option<String>),
+        questions: &mut Questions,
+    ) -> Gated {
+        let ungated = Gated {
+            status,
+            since,
+            note: note.clone(),
+            held: false,
+        };
+        let strategy = &self.validated.strategies[d.placement];
+        let (Some(plugin), Some(work), Some(i)) = (&strategy.plugin, row.work, target) else {
+            return ungated;
+        };
+        let revision = self.ids.name(i);
+        if status != RolloutStatus::Succeeded || self.resolution.hash() != revision {
+            return ungated;
+        }
+        let plugins = self.observed.plugins;
+        match plugins.gate(plugin, cluster, revision, work.generation, self.now) {
+            Gate::Passed(at) => Gated {
+                since: since.max(Some(at)),
+                ..ungated
+            },
+            Gate::Failed(at, why) => Gated {
+                status: RolloutStatus::Failed,
+                since: Some(at),
+                note: Some(why),
+                held: false,
+            },
+            Gate::Validating {
+                note: said,
+                ask,
+                since: answering,
+            } => {
+                if ask {
+                    questions.due.push(Validation {
+                        plugin: plugin.clone(),
+                        placement: self.observed.mwrs.spec.placement_refs[d.placement]
+                            .name
+                            .clone(),
+                        total_clusters: self.views[d.placement]
+                            .and_then(|v| v.groups())
+                            .map_or(0, |g| g.len()),
+                        cluster: cluster.to_string(),
+                        manifest_work: work.name.to_string(),
+                        revision: revision.to_string(),
+                        generation: work.generation,
+                        since,
+                    });
+                    // The answer may change nothing; the next question is due anyway.
+                    questions.later(self.now.saturating_add(plugins.poll).ok());
+                } else {
+                    questions.later(plugins.ask_due(cluster, self.now));
+                }
+                Gated {
+                    status: RolloutStatus::Validating,
+                    since: since.max(Some(answering)),
+                    note: said.or(note),
+                    held: false,
+                }
+            }
+            Gate::Held(why) => {
+                questions.later(self.now.saturating_add(plugins.poll).ok());
+                Gated {
+                    status: RolloutStatus::Validating,
+                    since,
+                    note: Some(why),
+                    held: true,
+                }
+            }
+        }
+    }
+}
+
+impl Pass<'_> {
+    /// `PluginLoaded`: True when every plugin the placementRefs name answers, False
+    /// naming each one that does not (None: no placementRef names a plugin).
+    pub(super) fn plugin_loaded(&self) -> Option<Cond> {
+        let mut named: Vec<&str> = self
+            .validated
+            .strategies
+            .iter()
+            .filter_map(|s| s.plugin.as_deref())
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        if named.is_empty() {
+            return None;
+        }
+        let health = &self.observed.plugins.health;
+        let mut available = Vec::new();
+        let mut failed = Vec::new();
+        for name in named {
+            match health.get(name) {
+                Some(PluginHealth::Available { description, .. }) => {
+                    available.push(format!("{name} plugin is available ({description})"));
+                }
+                Some(PluginHealth::Unreachable { why }) => {
+                    failed.push(format!("{name} plugin is unreachable: {why}"));
+                }
+                None => failed.push(format!(
+                    "{name} plugin is not registered in the controller's --work-config"
+                )),
+            }
+        }
+        Some(if failed.is_empty() {
+            Cond::new(
+                mwrs_condition::PLUGIN_LOADED,
+                Status::True,
+                mwrs_condition::REASON_PLUGIN_AVAILABLE,
+                format!("{}.", available.join("; ")),
+            )
+        } else {
+            Cond::new(
+                mwrs_condition::PLUGIN_LOADED,
+                Status::False,
+                mwrs_condition::REASON_PLUGIN_FAILED,
+                format!(
+                    "{}; its clusters are held until it answers.",
+                    failed.join("; ")
+                ),
+            )
+        })
+    }
+}

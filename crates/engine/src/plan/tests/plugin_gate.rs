@@ -1,0 +1,304 @@
+//! Stage 3 with a rollout plugin (issue #18): a cluster its agent reports done is
+//! Validating until the plugin says SUCCEEDED; FAILED is a failure; IN_PROGRESS past the
+//! deadline times out; a plugin that does not answer holds the rollout.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use mwrs_api::mwrs::condition as mwrs_condition;
+use serde_json::json;
+
+use crate::conditions;
+use crate::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict};
+use crate::rollout::RolloutStatus;
+
+use super::super::plan;
+use super::{Fixture, Reported, STABLE, mwrs_with, secs, t0};
+
+fn fixture(strategy: serde_json::Value, clusters: &[&str]) -> (Fixture, String) {
+    let mut f = Fixture::new(mwrs_with(strategy, Some(STABLE)), clusters);
+    let update = f.store_update();
+    (f, update)
+}
+
+fn plugins(health: PluginHealth) -> PluginInputs {
+    PluginInputs {
+        health: BTreeMap::from([("judge".to_string(), health)]),
+        poll: secs(10),
+        ..Default::default()
+    }
+}
+
+fn available() -> PluginHealth {
+    PluginHealth::Available {
+        description: "judge 1.0".into(),
+        since: t0() - secs(3600),
+    }
+}
+
+fn unreachable() -> PluginHealth {
+    PluginHealth::Unreachable {
+        why: "connection refused".into(),
+    }
+}
+
+fn said(p: &mut PluginInputs, cluster: &str, revision: &str, verdict: Verdict, at: Timestamp) {
+    p.verdicts.insert(
+        cluster.into(),
+        ClusterVerdict {
+            plugin: "judge".into(),
+            revision: revision.into(),
+            generation: 1,
+            verdict,
+            message: format!("smoke test {}", verdict.as_str()),
+            at,
+        },
+    );
+}
+
+/// cluster → (status, note) of a plan's reports.
+fn statuses(p: &crate::Plan) -> BTreeMap<String, (RolloutStatus, Option<String>)> {
+    p.clusters
+        .iter()
+        .map(|r| (r.cluster.to_string(), (r.status, r.note.clone())))
+        .collect()
+}
+
+fn plan_with(f: &Fixture, p: &PluginInputs) -> crate::Plan {
+    let o = crate::Observed {
+        plugins: p,
+        ..f.observed()
+    };
+    plan(&o, t0(), &f.cfg)
+}
+
+fn condition(p: &crate::Plan, type_: &str) -> Option<(String, String, String)> {
+    let list = p.status.as_ref()?.conditions.as_deref()?;
+    conditions::find(list, type_).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[test]
+fn a_cluster_its_agent_reports_done_waits_for_the_plugin() {
+    let strategy = json!({"type": "All", "plugin": "judge"});
+    let (mut f, update) = fixture(strategy, &["c1", "c2", "c3", "c4"]);
+    for c in ["c1", "c3", "c4"] {
+        f.work(c, &update, secs(60), Reported::Done);
+    }
+    f.work("c2", &update, secs(60), Reported::Progressing);
+    let mut p = plugins(available());
+    said(&mut p, "c3", &update, Verdict::Succeeded, t0() - secs(30));
+    said(&mut p, "c4", &update, Verdict::Failed, t0() - secs(30));
+    let out = plan_with(&f, &p);
+    use RolloutStatus::*;
+    let got = statuses(&out);
+    assert_eq!(got["c1"], (Validating, None));
+    assert_eq!(got["c2"].0, Progressing);
+    assert_eq!(got["c3"], (Succeeded, None));
+    assert_eq!(
+        got["c4"],
+        (Failed, Some("plugin judge: smoke test FAILED".into()))
+    );
+    assert_eq!(
+        out.validations,
+        [Validation {
+            plugin: "judge".into(),
+            placement: "p".into(),
+            total_clusters: 4,
+            cluster: "c1".into(),
+            manifest_work: "ns.app".into(),
+            revision: update.clone(),
+            generation: 1,
+            since: Some(t0() - secs(60)),
+        }],
+        "only the cluster without a verdict is asked about"
+    );
+
+    assert_eq!(
+        condition(&out, mwrs_condition::PLUGIN_LOADED),
+        Some((
+            "True".into(),
+            "Available".into(),
+            "judge plugin is available (judge 1.0).".into()
+        ))
+    );
+}
+
+#[test]
+fn a_verdict_on_another_revision_does_not_count() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", STABLE, Verdict::Succeeded, t0() - secs(30));
+    let out = plan_with(&f, &p);
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Validating);
+    assert_eq!(out.validations.len(), 1);
+    assert_eq!(
+        out.recheck,
+        Some(secs(10)),
+        "an answer that changes nothing still leaves the next question due"
+    );
+}
+
+#[test]
+fn a_cluster_asked_recently_is_asked_again_after_the_poll_interval() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::InProgress, t0() - secs(4));
+    p.asked.insert("c1".into(), t0() - secs(4));
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        statuses(&out)["c1"],
+        (
+            RolloutStatus::Validating,
+            Some("plugin judge: smoke test IN_PROGRESS".into())
+        )
+    );
+    assert!(out.validations.is_empty());
+    assert_eq!(
+        out.recheck,
+        Some(secs(6)),
+        "asked again 10 s after the last time"
+    );
+}
+
+#[test]
+fn in_progress_past_the_deadline_times_out_and_aborts() {
+    let strategy = json!({"type": "All", "plugin": "judge",
+        "all": {"progressDeadline": "1m"}});
+    let (mut f, update) = fixture(strategy, &["c1", "c2"]);
+    f.work("c1", &update, secs(120), Reported::Done);
+    f.work("c2", &update, secs(120), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(100));
+    said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(5));
+    let out = plan_with(&f, &p);
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::TimeOut);
+    let status = out.status.as_ref().unwrap();
+    assert!(status.aborted_time.is_some(), "AbortAll on the timeout");
+}
+
+#[test]
+fn a_failed_verdict_aborts_under_abort_all() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
+    said(&mut p, "c2", &update, Verdict::Failed, t0() - secs(30));
+    let out = plan_with(&f, &p);
+    let status = out.status.as_ref().unwrap();
+    assert!(status.aborted_time.is_some());
+    assert_eq!(status.current_revision.as_deref(), Some(STABLE));
+}
+
+#[test]
+fn a_plugin_that_does_not_answer_holds_the_rollout() {
+    let strategy = json!({"type": "All", "plugin": "judge",
+        "all": {"progressDeadline": "1m"}});
+    let (mut f, update) = fixture(strategy, &["c1", "c2"]);
+    f.work("c1", &update, secs(600), Reported::Done);
+    f.work("c2", &update, secs(600), Reported::Done);
+    let mut p = plugins(unreachable());
+    said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(500));
+    let out = plan_with(&f, &p);
+    let got = statuses(&out);
+    assert_eq!(got["c1"].0, RolloutStatus::Succeeded, "its verdict stands");
+    assert_eq!(
+        got["c2"],
+        (
+            RolloutStatus::Validating,
+            Some("plugin judge is unreachable: connection refused".into())
+        ),
+        "held, not timed out"
+    );
+    assert!(
+        out.validations.is_empty(),
+        "nothing is asked of a plugin that is down"
+    );
+    let status = out.status.as_ref().unwrap();
+    assert_eq!(
+        status.current_revision.as_deref(),
+        Some(STABLE),
+        "not promoted"
+    );
+    assert!(status.aborted_time.is_none(), "not aborted");
+    assert_eq!(
+        out.recheck,
+        Some(secs(10)),
+        "looked at again after the poll interval"
+    );
+    let (s, reason, message) = condition(&out, mwrs_condition::PLUGIN_LOADED).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "Failed"));
+    assert!(
+        message.contains("judge plugin is unreachable: connection refused"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_plugin_back_from_an_outage_has_the_whole_deadline_to_answer() {
+    let strategy = json!({"type": "All", "plugin": "judge",
+        "all": {"progressDeadline": "1m"}});
+    let (mut f, update) = fixture(strategy, &["c1"]);
+    f.work("c1", &update, secs(600), Reported::Done);
+    // Answering again for a second: the outage before does not count.
+    let p = plugins(PluginHealth::Available {
+        description: "judge 1.0".into(),
+        since: t0() - secs(1),
+    });
+    let out = plan_with(&f, &p);
+    let report = &out.clusters[0];
+    assert_eq!(report.status, RolloutStatus::Validating);
+    assert_eq!(report.since, Some(t0() - secs(1)));
+    assert_eq!(out.validations.len(), 1);
+    let status = out.status.as_ref().unwrap();
+    assert!(status.aborted_time.is_none());
+}
+
+#[test]
+fn a_plugin_not_registered_holds_and_says_so() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    let out = plan_with(&f, &PluginInputs::default());
+    assert_eq!(
+        statuses(&out)["c1"],
+        (
+            RolloutStatus::Validating,
+            Some("plugin judge is not registered".into())
+        )
+    );
+    let (s, _, message) = condition(&out, mwrs_condition::PLUGIN_LOADED).unwrap();
+    assert_eq!(s, "False");
+    assert!(
+        message.contains("not registered in the controller's --work-config"),
+        "{message}"
+    );
+}
+
+#[test]
+fn without_a_plugin_nothing_changes_and_the_condition_goes() {
+    let (mut f, update) = fixture(json!({"type": "All"}), &["c1"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.status().conditions = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: mwrs_condition::PLUGIN_LOADED.into(),
+            status: "True".into(),
+            reason: "Available".into(),
+            message: "judge plugin is available.".into(),
+            observed_generation: Some(1),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0()),
+        },
+    ]);
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
+    assert!(out.validations.is_empty());
+    assert_eq!(condition(&out, mwrs_condition::PLUGIN_LOADED), None);
+}
+
+#[test]
+fn a_plugin_name_that_cannot_be_one_is_refused_by_field() {
+    let m = mwrs_with(json!({"type": "All", "plugin": "Judge_1"}), Some(STABLE));
+    let e = crate::validate::validate(&m.spec, usize::MAX).unwrap_err();
+    assert_eq!(e.field, "spec.placementRefs[0].rolloutStrategy.plugin");
+}

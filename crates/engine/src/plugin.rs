@@ -1,0 +1,274 @@
+//! Rollout plugins as the planner sees them (issue #18, OCM enhancement 231): whether
+//! each registered plugin answers, and its last verdict on each cluster of an MWRS. The
+//! controller makes the calls and records the answers; the planner reads them as it reads
+//! conditions, and says which clusters to ask about next ([`Validation`]).
+//!
+//! The gate, for a placementRef with `rolloutStrategy.plugin`: a cluster whose agent
+//! reports the target revision applied and available is `Validating` until the plugin
+//! says SUCCEEDED about that revision at that ManifestWork generation; FAILED counts as a
+//! failure; IN_PROGRESS past `progressDeadline` times out. A plugin that does not answer
+//! holds the clusters it has not judged where they are: no promotion, no timeout, no
+//! abort. A final verdict it gave before stands.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+/// A plugin's answer about one cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Succeeded,
+    Failed,
+    InProgress,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Succeeded => "SUCCEEDED",
+            Verdict::Failed => "FAILED",
+            Verdict::InProgress => "IN_PROGRESS",
+        }
+    }
+
+    /// SUCCEEDED and FAILED are final for the revision and generation they judged.
+    pub fn is_final(self) -> bool {
+        self != Verdict::InProgress
+    }
+}
+
+/// The last verdict recorded for a cluster, and what it was about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterVerdict {
+    pub plugin: String,
+    /// The revision name it judged.
+    pub revision: String,
+    /// The ManifestWork generation it judged.
+    pub generation: i64,
+    pub verdict: Verdict,
+    pub message: String,
+    /// When the answer came.
+    pub at: Timestamp,
+}
+
+/// Whether a registered plugin answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PluginHealth {
+    /// Its `Initialize` answered (the description is the plugin's own), and has since
+    /// this time: a Validating cluster's deadline counts from here at the earliest, so
+    /// that an outage never times a cluster out.
+    Available {
+        description: String,
+        since: Timestamp,
+    },
+    /// A call failed or timed out, or `Initialize` has not answered yet.
+    Unreachable { why: String },
+}
+
+/// What the planner knows of plugins for one MWRS.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PluginInputs {
+    /// Every registered plugin, by name; a name not here is not registered.
+    pub health: BTreeMap<String, PluginHealth>,
+    /// The last verdict per cluster of this MWRS.
+    pub verdicts: BTreeMap<Arc<str>, ClusterVerdict>,
+    /// When the last question about a cluster was sent, answered or not: an IN_PROGRESS
+    /// or unanswered cluster is asked again `poll` after it.
+    pub asked: BTreeMap<Arc<str>, Timestamp>,
+    /// How often a cluster still Validating is asked again.
+    pub poll: SignedDuration,
+}
+
+/// No plugin registered: for callers that have none (simulations, tests).
+pub static NO_PLUGINS: PluginInputs = PluginInputs {
+    health: BTreeMap::new(),
+    verdicts: BTreeMap::new(),
+    asked: BTreeMap::new(),
+    poll: SignedDuration::ZERO,
+};
+
+/// A question the controller is to put to a plugin: is `revision` good on `cluster`?
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validation {
+    pub plugin: String,
+    /// The placementRef (its Placement's name).
+    pub placement: String,
+    /// Clusters that placementRef selects.
+    pub total_clusters: usize,
+    pub cluster: String,
+    pub manifest_work: String,
+    pub revision: String,
+    pub generation: i64,
+    /// Since when the agent has reported the revision done.
+    pub since: Option<Timestamp>,
+}
+
+/// What the gate makes of a cluster the agent reports done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// The plugin said SUCCEEDED at this time.
+    Passed(Timestamp),
+    /// The plugin said FAILED at this time, for this reason.
+    Failed(Timestamp, String),
+    /// Waiting for a verdict, which the plugin has been able to give since `since`;
+    /// `ask` when a question is due now.
+    Validating {
+        note: Option<String>,
+        ask: bool,
+        since: Timestamp,
+    },
+    /// The plugin does not answer (or is not registered): the cluster stays where it is.
+    Held(String),
+}
+
+impl PluginInputs {
+    /// The gate for `cluster`, done by its agent on `revision` at `generation`, behind
+    /// `plugin`.
+    pub(crate) fn gate(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        revision: &str,
+        generation: i64,
+        now: Timestamp,
+    ) -> Gate {
+        let verdict = self
+            .verdicts
+            .get(cluster)
+            .filter(|v| v.plugin == plugin && v.revision == revision && v.generation == generation);
+        // A final answer stands whatever happened to the plugin since.
+        match verdict {
+            Some(v) if v.verdict == Verdict::Succeeded => return Gate::Passed(v.at),
+            Some(v) if v.verdict == Verdict::Failed => {
+                return Gate::Failed(v.at, format!("plugin {plugin}: {}", v.message));
+            }
+            _ => {}
+        }
+        match self.health.get(plugin) {
+            None => Gate::Held(format!("plugin {plugin} is not registered")),
+            Some(PluginHealth::Unreachable { why }) => {
+                Gate::Held(format!("plugin {plugin} is unreachable: {why}"))
+            }
+            Some(PluginHealth::Available { since, .. }) => Gate::Validating {
+                note: verdict
+                    .filter(|v| !v.message.is_empty())
+                    .map(|v| format!("plugin {plugin}: {}", v.message)),
+                ask: self.ask_due(cluster, now).is_none(),
+                since: *since,
+            },
+        }
+    }
+
+    /// When the next question about `cluster` is due, None when it is due now.
+    pub(crate) fn ask_due(&self, cluster: &str, now: Timestamp) -> Option<Timestamp> {
+        let next = self.asked.get(cluster)?.saturating_add(self.poll).ok()?;
+        (now < next).then_some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap()
+    }
+
+    fn inputs(health: PluginHealth) -> PluginInputs {
+        PluginInputs {
+            health: BTreeMap::from([("judge".to_string(), health)]),
+            poll: SignedDuration::from_secs(10),
+            ..Default::default()
+        }
+    }
+
+    fn available() -> PluginHealth {
+        PluginHealth::Available {
+            description: "judge 1.0".into(),
+            since: t(0),
+        }
+    }
+
+    fn verdict(v: Verdict, revision: &str, generation: i64) -> ClusterVerdict {
+        ClusterVerdict {
+            plugin: "judge".into(),
+            revision: revision.into(),
+            generation,
+            verdict: v,
+            message: format!("said {}", v.as_str()),
+            at: t(50),
+        }
+    }
+
+    #[test]
+    fn a_verdict_counts_only_for_the_revision_and_generation_it_judged() {
+        let mut p = inputs(available());
+        p.verdicts
+            .insert("c1".into(), verdict(Verdict::Succeeded, "app-1", 2));
+        assert_eq!(
+            p.gate("judge", "c1", "app-1", 2, t(60)),
+            Gate::Passed(t(50))
+        );
+        for (revision, generation) in [("app-2", 2), ("app-1", 3)] {
+            assert_eq!(
+                p.gate("judge", "c1", revision, generation, t(60)),
+                Gate::Validating {
+                    note: None,
+                    ask: true,
+                    since: t(0)
+                }
+            );
+        }
+        p.verdicts
+            .insert("c1".into(), verdict(Verdict::Failed, "app-1", 2));
+        assert_eq!(
+            p.gate("judge", "c1", "app-1", 2, t(60)),
+            Gate::Failed(t(50), "plugin judge: said FAILED".into())
+        );
+    }
+
+    #[test]
+    fn an_unanswered_cluster_is_asked_again_after_the_poll_interval() {
+        let mut p = inputs(available());
+        p.verdicts
+            .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
+        p.asked.insert("c1".into(), t(100));
+        let gate = |now| p.gate("judge", "c1", "app-1", 2, now);
+        assert_eq!(
+            gate(t(105)),
+            Gate::Validating {
+                note: Some("plugin judge: said IN_PROGRESS".into()),
+                ask: false,
+                since: t(0)
+            }
+        );
+        assert_eq!(p.ask_due("c1", t(105)), Some(t(110)));
+        assert!(matches!(gate(t(110)), Gate::Validating { ask: true, .. }));
+    }
+
+    #[test]
+    fn a_plugin_that_does_not_answer_holds_what_it_has_not_judged() {
+        let mut p = inputs(PluginHealth::Unreachable {
+            why: "connection refused".into(),
+        });
+        p.verdicts
+            .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
+        assert_eq!(
+            p.gate("judge", "c1", "app-1", 2, t(60)),
+            Gate::Held("plugin judge is unreachable: connection refused".into())
+        );
+        p.verdicts
+            .insert("c2".into(), verdict(Verdict::Succeeded, "app-1", 2));
+        assert_eq!(
+            p.gate("judge", "c2", "app-1", 2, t(60)),
+            Gate::Passed(t(50))
+        );
+        assert_eq!(
+            p.gate("other", "c1", "app-1", 2, t(60)),
+            Gate::Held("plugin other is not registered".into())
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! `--work-config`: the file that registers rollout plugins, in the shape of OCM's
+//! `work-controller-config` ConfigMap (enhancement 231):
+//!
+//! ```yaml
+//! plugins:
+//!   - name: smoke-tests
+//!     endpoint: smoke-tests.mwrs-system.svc:10843
+//!     caCertificate:
+//!       caBundle: LS0tLS1CRUdJTi...   # base64 of the PEM CA that signed its certificate
+//! ```
+//!
+//! Every plugin is reached over TLS and verified against its CA bundle. The one exception
+//! is a sidecar on the loopback interface, which may be named `http://127.0.0.1:PORT`.
+//! A file that breaks a rule is refused whole, naming the field and why.
+
+use std::collections::BTreeSet;
+
+use base64::Engine;
+use serde::Deserialize;
+
+/// The parsed file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkConfig {
+    pub plugins: Vec<PluginConfig>,
+}
+
+/// One registered plugin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginConfig {
+    pub name: String,
+    /// `https://host:port` or, on loopback only, `http://host:port`.
+    pub uri: String,
+    /// The host name its certificate must carry (None: plaintext on loopback).
+    pub tls_domain: Option<String>,
+    /// PEM of the CA its certificate must chain to.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// Why the file cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{field}: {reason}")]
+pub struct ConfigError {
+    pub field: String,
+    pub reason: String,
+}
+
+fn refuse(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    plugins: Vec<RawPlugin>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPlugin {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    endpoint: String,
+    #[serde(default)]
+    ca_certificate: Option<RawCa>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCa {
+    #[serde(default)]
+    ca_bundle: String,
+}
+
+impl WorkConfig {
+    /// Parses the file's YAML.
+    pub fn parse(yaml: &str) -> Result<Self, ConfigError> {
+        let raw: RawConfig =
+            serde_saphyr::from_str(yaml).map_err(|e| refuse("(file)", e.to_string()))?;
+        let mut names = BTreeSet::new();
+        let mut plugins = Vec::with_capacity(raw.plugins.len());
+        for (i, p) in raw.plugins.into_iter().enumerate() {
+            let field = format!("plugins[{i}]");
+            let plugin = PluginConfig::from_raw(p, &field)?;
+            if !names.insert(plugin.name.clone()) {
+                return Err(refuse(
+                    format!("{field}.name"),
+                    format!("{:?} is registered twice", plugin.name),
+                ));
+            }
+            plugins.push(plugin);
+        }
+        Ok(Self { plugins })
+    }
+
+    pub fn plugin(&self, name: &str) -> Option<&PluginConfig> {
+        self.plugins.iter().find(|p| p.name == name)
+    }
+}
+
+impl PluginConfig {
+    fn from_raw(p: RawPlugin, field: &str) -> Result<Self, ConfigError> {
+        if !is_label(&p.name) {
+            return Err(refuse(
+                format!("{field}.name"),
+                format!(
+                    "{:?} is not a plugin name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit",
+                    p.name
+                ),
+            ));
+        }
+        let endpoint =
+            Endpoint::parse(&p.endpoint).map_err(|r| refuse(format!("{field}.endpoint"), r))?;
+        let ca_pem = p
+            .ca_certificate
+            .map(|ca| decode_bundle(&ca.ca_bundle))
+            .transpose()
+            .map_err(|r| refuse(format!("{field}.caCertificate.caBundle"), r))?;
+        match (endpoint.tls, &ca_pem) {
+            (true, None) => Err(refuse(
+                format!("{field}.caCertificate"),
+                "is required: the plugin is reached over TLS and verified against this CA",
+            )),
+            (false, Some(_)) => Err(refuse(
+                format!("{field}.endpoint"),
+                "is plaintext (http://) but a caCertificate is given: use https://",
+            )),
+            (tls, _) => Ok(Self {
+                name: p.name,
+                uri: endpoint.uri,
+                tls_domain: tls.then_some(endpoint.host),
+                ca_pem,
+            }),
+        }
+    }
+}
+
+struct Endpoint {
+    uri: String,
+    host: String,
+    tls: bool,
+}
+
+impl Endpoint {
+    /// `host:port`, `https://host:port` or `http://LOOPBACK:port`.
+    fn parse(s: &str) -> Result<Self, String> {
+        let (tls, rest) = match s.split_once("://") {
+            None => (true, s),
+            Some(("https", rest)) => (true, rest),
+            Some(("http", rest)) => (false, rest),
+            Some((scheme, _)) => return Err(format!("scheme {scheme:?} is not https or http")),
+        };
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{s:?} has no port (host:port)"))?;
+        if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(format!("{s:?} is not host:port"));
+        }
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if !tls && !matches!(host.as_str(), "127.0.0.1" | "::1" | "localhost") {
+            return Err(format!(
+                "{s:?} is plaintext off the loopback interface: use https:// with a caCertificate"
+            ));
+        }
+        let scheme = if tls { "https" } else { "http" };
+        Ok(Self {
+            uri: format!("{scheme}://{rest}"),
+            host,
+            tls,
+        })
+    }
+}
+
+fn decode_bundle(b64: &str) -> Result<Vec<u8>, String> {
+    let compact: String = b64.split_whitespace().collect();
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|e| format!("is not base64: {e}"))?;
+    if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+        return Err("holds no PEM certificate".into());
+    }
+    Ok(pem)
+}
+
+fn is_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    fn bundle() -> String {
+        base64::engine::general_purpose::STANDARD.encode(PEM)
+    }
+
+    #[test]
+    fn the_designs_shape_parses() {
+        let yaml = format!(
+            "plugins:\n  - name: smoke\n    endpoint: smoke.mwrs-system.svc:10843\n    caCertificate:\n      caBundle: {}\n  - name: local\n    endpoint: http://127.0.0.1:9000\n",
+            bundle()
+        );
+        let c = WorkConfig::parse(&yaml).unwrap();
+        assert_eq!(
+            c.plugins,
+            [
+                PluginConfig {
+                    name: "smoke".into(),
+                    uri: "https://smoke.mwrs-system.svc:10843".into(),
+                    tls_domain: Some("smoke.mwrs-system.svc".into()),
+                    ca_pem: Some(PEM.as_bytes().to_vec()),
+                },
+                PluginConfig {
+                    name: "local".into(),
+                    uri: "http://127.0.0.1:9000".into(),
+                    tls_domain: None,
+                    ca_pem: None,
+                },
+            ]
+        );
+        assert_eq!(WorkConfig::parse("{}").unwrap(), WorkConfig::default());
+    }
+
+    #[test]
+    fn each_broken_rule_names_its_field() {
+        let ca = format!("    caCertificate:\n      caBundle: {}\n", bundle());
+        let cases = [
+            ("plugins:\n  - name: Bad\n    endpoint: x:1\n".to_string(), "plugins[0].name"),
+            (
+                format!("plugins:\n  - name: a\n    endpoint: x:1\n{ca}  - name: a\n    endpoint: y:1\n{ca}"),
+                "plugins[1].name",
+            ),
+            ("plugins:\n  - name: a\n    endpoint: x\n".into(), "plugins[0].endpoint"),
+            ("plugins:\n  - name: a\n    endpoint: x:1\n".into(), "plugins[0].caCertificate"),
+            (
+                "plugins:\n  - name: a\n    endpoint: http://10.0.0.1:80\n".into(),
+                "plugins[0].endpoint",
+            ),
+            (
+                "plugins:\n  - name: a\n    endpoint: x:1\n    caCertificate:\n      caBundle: '%%'\n".into(),
+                "plugins[0].caCertificate.caBundle",
+            ),
+            ("plugins:\n  - name: a\n    endpont: x:1\n".into(), "(file)"),
+        ];
+        for (yaml, field) in cases {
+            let e = WorkConfig::parse(&yaml).unwrap_err();
+            assert_eq!(e.field, field, "{yaml}: {e}");
+        }
+    }
+}
