@@ -57,6 +57,10 @@ pub fn requested_revision(token: &str) -> Option<&str> {
 /// revisions that completed and were not aborted since.
 pub const REVISION_COMPLETED_AT: &str = "mwrs.rollout.open-cluster-management.io/completed-at";
 pub const REVISION_ABORTED_AT: &str = "mwrs.rollout.open-cluster-management.io/aborted-at";
+/// On a ManifestWork: the rollout plugin's final verdict on the revision it carries
+/// (JSON: plugin, revision, generation, verdict, at, message), so that a restarted
+/// controller and the CLI know it without asking.
+pub const PLUGIN_VERDICT: &str = "mwrs.rollout.open-cluster-management.io/plugin-verdict";
 
 /// Longest valid label value.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;

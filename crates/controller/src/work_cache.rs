@@ -1,6 +1,6 @@
 //! The cache of owned ManifestWorks (SPEC §11.7, issue #16): per ManifestWork only what
 //! the planner and the executor read, in compact form. Its namespace and name, every
-//! label, the two annotations this controller owns (and whether the object has any
+//! label, the annotations this controller owns (and whether the object has any
 //! annotations, so a patch never replaces a map it cannot see), generation,
 //! resourceVersion, creation and deletion, the spec's content digest, the conditions and
 //! the agent's note on a failed apply. Never the manifests, `resourceStatus` or managed
@@ -37,7 +37,11 @@ type Sym = Arc<str>;
 type WorkKey = (Sym, Sym);
 
 /// Annotations of a ManifestWork the planner reads; the cache keeps no others.
-const KEPT_ANNOTATIONS: [&str; 2] = [labels::MWRS_OWNER_ANNOTATION, labels::REVISION_APPLIED_AT];
+const KEPT_ANNOTATIONS: [&str; 3] = [
+    labels::MWRS_OWNER_ANNOTATION,
+    labels::REVISION_APPLIED_AT,
+    labels::PLUGIN_VERDICT,
+];
 
 /// One ManifestWork as the cache holds it.
 #[derive(Clone, Debug)]

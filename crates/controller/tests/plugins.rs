@@ -20,12 +20,14 @@ use std::time::Duration;
 
 use base64::Engine;
 use common::{aborted, current, start_agent_succeeding, update, wait_complete, wait_mwrs};
+use mwrs_api::labels;
 use mwrs_controller::plugins::Plugins;
 use mwrs_controller::{Config, Shared};
+use mwrs_engine::plugin::{ClusterVerdict, Verdict};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
 use mwrs_plugin::v1alpha1::rollout_plugin_server::{RolloutPlugin, RolloutPluginServer};
-use mwrs_testsupport::{TaskGuard, TestHub, conditions, configmap_template, mwrs};
+use mwrs_testsupport::{TaskGuard, TestHub, conditions, configmap_template, mwrs, wait_for};
 use serde_json::json;
 use tonic::{Request, Response, Status};
 
@@ -251,6 +253,32 @@ async fn a_rollout_is_promoted_only_once_the_plugin_says_succeeded() {
     script.set(&last, api::Verdict::Succeeded);
     let m = wait_complete(&hub, "app", None).await;
     assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
+    // Each ManifestWork carries its verdict, for a restarted controller and the CLI.
+    let hub = &hub;
+    let revision = &revision;
+    wait_for("every verdict written down", common::WAIT, || async move {
+        let works = common::works_by_cluster(hub, "app").await;
+        let verdicts: Vec<Option<ClusterVerdict>> = works
+            .values()
+            .map(|w| {
+                let value = w
+                    .metadata
+                    .annotations
+                    .as_ref()?
+                    .get(labels::PLUGIN_VERDICT)?;
+                ClusterVerdict::from_annotation(value)
+            })
+            .collect();
+        let written = verdicts.iter().flatten().filter(|v| {
+            v.verdict == Verdict::Succeeded && &v.revision == revision && v.plugin == "judge"
+        });
+        if works.len() == CLUSTERS && written.count() == CLUSTERS {
+            Ok(())
+        } else {
+            Err(format!("{verdicts:?}"))
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 
 /// A plugin's answer about one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +53,65 @@ pub struct ClusterVerdict {
     pub at: Timestamp,
 }
 
+/// The annotation form of a final verdict ([`mwrs_api::labels::PLUGIN_VERDICT`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Persisted {
+    plugin: String,
+    revision: String,
+    generation: i64,
+    verdict: String,
+    at: String,
+    message: String,
+}
+
+/// The longest message an annotation keeps.
+const PERSISTED_MESSAGE_MAX: usize = 256;
+
+impl ClusterVerdict {
+    /// The annotation value; None for a verdict that is not final.
+    pub fn to_annotation(&self) -> Option<String> {
+        if !self.verdict.is_final() {
+            return None;
+        }
+        let mut message = self.message.clone();
+        if message.len() > PERSISTED_MESSAGE_MAX {
+            let mut end = PERSISTED_MESSAGE_MAX;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
+        serde_json::to_string(&Persisted {
+            plugin: self.plugin.clone(),
+            revision: self.revision.clone(),
+            generation: self.generation,
+            verdict: self.verdict.as_str().to_string(),
+            at: self.at.to_string(),
+            message,
+        })
+        .ok()
+    }
+
+    /// A final verdict read back from its annotation (None: not one this controller
+    /// wrote, or not final).
+    pub fn from_annotation(value: &str) -> Option<Self> {
+        let p: Persisted = serde_json::from_str(value).ok()?;
+        let verdict = match p.verdict.as_str() {
+            "SUCCEEDED" => Verdict::Succeeded,
+            "FAILED" => Verdict::Failed,
+            _ => return None,
+        };
+        Some(Self {
+            plugin: p.plugin,
+            revision: p.revision,
+            generation: p.generation,
+            verdict,
+            message: p.message,
+            at: p.at.parse().ok()?,
+        })
+    }
+}
+
 /// Whether a registered plugin answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PluginHealth {
@@ -87,6 +147,44 @@ pub static NO_PLUGINS: PluginInputs = PluginInputs {
     asked: BTreeMap::new(),
     poll: SignedDuration::ZERO,
 };
+
+impl PluginInputs {
+    /// What a reader of the hub alone knows of `mwrs`'s plugins (the CLI): each one the
+    /// placementRefs name answers if the controller's `PluginLoaded` says so, and the
+    /// verdicts are those the ManifestWorks carry.
+    pub fn from_status(mwrs: &ManifestWorkReplicaSet) -> Self {
+        let loaded = mwrs
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|l| crate::conditions::find(l, mwrs_condition::PLUGIN_LOADED));
+        let health = mwrs
+            .spec
+            .placement_refs
+            .iter()
+            .filter_map(|r| r.rollout_strategy.as_ref()?.plugin.clone())
+            .map(|name| {
+                let health = match loaded {
+                    Some(c) if c.status == "True" => PluginHealth::Available {
+                        description: c.message.clone(),
+                        since: c.last_transition_time.0,
+                    },
+                    Some(c) => PluginHealth::Unreachable {
+                        why: c.message.clone(),
+                    },
+                    None => PluginHealth::Unreachable {
+                        why: "the controller has not reported on it yet".into(),
+                    },
+                };
+                (name, health)
+            })
+            .collect();
+        Self {
+            health,
+            ..Self::default()
+        }
+    }
+}
 
 /// A question the controller is to put to a plugin: is `revision` good on `cluster`?
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,18 +223,24 @@ pub(crate) enum Gate {
 impl PluginInputs {
     /// The gate for `cluster`, done by its agent on `revision` at `generation`, behind
     /// `plugin`.
+    /// `persisted` is the verdict the cluster's ManifestWork carries, if any; a fresh
+    /// one recorded here wins.
     pub(crate) fn gate(
         &self,
         plugin: &str,
         cluster: &str,
-        revision: &str,
-        generation: i64,
+        (revision, generation): (&str, i64),
+        persisted: Option<&ClusterVerdict>,
         now: Timestamp,
     ) -> Gate {
-        let verdict = self
-            .verdicts
-            .get(cluster)
-            .filter(|v| v.plugin == plugin && v.revision == revision && v.generation == generation);
+        let about = |v: &&ClusterVerdict| {
+            v.plugin == plugin && v.revision == revision && v.generation == generation
+        };
+        let fresh = self.verdicts.get(cluster).filter(about);
+        let verdict = fresh
+            .filter(|v| v.verdict.is_final())
+            .or(persisted.filter(about))
+            .or(fresh);
         // A final answer stands whatever happened to the plugin since.
         match verdict {
             Some(v) if v.verdict == Verdict::Succeeded => return Gate::Passed(v.at),
@@ -158,6 +262,24 @@ impl PluginInputs {
                 since: *since,
             },
         }
+    }
+
+    /// The annotation value of a final verdict recorded here about `cluster` on
+    /// `(revision, generation)` that its ManifestWork does not carry (`carried`).
+    pub(crate) fn unwritten(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        (revision, generation): (&str, i64),
+        carried: Option<&str>,
+    ) -> Option<String> {
+        let v = self.verdicts.get(cluster)?;
+        if (v.plugin.as_str(), v.revision.as_str(), v.generation) != (plugin, revision, generation)
+        {
+            return None;
+        }
+        v.to_annotation()
+            .filter(|value| Some(value.as_str()) != carried)
     }
 
     /// When the next question about `cluster` is due, None when it is due now.
@@ -209,12 +331,12 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::Succeeded, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c1", "app-1", 2, t(60)),
+            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
             Gate::Passed(t(50))
         );
         for (revision, generation) in [("app-2", 2), ("app-1", 3)] {
             assert_eq!(
-                p.gate("judge", "c1", revision, generation, t(60)),
+                p.gate("judge", "c1", (revision, generation), None, t(60)),
                 Gate::Validating {
                     note: None,
                     ask: true,
@@ -225,8 +347,34 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::Failed, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c1", "app-1", 2, t(60)),
+            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
             Gate::Failed(t(50), "plugin judge: said FAILED".into())
+        );
+    }
+
+    #[test]
+    fn a_final_verdict_survives_as_an_annotation() {
+        let v = verdict(Verdict::Failed, "app-1", 2);
+        let value = v.to_annotation().unwrap();
+        assert_eq!(ClusterVerdict::from_annotation(&value), Some(v.clone()));
+        assert_eq!(
+            verdict(Verdict::InProgress, "app-1", 2).to_annotation(),
+            None
+        );
+        assert_eq!(ClusterVerdict::from_annotation("not json"), None);
+        // A controller restarted with the plugin down keeps what the annotation says.
+        let p = inputs(PluginHealth::Unreachable {
+            why: "connection refused".into(),
+        });
+        let gate = p.gate("judge", "c1", ("app-1", 2), Some(&v), t(60));
+        assert_eq!(
+            gate,
+            Gate::Failed(t(50), "plugin judge: said FAILED".into())
+        );
+        let other = p.gate("judge", "c1", ("app-1", 3), Some(&v), t(60));
+        assert!(
+            matches!(other, Gate::Held(_)),
+            "another generation: {other:?}"
         );
     }
 
@@ -236,7 +384,7 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
         p.asked.insert("c1".into(), t(100));
-        let gate = |now| p.gate("judge", "c1", "app-1", 2, now);
+        let gate = |now| p.gate("judge", "c1", ("app-1", 2), None, now);
         assert_eq!(
             gate(t(105)),
             Gate::Validating {
@@ -257,17 +405,17 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c1", "app-1", 2, t(60)),
+            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
             Gate::Held("plugin judge is unreachable: connection refused".into())
         );
         p.verdicts
             .insert("c2".into(), verdict(Verdict::Succeeded, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c2", "app-1", 2, t(60)),
+            p.gate("judge", "c2", ("app-1", 2), None, t(60)),
             Gate::Passed(t(50))
         );
         assert_eq!(
-            p.gate("other", "c1", "app-1", 2, t(60)),
+            p.gate("other", "c1", ("app-1", 2), None, t(60)),
             Gate::Held("plugin other is not registered".into())
         );
     }

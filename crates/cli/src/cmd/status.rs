@@ -15,11 +15,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
 use mwrs_api::placement::{Placement, PlacementDecision};
-use mwrs_engine::PlanConfig;
 use mwrs_engine::phase::{Phase, phase};
 use mwrs_engine::plan::clusters;
+use mwrs_engine::plugin::PluginInputs;
 use mwrs_engine::snapshot::{Snapshot, owner_of};
 use mwrs_engine::stored_work::StoredWork;
+use mwrs_engine::{Observed, PlanConfig};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -63,7 +64,12 @@ impl View {
         let (placements, clusters) = match works_hidden {
             Some(_) => (published_placements(m), Vec::new()),
             None => {
-                let reports = clusters(&snap.observed(), now, &PlanConfig::default());
+                let plugins = PluginInputs::from_status(&snap.mwrs);
+                let observed = Observed {
+                    plugins: &plugins,
+                    ..snap.observed()
+                };
+                let reports = clusters(&observed, now, &PlanConfig::default());
                 let lines = ordered(&reports)
                     .into_iter()
                     .map(ClusterLine::from)

@@ -1,14 +1,16 @@
 //! Part of stage 3: the rollout plugin's say on a cluster its agent reports done
-//! ([`crate::plugin`] has the rules), and the questions to put to plugins next.
+//! ([`crate::plugin`] has the rules), the questions to put to plugins next, and the final
+//! verdicts to write onto the ManifestWorks they are about.
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use mwrs_api::labels;
 use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
-use crate::plugin::{Gate, PluginHealth, Validation};
+use crate::plugin::{ClusterVerdict, Gate, PluginHealth, Validation};
 use crate::rollout::RolloutStatus;
 
 use super::Pass;
@@ -23,12 +25,15 @@ pub(super) struct Gated {
     pub(super) held: bool,
 }
 
-/// The questions a pass wants put to plugins.
+/// The questions a pass wants put to plugins, and the answers to write down.
 #[derive(Default)]
 pub(super) struct Questions {
     pub(super) due: Vec<Validation>,
     /// When the next one not due yet will be.
     pub(super) next: Option<Timestamp>,
+    /// Final verdicts the controller holds and the cluster's ManifestWork does not carry
+    /// yet: (cluster, annotation value).
+    pub(super) to_write: Vec<(Arc<str>, String)>,
 }
 
 impl Questions {
@@ -67,7 +72,13 @@ impl<'a> Pass<'a> {
             return ungated;
         }
         let plugins = self.observed.plugins;
-        match plugins.gate(plugin, cluster, revision, work.generation, self.now) {
+        let about = (revision, work.generation);
+        let carried = work.annotation(labels::PLUGIN_VERDICT);
+        let persisted = carried.and_then(ClusterVerdict::from_annotation);
+        if let Some(value) = plugins.unwritten(plugin, cluster, about, carried) {
+            questions.to_write.push((cluster.clone(), value));
+        }
+        match plugins.gate(plugin, cluster, about, persisted.as_ref(), self.now) {
             Gate::Passed(at) => Gated {
                 since: since.max(Some(at)),
                 ..ungated

@@ -2,7 +2,8 @@
 //! releases, revert to the stable revision while an abort holds, relabel, and delete what
 //! is no longer selected and duplicates.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
@@ -57,7 +58,55 @@ impl<'a> Pass<'a> {
             w.recheck = Some(w.recheck.map_or(at, |r| r.min(at)));
         }
         self.relabel_and_delete(&hold.target, &mut w);
+        self.write_verdicts(&seen.questions.to_write, &mut w);
         w
+    }
+
+    /// Writes each final plugin verdict onto its ManifestWork (with the labels and
+    /// annotations of a relabel, so one write serves both), unless this pass already
+    /// writes that ManifestWork: the next pass will.
+    fn write_verdicts(&self, verdicts: &[(Arc<str>, String)], w: &mut Writes) {
+        if verdicts.is_empty() {
+            return;
+        }
+        let written: HashSet<&str> = w
+            .works
+            .iter()
+            .map(|c| match c {
+                WorkChange::Apply(a) => a.cluster.as_str(),
+                WorkChange::Relabel { cluster, .. } | WorkChange::Delete { cluster, .. } => {
+                    cluster.as_str()
+                }
+            })
+            .collect();
+        let mut verdict_writes = Vec::new();
+        for (cluster, value) in verdicts {
+            let Some(row) = self.clusters.get(cluster) else {
+                continue;
+            };
+            let (Some(work), Some(d), Some(rev)) = (row.work, &row.desired, row.carried) else {
+                continue;
+            };
+            if written.contains(&**cluster) {
+                continue;
+            }
+            let placement = &self.observed.mwrs.spec.placement_refs[d.placement].name;
+            let mut annotations = self.relabel_annotations(work);
+            annotations.insert(labels::PLUGIN_VERDICT.into(), value.clone());
+            verdict_writes.push(WorkChange::Relabel {
+                cluster: cluster.to_string(),
+                name: work.name.to_string(),
+                labels: self.work_labels(placement, self.rev_name(rev)),
+                annotations,
+            });
+        }
+        // Relabels come before deletes (the order `Plan::works` promises).
+        let at = w
+            .works
+            .iter()
+            .position(|c| matches!(c, WorkChange::Delete { .. }))
+            .unwrap_or(w.works.len());
+        w.works.splice(at..at, verdict_writes);
     }
 
     /// The write of `revision` into `cluster`'s ManifestWork by a pass at `now`.

@@ -9,8 +9,10 @@ use mwrs_api::mwrs::condition as mwrs_condition;
 use serde_json::json;
 
 use crate::conditions;
+use crate::plan::WorkChange;
 use crate::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict};
 use crate::rollout::RolloutStatus;
+use mwrs_api::labels;
 
 use super::super::plan;
 use super::{Fixture, Reported, STABLE, mwrs_with, secs, t0};
@@ -121,6 +123,45 @@ fn a_cluster_its_agent_reports_done_waits_for_the_plugin() {
             "judge plugin is available (judge 1.0).".into()
         ))
     );
+}
+
+#[test]
+fn a_final_verdict_is_written_onto_its_manifestwork_once() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
+    said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(30));
+    let out = plan_with(&f, &p);
+    let value = p.verdicts["c1"].to_annotation().unwrap();
+    let writes: Vec<(String, Option<String>)> = out
+        .works
+        .iter()
+        .map(|w| match w {
+            WorkChange::Relabel {
+                cluster,
+                annotations,
+                ..
+            } => (
+                cluster.clone(),
+                annotations.get(labels::PLUGIN_VERDICT).cloned(),
+            ),
+            other => panic!("only the verdict is written: {other:?}"),
+        })
+        .collect();
+    assert_eq!(writes, [("c1".to_string(), Some(value.clone()))]);
+    // Once the ManifestWork carries it, nothing more is written, and a controller that
+    // knows nothing (a restart, the CLI) reads it from there.
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    let mut annotations = (*w.annotations).clone();
+    annotations.insert(labels::PLUGIN_VERDICT.into(), value);
+    w.annotations = std::sync::Arc::new(annotations);
+    let out = plan_with(&f, &p);
+    assert!(out.works.is_empty(), "{:?}", out.works);
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Validating);
 }
 
 #[test]
