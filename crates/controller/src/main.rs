@@ -203,6 +203,8 @@ fn serving(args: &Args, client: &kube::Client) -> anyhow::Result<http::Serving> 
 }
 
 async fn main_inner(args: Args) -> anyhow::Result<()> {
+    // A broken --work-config stops the start before anything is served.
+    let plugins = std::sync::Arc::new(plugins(&args)?);
     let client = client(&args).await?;
     if !args.skip_crd_check {
         crd::check(&client).await?;
@@ -229,7 +231,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
             settle: args.settle_time,
         },
         instance: identity.clone(),
-        plugins: std::sync::Arc::new(plugins(&args)?),
+        plugins,
         ..Config::default()
     };
 

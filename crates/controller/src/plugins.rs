@@ -53,9 +53,15 @@ impl std::fmt::Debug for Plugins {
 }
 
 impl Default for Plugins {
+    /// No plugin registered.
     fn default() -> Self {
-        Self::new(&WorkConfig::default(), DEFAULT_POLL, "")
-            .unwrap_or_else(|_| unreachable!("no plugin, no setup"))
+        Self {
+            clients: BTreeMap::new(),
+            health: RwLock::default(),
+            judged: Mutex::default(),
+            poll: DEFAULT_POLL,
+            controller_version: String::new(),
+        }
     }
 }
 
@@ -315,5 +321,95 @@ fn status_line(s: &tonic::Status) -> String {
     match message {
         "" => format!("{:?}", s.code()),
         m => format!("{:?}: {m}", s.code()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn validation(cluster: &str) -> Validation {
+        Validation {
+            plugin: "judge".into(),
+            placement: "p".into(),
+            total_clusters: 1,
+            cluster: cluster.into(),
+            manifest_work: "ns.app".into(),
+            revision: "abc".into(),
+            generation: 2,
+            since: None,
+        }
+    }
+
+    fn answer(v: api::Verdict, message: &str) -> api::ValidateResponse {
+        api::ValidateResponse {
+            verdict: v.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_plugin_that_keeps_answering_keeps_the_time_it_started_to() {
+        let p = Plugins::default();
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let available = |since| PluginHealth::Available {
+            description: "judge 1.0".into(),
+            since,
+        };
+        assert!(p.set_health("judge", available(at(10))));
+        assert!(!p.set_health("judge", available(at(20))), "the same answer");
+        assert_eq!(p.inputs("ns/app").health["judge"], available(at(10)));
+        let down = PluginHealth::Unreachable { why: "gone".into() };
+        assert!(p.set_health("judge", down.clone()));
+        assert!(!p.set_health("judge", down));
+        assert!(p.set_health("judge", available(at(30))));
+        assert_eq!(p.inputs("ns/app").health["judge"], available(at(30)));
+    }
+
+    #[test]
+    fn an_answer_is_news_only_when_it_differs() {
+        let p = Plugins::default();
+        let now = Timestamp::from_second(100).unwrap();
+        let v = validation("c1");
+        let r = |verdict, message| answer(verdict, message);
+        assert!(p.record(
+            "ns/app",
+            &v,
+            r(api::Verdict::InProgress, "1 of 3 checks"),
+            now
+        ));
+        assert!(!p.record(
+            "ns/app",
+            &v,
+            r(api::Verdict::InProgress, "1 of 3 checks"),
+            now
+        ));
+        assert!(p.record(
+            "ns/app",
+            &v,
+            r(api::Verdict::InProgress, "2 of 3 checks"),
+            now
+        ));
+        assert!(p.record(
+            "ns/app",
+            &v,
+            r(api::Verdict::Succeeded, "3 of 3 checks"),
+            now
+        ));
+        // An unknown verdict number says nothing final.
+        let odd = api::ValidateResponse {
+            verdict: 42,
+            message: String::new(),
+        };
+        assert!(p.record("ns/app", &validation("c2"), odd, now));
+        let inputs = p.inputs("ns/app");
+        assert_eq!(inputs.verdicts["c1"].verdict, Verdict::Succeeded);
+        assert_eq!(inputs.verdicts["c2"].verdict, Verdict::InProgress);
+        assert_eq!(inputs.asked["c1"], now);
+        assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
+        p.forget("ns/app");
+        assert!(p.inputs("ns/app").verdicts.is_empty());
     }
 }
