@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::feedback;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -295,6 +296,7 @@ async fn answer(s: &Shared, mw: ManifestWork) {
         spec: &spec,
     });
     let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+    let tracked = feedback::tracked(&spec);
 
     if s.config.finalizer && !mw.finalizers().iter().any(|f| f == AGENT_FINALIZER) {
         let body = json!({"metadata": {"finalizers": finalizers_with(&mw)}, });
@@ -319,20 +321,20 @@ async fn answer(s: &Shared, mw: ManifestWork) {
         Behaviour::Silent => return,
         Behaviour::Refuse => {
             let conditions = refused(&existing, generation, Timestamp::now());
-            write(s, &api, &name, &cluster, &conditions).await;
+            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
             return;
         }
         Behaviour::EarlyReport { glitch, after } => {
             let (first, last) = phases(Behaviour::succeed_now(), rules);
             let last = last.unwrap_or_default();
             let mut conditions = merge(&existing, &last, generation, Timestamp::now());
-            write(s, &api, &name, &cluster, &conditions).await;
+            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
             tokio::time::sleep(glitch).await;
             conditions = merge(&conditions, &first, generation, Timestamp::now());
-            write(s, &api, &name, &cluster, &conditions).await;
+            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
             tokio::time::sleep(after).await;
             conditions = merge(&conditions, &last, generation, Timestamp::now());
-            write(s, &api, &name, &cluster, &conditions).await;
+            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
             return;
         }
         _ => {}
@@ -350,14 +352,14 @@ async fn answer(s: &Shared, mw: ManifestWork) {
     let mut conditions = existing;
     if !(delay.is_zero() && last.is_some()) {
         conditions = merge(&conditions, &first, generation, Timestamp::now());
-        write(s, &api, &name, &cluster, &conditions).await;
+        write(s, &api, (&name, &cluster), &conditions, &tracked).await;
     }
     let Some(last) = last else { return };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
     conditions = merge(&conditions, &last, generation, Timestamp::now());
-    write(s, &api, &name, &cluster, &conditions).await;
+    write(s, &api, (&name, &cluster), &conditions, &tracked).await;
     if let Behaviour::Flap { period } = behaviour {
         // The task is aborted when a new generation arrives or the work goes.
         let healthy = phases(Behaviour::succeed_now(), rules)
@@ -372,7 +374,7 @@ async fn answer(s: &Shared, mw: ManifestWork) {
             degraded = !degraded;
             let phase = if degraded { &failing } else { &healthy };
             conditions = merge(&conditions, phase, generation, Timestamp::now());
-            write(s, &api, &name, &cluster, &conditions).await;
+            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
         }
     }
 }
@@ -526,14 +528,18 @@ pub fn merge(
     out
 }
 
+/// Writes `conditions`, and the status feedback of the `tracked` Deployments under them.
 async fn write(
     s: &Shared,
     api: &Api<ManifestWork>,
-    name: &str,
-    cluster: &str,
+    (name, cluster): (&str, &str),
     conditions: &[Condition],
+    tracked: &[feedback::Tracked],
 ) {
-    let body = json!({"status": {"conditions": conditions}});
+    let mut body = json!({"status": {"conditions": conditions}});
+    if let Some(r) = feedback::resource_status(tracked, conditions) {
+        body["status"]["resourceStatus"] = r;
+    }
     let _permit = s.permits.acquire().await;
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),

@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod cluster;
+pub mod feedback;
 pub mod ocm;
 pub mod placement;
 pub mod rules;

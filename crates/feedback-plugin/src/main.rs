@@ -1,0 +1,218 @@
+//! `mwrs-feedback-plugin`: a rollout plugin (issue #18) that judges each cluster from its
+//! ManifestWork's status feedback, read from the hub: e.g. a Deployment's `ReadyReplicas
+//! == Replicas`, held for a soak. Its checks are in its config file ([`config`]); it
+//! keeps no state, so every answer depends on the hub and the question alone.
+
+mod config;
+mod expr;
+mod judge;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Parser;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use mwrs_plugin::v1alpha1 as api;
+use mwrs_plugin::v1alpha1::rollout_plugin_server::{RolloutPlugin, RolloutPluginServer};
+use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::{Request, Response, Status};
+
+use config::{Check, Config};
+use judge::{Asked, Judged};
+
+const VERSION: &str = env!("MWRS_VERSION");
+
+#[derive(Parser)]
+#[command(version = VERSION, about = "Rollout plugin judging clusters by ManifestWork status feedback")]
+struct Args {
+    /// The plugin's config file (listen address, TLS, checks).
+    #[arg(long)]
+    config: PathBuf,
+    /// Kubeconfig of the hub (default: in-cluster or $KUBECONFIG).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+}
+
+struct Feedback {
+    works: WorkReader,
+    checks: Arc<Vec<Check>>,
+}
+
+/// Reads ManifestWorks as JSON (the plugin needs their status feedback only).
+#[derive(Clone)]
+struct WorkReader {
+    client: Client,
+    resource: ApiResource,
+}
+
+impl WorkReader {
+    fn new(client: Client) -> Self {
+        let gvk = GroupVersionKind::gvk("work.open-cluster-management.io", "v1", "ManifestWork");
+        Self {
+            client,
+            resource: ApiResource::from_gvk(&gvk),
+        }
+    }
+
+    async fn get(&self, namespace: &str, name: &str) -> Result<serde_json::Value, Status> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &self.resource);
+        let o = api.get(name).await.map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 404 => {
+                Status::not_found(format!("ManifestWork {namespace}/{name} does not exist"))
+            }
+            e => Status::unavailable(format!("reading ManifestWork {namespace}/{name}: {e}")),
+        })?;
+        serde_json::to_value(o).map_err(|e| Status::internal(e.to_string()))
+    }
+}
+
+fn ack() -> Result<Response<api::Ack>, Status> {
+    Ok(Response::new(api::Ack {}))
+}
+
+#[tonic::async_trait]
+impl RolloutPlugin for Feedback {
+    async fn initialize(
+        &self,
+        _: Request<api::InitializeRequest>,
+    ) -> Result<Response<api::InitializeResponse>, Status> {
+        // Answering means the hub is reachable too.
+        let namespaces: Api<Namespace> = Api::all(self.works.client.clone());
+        namespaces
+            .list(&kube::api::ListParams::default().limit(1))
+            .await
+            .map_err(|e| Status::unavailable(format!("the hub does not answer: {e}")))?;
+        Ok(Response::new(api::InitializeResponse {
+            description: format!(
+                "mwrs-feedback-plugin {}, {} check(s)",
+                env!("CARGO_PKG_VERSION"),
+                self.checks.len()
+            ),
+        }))
+    }
+
+    async fn begin_rollout(
+        &self,
+        _: Request<api::RolloutRequest>,
+    ) -> Result<Response<api::Ack>, Status> {
+        ack()
+    }
+
+    async fn progress_rollout(
+        &self,
+        _: Request<api::RolloutRequest>,
+    ) -> Result<Response<api::Ack>, Status> {
+        ack()
+    }
+
+    async fn validate_rollout_completion(
+        &self,
+        r: Request<api::ValidateRequest>,
+    ) -> Result<Response<api::ValidateResponse>, Status> {
+        let r = r.into_inner();
+        let work = self.works.get(&r.cluster, &r.manifest_work).await?;
+        let asked = Asked {
+            generation: r.generation,
+            since: r
+                .since
+                .and_then(|t| Timestamp::new(t.seconds, t.nanos).ok()),
+        };
+        let (verdict, message) = match judge::judge(&work, &asked, &self.checks, Timestamp::now()) {
+            Judged::Succeeded(m) => (api::Verdict::Succeeded, m),
+            Judged::Failed(m) => (api::Verdict::Failed, m),
+            Judged::InProgress(m) => (api::Verdict::InProgress, m),
+        };
+        tracing::info!(cluster = %r.cluster, revision = %r.revision, verdict = verdict.as_str_name(), %message, "validated");
+        Ok(Response::new(api::ValidateResponse {
+            verdict: verdict.into(),
+            message,
+        }))
+    }
+
+    async fn mutate_manifest_work(
+        &self,
+        _: Request<api::MutateRequest>,
+    ) -> Result<Response<api::MutateResponse>, Status> {
+        // Written unchanged.
+        Ok(Response::new(api::MutateResponse::default()))
+    }
+
+    async fn begin_abort(
+        &self,
+        _: Request<api::RolloutRequest>,
+    ) -> Result<Response<api::Ack>, Status> {
+        ack()
+    }
+
+    async fn validate_abort_completion(
+        &self,
+        r: Request<api::ValidateRequest>,
+    ) -> Result<Response<api::ValidateResponse>, Status> {
+        // The stable revision is judged by the same checks.
+        self.validate_rollout_completion(r).await
+    }
+}
+
+async fn client(path: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let config = match path {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("reading --config {}", args.config.display()))?;
+    let config = Config::parse(&text)
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", args.config.display()))?;
+    let client = client(args.kubeconfig.as_deref()).await?;
+    let service = Feedback {
+        works: WorkReader::new(client),
+        checks: Arc::new(config.checks),
+    };
+    let mut server = Server::builder();
+    if let Some(tls) = &config.tls {
+        let cert = std::fs::read(&tls.cert_file)
+            .with_context(|| format!("reading {}", tls.cert_file.display()))?;
+        let key = std::fs::read(&tls.key_file)
+            .with_context(|| format!("reading {}", tls.key_file.display()))?;
+        server =
+            server.tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))?;
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    // The bound address on the first line of stdout (a port of 0 picks one).
+    println!("listening on {}", listener.local_addr()?);
+    tracing::info!(addr = %listener.local_addr()?, tls = config.tls.is_some(), "serving");
+    server
+        .add_service(RolloutPluginServer::new(service))
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+        .await?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(Args::parse()).await {
+        eprintln!("mwrs-feedback-plugin: {e:#}");
+        std::process::exit(1);
+    }
+}
