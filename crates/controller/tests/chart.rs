@@ -137,6 +137,71 @@ fn the_chart_lints_clean_and_deploy_is_its_render() {
     assert_eq!(service["spec"]["ports"][0]["name"], "https-metrics");
 }
 
+/// `controller.plugins` becomes a ConfigMap the controller's own parser accepts, mounted
+/// where the rendered `--work-config` points.
+#[test]
+fn the_charts_plugins_are_a_work_config_the_controller_reads() {
+    let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
+        eprintln!("MWRS_HELM not set (scripts/helm.sh): skipped");
+        return;
+    };
+    let bundle = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
+    let docs = documents(&helm(
+        &helm_bin,
+        &[
+            "template",
+            "mwrs",
+            CHART,
+            "--set",
+            "controller.plugins[0].name=smoke-tests",
+            "--set",
+            "controller.plugins[0].endpoint=smoke.mwrs-system.svc:10843",
+            "--set",
+            &format!("controller.plugins[0].caCertificate.caBundle={bundle}"),
+        ],
+    ));
+    let config = find(&docs, "ConfigMap");
+    let text = config["data"]["config.yaml"].as_str().unwrap();
+    let parsed = mwrs_plugin::config::WorkConfig::parse(text).unwrap();
+    assert_eq!(parsed.plugins[0].name, "smoke-tests");
+    let deployment = find(&docs, "Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let path = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--work-config="))
+        .expect("--work-config");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "work-config")
+        .expect("the mount");
+    let dir = mount["mountPath"].as_str().unwrap();
+    assert_eq!(path, format!("{dir}/config.yaml"));
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "work-config")
+        .expect("the volume");
+    assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
+    let without = documents(&helm(&helm_bin, &["template", "mwrs", CHART]));
+    assert!(
+        without.iter().all(|d| d["kind"] != "ConfigMap"),
+        "no plugins, no work config"
+    );
+    let args = find(&without, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .to_string();
+    assert!(!args.contains("--work-config"), "{args}");
+}
+
 /// Applies `doc` to the hub with server-side apply.
 async fn apply(client: &kube::Client, doc: &Value) {
     let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();

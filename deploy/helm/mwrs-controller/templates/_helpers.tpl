@@ -48,6 +48,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range .upstreamQuirks }}
 - --upstream-quirk={{ . }}
 {{- end }}
+{{- if .plugins }}
+- --work-config=/etc/mwrs/work-config/config.yaml
+- --plugin-poll={{ .pluginPoll }}
+{{- end }}
 {{- range .extraArgs }}
 - {{ . }}
 {{- end }}
