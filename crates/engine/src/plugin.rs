@@ -148,6 +148,14 @@ pub static NO_PLUGINS: PluginInputs = PluginInputs {
     poll: SignedDuration::ZERO,
 };
 
+/// The plugins `mwrs`'s placementRefs name (a name twice when two of them do).
+pub fn named(mwrs: &ManifestWorkReplicaSet) -> impl Iterator<Item = String> + '_ {
+    mwrs.spec
+        .placement_refs
+        .iter()
+        .filter_map(|r| r.rollout_strategy.as_ref()?.plugin.clone())
+}
+
 impl PluginInputs {
     /// What a reader of the hub alone knows of `mwrs`'s plugins (the CLI): each one the
     /// placementRefs name answers if the controller's `PluginLoaded` says so, and the
@@ -158,11 +166,7 @@ impl PluginInputs {
             .as_ref()
             .and_then(|s| s.conditions.as_deref())
             .and_then(|l| crate::conditions::find(l, mwrs_condition::PLUGIN_LOADED));
-        let health = mwrs
-            .spec
-            .placement_refs
-            .iter()
-            .filter_map(|r| r.rollout_strategy.as_ref()?.plugin.clone())
+        let health = named(mwrs)
             .map(|name| {
                 let health = match loaded {
                     Some(c) if c.status == "True" => PluginHealth::Available {

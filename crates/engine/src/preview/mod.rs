@@ -264,11 +264,7 @@ fn progressing(m: &ManifestWorkReplicaSet) -> Option<(&str, &str, &str)> {
 
 /// Every plugin `mwrs`'s placementRefs name, available.
 fn simulated_plugins(mwrs: &ManifestWorkReplicaSet) -> PluginInputs {
-    let health = mwrs
-        .spec
-        .placement_refs
-        .iter()
-        .filter_map(|r| r.rollout_strategy.as_ref()?.plugin.clone())
+    let health = crate::plugin::named(mwrs)
         .map(|name| {
             let simulated = PluginHealth::Available {
                 description: "simulated".into(),

@@ -49,6 +49,20 @@ fn names(w: &Wave) -> Vec<&str> {
     w.clusters.iter().map(|(c, _)| c.as_str()).collect()
 }
 
+/// Each wave's kind and clusters.
+fn kinds(p: &Preview) -> Vec<(WaveKind, Vec<&str>)> {
+    p.waves.iter().map(|w| (w.kind, names(w))).collect()
+}
+
+/// c1-c4 rolled two at a time, then all four reverted in one wave.
+fn two_waves_then_revert() -> Vec<(WaveKind, Vec<&'static str>)> {
+    vec![
+        (WaveKind::Rollout, vec!["c1", "c2"]),
+        (WaveKind::Rollout, vec!["c3", "c4"]),
+        (WaveKind::Revert, vec!["c1", "c2", "c3", "c4"]),
+    ]
+}
+
 fn none() -> BTreeSet<String> {
     BTreeSet::new()
 }
@@ -204,15 +218,7 @@ fn abort_all_reverts_every_cluster_in_one_wave() {
             to: v1.clone().unwrap()
         }
     );
-    let kinds: Vec<(WaveKind, Vec<&str>)> = p.waves.iter().map(|w| (w.kind, names(w))).collect();
-    assert_eq!(
-        kinds,
-        vec![
-            (WaveKind::Rollout, vec!["c1", "c2"]),
-            (WaveKind::Rollout, vec!["c3", "c4"]),
-            (WaveKind::Revert, vec!["c1", "c2", "c3", "c4"]),
-        ]
-    );
+    assert_eq!(kinds(&p), two_waves_then_revert());
     assert_eq!(p.waves[2].revision, v1.unwrap());
     assert!(p.message.contains("on all 4 clusters"), "{}", p.message);
     assert_eq!(p.failed, vec!["c3".to_string()]);
@@ -239,15 +245,7 @@ fn a_plugin_judges_each_cluster_and_its_failed_aborts() {
     let failing = BTreeSet::from(["c3".to_string()]);
     let p = preview(&snap, &failing, t0(), &PreviewConfig::default());
     assert_eq!(p.end, End::Aborted { to: v1.unwrap() });
-    let kinds: Vec<(WaveKind, Vec<&str>)> = p.waves.iter().map(|w| (w.kind, names(w))).collect();
-    assert_eq!(
-        kinds,
-        vec![
-            (WaveKind::Rollout, vec!["c1", "c2"]),
-            (WaveKind::Rollout, vec!["c3", "c4"]),
-            (WaveKind::Revert, vec!["c1", "c2", "c3", "c4"]),
-        ]
-    );
+    assert_eq!(kinds(&p), two_waves_then_revert());
     assert_eq!(p.failed, vec!["c3".to_string()]);
 }
 
