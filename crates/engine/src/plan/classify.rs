@@ -153,8 +153,9 @@ impl<'a> Pass<'a> {
                     cluster: name.clone(),
                     group: d.group.clone(),
                     status,
-                    // A held cluster's deadline does not run: the wait is the plugin's.
-                    last_transition_time: if held { Some(self.now) } else { since },
+                    // A held cluster's deadline does not run, not even a zero one: the
+                    // wait is the plugin's.
+                    last_transition_time: if held { Some(Timestamp::MAX) } else { since },
                     recheck_time: None,
                 });
             }

@@ -12,6 +12,7 @@ use mwrs_api::mwrs::condition as mwrs_condition;
 use crate::conditions::{Cond, Status};
 use crate::plugin::{ClusterVerdict, Gate, PluginHealth, Validation};
 use crate::rollout::RolloutStatus;
+use crate::work::WorkView;
 
 use super::Pass;
 use super::cluster_table::{ClusterRow, Desired};
@@ -47,7 +48,6 @@ impl Questions {
 impl<'a> Pass<'a> {
     /// `status` as the agent's report makes it, gated by the placementRef's plugin when
     /// the cluster carries the update revision (an abort's revert is not validated).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn gate(
         &self,
         cluster: &Arc<str>,
@@ -95,20 +95,10 @@ impl<'a> Pass<'a> {
                 since: answering,
             } => {
                 if ask {
-                    questions.due.push(Validation {
-                        plugin: plugin.clone(),
-                        placement: self.observed.mwrs.spec.placement_refs[d.placement]
-                            .name
-                            .clone(),
-                        total_clusters: self.views[d.placement]
-                            .and_then(|v| v.groups())
-                            .map_or(0, |g| g.len()),
-                        cluster: cluster.to_string(),
-                        manifest_work: work.name.to_string(),
-                        revision: revision.to_string(),
-                        generation: work.generation,
-                        since,
-                    });
+                    let about = (work, revision, since);
+                    questions
+                        .due
+                        .push(self.question(plugin, d.placement, cluster, about));
                     // The answer may change nothing; the next question is due anyway.
                     questions.later(self.now.saturating_add(plugins.poll).ok());
                 } else {
@@ -135,6 +125,31 @@ impl<'a> Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// The question to `plugin` about `cluster`'s ManifestWork `work`, done by its agent
+    /// on `revision` since `since`, for the placementRef at `placement`.
+    fn question(
+        &self,
+        plugin: &str,
+        placement: usize,
+        cluster: &str,
+        (work, revision, since): (&WorkView, &str, Option<Timestamp>),
+    ) -> Validation {
+        Validation {
+            plugin: plugin.to_string(),
+            placement: self.observed.mwrs.spec.placement_refs[placement]
+                .name
+                .clone(),
+            total_clusters: self.views[placement]
+                .and_then(|v| v.groups())
+                .map_or(0, |g| g.len()),
+            cluster: cluster.to_string(),
+            manifest_work: work.name.to_string(),
+            revision: revision.to_string(),
+            generation: work.generation,
+            since,
+        }
+    }
+
     /// `PluginLoaded`: True when every plugin the placementRefs name answers, False
     /// naming each one that does not (None: no placementRef names a plugin).
     pub(super) fn plugin_loaded(&self) -> Option<Cond> {

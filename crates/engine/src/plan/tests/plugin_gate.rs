@@ -298,6 +298,20 @@ fn a_plugin_back_from_an_outage_has_the_whole_deadline_to_answer() {
 }
 
 #[test]
+fn a_held_cluster_never_times_out_even_at_a_zero_deadline() {
+    for kind in ["all", "progressive"] {
+        let strategy = json!({"type": if kind == "all" { "All" } else { "Progressive" },
+            "plugin": "judge", kind: {"progressDeadline": "0s"}});
+        let (mut f, update) = fixture(strategy, &["c1", "c2"]);
+        f.work("c1", &update, secs(60), Reported::Done);
+        let out = plan_with(&f, &plugins(unreachable()));
+        assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Validating, "{kind}");
+        let status = out.status.as_ref().unwrap();
+        assert!(status.aborted_time.is_none(), "{kind}: {status:?}");
+    }
+}
+
+#[test]
 fn a_plugin_not_registered_holds_and_says_so() {
     let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
     f.work("c1", &update, secs(60), Reported::Done);
