@@ -136,7 +136,8 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
             .ask(mwrs, &owner.slashed(), &plan.validations)
             .await;
     if answered || ctx.blocked_writes(&work_name).len() > blocked_before {
-        // A write found blocked in this pass: report it without waiting for a change.
+        // A new answer, or a write found blocked in this pass: act on it or report it
+        // without waiting for a change.
         return Ok(Action::requeue(MIN_REQUEUE));
     }
     Ok(Action::requeue(requeue_after(
