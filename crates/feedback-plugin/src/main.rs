@@ -57,16 +57,16 @@ impl WorkReader {
         }
     }
 
-    async fn get(&self, namespace: &str, name: &str) -> Result<serde_json::Value, Status> {
+    /// The ManifestWork as JSON; None when it does not exist (an answer, not an error:
+    /// the controller takes errors for a plugin that does not work).
+    async fn get(&self, namespace: &str, name: &str) -> Result<Option<serde_json::Value>, Status> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &self.resource);
-        let o = api.get(name).await.map_err(|e| match e {
-            kube::Error::Api(s) if s.code == 404 => {
-                Status::not_found(format!("ManifestWork {namespace}/{name} does not exist"))
-            }
-            e => Status::unavailable(format!("reading ManifestWork {namespace}/{name}: {e}")),
+        let o = api.get_opt(name).await.map_err(|e| {
+            Status::unavailable(format!("reading ManifestWork {namespace}/{name}: {e}"))
         })?;
-        serde_json::to_value(o).map_err(|e| Status::internal(e.to_string()))
+        o.map(|o| serde_json::to_value(o).map_err(|e| Status::internal(e.to_string())))
+            .transpose()
     }
 }
 
@@ -114,7 +114,15 @@ impl RolloutPlugin for Feedback {
         r: Request<api::ValidateRequest>,
     ) -> Result<Response<api::ValidateResponse>, Status> {
         let r = r.into_inner();
-        let work = self.works.get(&r.cluster, &r.manifest_work).await?;
+        let Some(work) = self.works.get(&r.cluster, &r.manifest_work).await? else {
+            return Ok(Response::new(api::ValidateResponse {
+                verdict: api::Verdict::InProgress.into(),
+                message: format!(
+                    "ManifestWork {}/{} does not exist",
+                    r.cluster, r.manifest_work
+                ),
+            }));
+        };
         let asked = Asked {
             generation: r.generation,
             since: r
