@@ -14,12 +14,17 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
 use jiff::{SignedDuration, Timestamp};
+use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict};
 use mwrs_plugin::client::{PluginClient, SetupError};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
+
+use crate::watch::GuardedMwrs;
 
 /// Questions in flight at once within one pass.
 const ASK_CONCURRENCY: usize = 16;
@@ -40,6 +45,8 @@ pub struct Plugins {
     health: RwLock<BTreeMap<String, PluginHealth>>,
     /// By MWRS (`namespace/name`).
     judged: Mutex<HashMap<String, Judged>>,
+    /// Where answers that change something are announced ([`Plugins::answers_to`]).
+    news: Mutex<Option<UnboundedSender<ObjectRef<GuardedMwrs>>>>,
     poll: Duration,
     controller_version: String,
 }
@@ -59,6 +66,7 @@ impl Default for Plugins {
             clients: BTreeMap::new(),
             health: RwLock::default(),
             judged: Mutex::default(),
+            news: Mutex::default(),
             poll: DEFAULT_POLL,
             controller_version: String::new(),
         }
@@ -88,6 +96,7 @@ impl Plugins {
             clients,
             health: RwLock::new(health),
             judged: Mutex::new(HashMap::new()),
+            news: Mutex::default(),
             poll,
             controller_version: controller_version.to_string(),
         })
@@ -191,23 +200,65 @@ impl Plugins {
         true
     }
 
-    /// Puts `validations` to their plugins, at most [`ASK_CONCURRENCY`] at once, and
-    /// records the answers; true when any answer differs from what was known.
-    pub async fn ask(
-        &self,
+    /// Where to say which MWRS has news from its plugins (the controller's trigger).
+    pub fn answers_to(&self, news: UnboundedSender<ObjectRef<GuardedMwrs>>) {
+        if let Ok(mut n) = self.news.lock() {
+            *n = Some(news);
+        }
+    }
+
+    /// Puts `validations` to their plugins in a task of their own, so that a slow plugin
+    /// holds no reconcile (nor another MWRS); when an answer differs from what was known,
+    /// `mwrs` is reconciled again. Each question counts as asked from now: the passes
+    /// meanwhile do not send it again.
+    pub fn ask_in_background(
+        self: &Arc<Self>,
         mwrs: &ManifestWorkReplicaSet,
+        validations: Vec<Validation>,
+    ) {
+        let namespace = mwrs.metadata.namespace.clone().unwrap_or_default();
+        let name = mwrs.metadata.name.clone().unwrap_or_default();
+        let key = ObjectRef::<GuardedMwrs>::new(&name).within(&namespace);
+        let owner = OwnerKey::new(namespace, name).slashed();
+        self.mark_asked(&owner, &validations, Timestamp::now());
+        let requests: Vec<api::ValidateRequest> =
+            validations.iter().map(|v| request(mwrs, v)).collect();
+        let plugins = self.clone();
+        tokio::spawn(async move {
+            if plugins.ask(&owner, validations, requests).await {
+                let news = plugins.news.lock().ok().and_then(|n| n.clone());
+                if let Some(news) = news {
+                    let _ = news.unbounded_send(key);
+                }
+            }
+        });
+    }
+
+    fn mark_asked(&self, owner: &str, validations: &[Validation], now: Timestamp) {
+        if let Ok(mut judged) = self.judged.lock() {
+            let j = judged.entry(owner.to_string()).or_default();
+            for v in validations {
+                j.asked.insert(Arc::from(v.cluster.as_str()), now);
+            }
+        }
+    }
+
+    /// Puts `validations` (as `requests`) to their plugins, at most [`ASK_CONCURRENCY`]
+    /// at once, and records the answers; true when any answer differs from what was
+    /// known.
+    async fn ask(
+        &self,
         owner: &str,
-        validations: &[Validation],
+        validations: Vec<Validation>,
+        requests: Vec<api::ValidateRequest>,
     ) -> bool {
         // Owned jobs: the calls borrow nothing across their awaits.
         let jobs: Vec<_> = validations
-            .iter()
-            .map(|v| {
-                (
-                    v.clone(),
-                    self.clients.get(&v.plugin).cloned(),
-                    request(mwrs, v),
-                )
+            .into_iter()
+            .zip(requests)
+            .map(|(v, r)| {
+                let client = self.clients.get(&v.plugin).cloned();
+                (v, client, r)
             })
             .collect();
         let answers: Vec<(Validation, Result<api::ValidateResponse, tonic::Status>)> =
@@ -255,7 +306,6 @@ impl Plugins {
         };
         let j = judged.entry(owner.to_string()).or_default();
         let cluster: Arc<str> = Arc::from(v.cluster.as_str());
-        j.asked.insert(cluster.clone(), now);
         let new = ClusterVerdict {
             plugin: v.plugin.clone(),
             revision: v.revision.clone(),
@@ -407,7 +457,12 @@ mod tests {
         let inputs = p.inputs("ns/app");
         assert_eq!(inputs.verdicts["c1"].verdict, Verdict::Succeeded);
         assert_eq!(inputs.verdicts["c2"].verdict, Verdict::InProgress);
-        assert_eq!(inputs.asked["c1"], now);
+        assert!(
+            inputs.asked.is_empty(),
+            "asked counts from the question, not the answer"
+        );
+        p.mark_asked("ns/app", std::slice::from_ref(&v), now);
+        assert_eq!(p.inputs("ns/app").asked["c1"], now);
         assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
         p.forget("ns/app");
         assert!(p.inputs("ns/app").verdicts.is_empty());

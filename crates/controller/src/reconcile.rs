@@ -128,16 +128,13 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
     if mwrs.metadata.deletion_timestamp.is_some() {
         forget(ctx, mwrs);
     }
-    // The plugins' answers are the next pass's input: it comes at once when any differs.
-    let answered = !plan.validations.is_empty()
-        && ctx
-            .config
-            .plugins
-            .ask(mwrs, &owner.slashed(), &plan.validations)
-            .await;
-    if answered || ctx.blocked_writes(&work_name).len() > blocked_before {
-        // A new answer, or a write found blocked in this pass: act on it or report it
-        // without waiting for a change.
+    // The plugins' answers are the next pass's input: it comes when one of them differs.
+    if !plan.validations.is_empty() {
+        let questions = plan.validations.clone();
+        ctx.config.plugins.ask_in_background(mwrs, questions);
+    }
+    if ctx.blocked_writes(&work_name).len() > blocked_before {
+        // A write found blocked in this pass: report it without waiting for a change.
         return Ok(Action::requeue(MIN_REQUEUE));
     }
     Ok(Action::requeue(requeue_after(
@@ -301,10 +298,14 @@ async fn run_while(
     }
     let (plugin_health, health_changes) = futures::channel::mpsc::channel(1);
     let prober = tokio::spawn(probe_plugins(ctx.config.plugins.clone(), plugin_health));
+    let (plugin_news, answered) = futures::channel::mpsc::unbounded();
+    ctx.config.plugins.answers_to(plugin_news);
     let mwrs_store = stores.mwrs.clone();
     Controller::for_stream(triggers.mwrs, stores.mwrs.clone())
         // A plugin coming back (or going away) changes every pass that names it.
         .reconcile_all_on(health_changes)
+        // An MWRS whose plugin's answer changed.
+        .reconcile_on(answered)
         .watches_stream(triggers.works, |mw| watch::owner_ref(&mw))
         .watches_stream(triggers.revisions, watch::revision_mapper)
         .watches_stream(

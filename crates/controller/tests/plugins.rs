@@ -42,6 +42,10 @@ struct Script {
     down: AtomicBool,
     /// (cluster, revision) of every ValidateRolloutCompletion, in order.
     asked: Mutex<Vec<(String, String)>>,
+    /// ValidateRolloutCompletion takes this long to answer.
+    slow: Mutex<Duration>,
+    /// ValidateRolloutCompletion calls not answered yet.
+    in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl Script {
@@ -112,6 +116,12 @@ impl RolloutPlugin for Served {
             .lock()
             .unwrap()
             .push((r.cluster.clone(), r.revision.clone()));
+        let slow = *self.0.slow.lock().unwrap();
+        if !slow.is_zero() {
+            self.0.in_flight.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(slow).await;
+            self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
         let verdict = self
             .0
             .verdicts
@@ -183,6 +193,15 @@ async fn serve(script: Arc<Script>) -> (String, TaskGuard) {
 /// The test's slice of the hub with Placement `p`, an in-process controller that knows
 /// plugin `judge` (asked again every second), the scripted plugin and an agent.
 async fn started(test: &str) -> Option<(TestHub, Arc<Script>, Running)> {
+    started_with(test, Config::default(), Duration::from_secs(2)).await
+}
+
+/// [`started`] with `config` and each plugin call bounded by `call_timeout`.
+async fn started_with(
+    test: &str,
+    config: Config,
+    call_timeout: Duration,
+) -> Option<(TestHub, Arc<Script>, Running)> {
     let hub = TestHub::from_env(test, CLUSTERS).await?;
     let script = Arc::new(Script::default());
     let (work_config, server) = serve(script.clone()).await;
@@ -192,10 +211,10 @@ async fn started(test: &str) -> Option<(TestHub, Arc<Script>, Running)> {
         "test",
     )
     .unwrap()
-    .with_call_timeout(Duration::from_secs(2));
+    .with_call_timeout(call_timeout);
     let config = Config {
         plugins: Arc::new(plugins),
-        ..Config::default()
+        ..config
     };
     let controller = common::start_controller_configured(&hub, config, Shared::default());
     hub.publish_all("p").await;
@@ -342,4 +361,49 @@ async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
     script.down.store(false, Ordering::SeqCst);
     let m = wait_complete(&hub, "app", Some(&stable)).await;
     assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
+}
+
+/// A plugin slow to answer holds only its own clusters: with a single worker, another
+/// MWRS without a plugin rolls out while a question is still waiting for its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_plugin_stalls_no_other_mwrs() {
+    let one_worker = Config {
+        workers: 1,
+        ..Config::default()
+    };
+    let Some((hub, script, _tasks)) =
+        started_with("plugin-slow", one_worker, Duration::from_secs(25)).await
+    else {
+        return;
+    };
+    *script.slow.lock().unwrap() = Duration::from_secs(20);
+    hub.create_mwrs(&mwrs(
+        "judged",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    let script = &script;
+    wait_for(
+        "a question waiting for its answer",
+        common::WAIT,
+        || async move {
+            match script.in_flight.load(Ordering::SeqCst) {
+                0 => Err("none in flight".to_string()),
+                _ => Ok(()),
+            }
+        },
+    )
+    .await;
+    hub.create_mwrs(&mwrs(
+        "plain",
+        configmap_template("v1"),
+        &[("p", json!({"type": "All"}))],
+    ))
+    .await;
+    wait_complete(&hub, "plain", None).await;
+    assert!(
+        script.in_flight.load(Ordering::SeqCst) > 0,
+        "the other MWRS waited for the slow plugin's answer"
+    );
 }
