@@ -1,13 +1,15 @@
 //! Rollout plugins at the edge (issue #18): a client per plugin `--work-config`
 //! registers, whether each one answers, and the verdicts they gave, per MWRS. A pass
 //! plans on a copy of what is known ([`Plugins::inputs`]) and says whom to ask
-//! ([`mwrs_engine::Plan::validations`]); [`Plugins::ask`] asks and records the answers
-//! for the next pass. Nothing here decides a rollout.
+//! ([`mwrs_engine::Plan::validations`]); [`Plugins::ask_in_background`] asks in a task
+//! of its own (a slow plugin holds no reconcile) and records the answers for the next
+//! pass, which an answer that changes something brings at once. Nothing here decides a
+//! rollout.
 //!
 //! Any error answer (or none within the time bound) marks the plugin unreachable: its
-//! clusters are held until an `Initialize` succeeds again ([`Plugins::probe`]). Verdicts
-//! are held in memory: after a restart every Validating cluster is asked again, which the
-//! API's contract (idempotent calls) allows.
+//! clusters are held until an `Initialize` succeeds again ([`Plugins::probe`]). Final
+//! verdicts outlive a restart on the ManifestWorks (the planner writes them there); an
+//! IN_PROGRESS one is asked again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
