@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::feedback;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -34,6 +33,8 @@ use mwrs_api::work::{ManifestWork, condition};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+
+use crate::feedback;
 
 /// The work agent's finalizer on ManifestWorks.
 pub const AGENT_FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";

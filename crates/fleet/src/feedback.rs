@@ -20,10 +20,8 @@ pub struct Tracked {
 /// The Deployments of `spec` (a ManifestWork spec) that a `manifestConfigs[]` entry
 /// gives feedback rules.
 pub fn tracked(spec: &Value) -> Vec<Tracked> {
-    let configs = spec["manifestConfigs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let none = Vec::new();
+    let configs = spec["manifestConfigs"].as_array().unwrap_or(&none);
     let ruled = |namespace: &str, name: &str| {
         configs.iter().any(|c| {
             let id = &c["resourceIdentifier"];
@@ -34,11 +32,9 @@ pub fn tracked(spec: &Value) -> Vec<Tracked> {
                 && id["namespace"] == namespace
         })
     };
-    let manifests = spec["workload"]["manifests"]
+    spec["workload"]["manifests"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
-    manifests
+        .unwrap_or(&none)
         .iter()
         .enumerate()
         .filter(|(_, m)| m["kind"] == "Deployment" && m["apiVersion"] == "apps/v1")
