@@ -148,12 +148,8 @@ impl Plugins {
     /// `Initialize` on every plugin, to learn which answer; true when any plugin's health
     /// changed.
     pub async fn probe(&self) -> bool {
-        let names: Vec<&String> = self.clients.keys().collect();
         let mut changed = false;
-        for name in names {
-            let Some(client) = self.clients.get(name) else {
-                continue;
-            };
+        for (name, client) in &self.clients {
             let request = api::InitializeRequest {
                 plugin: name.clone(),
                 controller_version: self.controller_version.clone(),

@@ -269,21 +269,35 @@ impl PluginInputs {
     }
 
     /// The annotation value of a final verdict recorded here about `cluster` on
-    /// `(revision, generation)` that its ManifestWork does not carry (`carried`).
+    /// `(revision, generation)` that its ManifestWork does not carry (`persisted`: what it
+    /// carries, read back). Compared without the message, which the annotation may
+    /// shorten, and without serializing anything on a pass that has nothing to write.
     pub(crate) fn unwritten(
         &self,
         plugin: &str,
         cluster: &str,
         (revision, generation): (&str, i64),
-        carried: Option<&str>,
+        persisted: Option<&ClusterVerdict>,
     ) -> Option<String> {
         let v = self.verdicts.get(cluster)?;
         if (v.plugin.as_str(), v.revision.as_str(), v.generation) != (plugin, revision, generation)
         {
             return None;
         }
+        // Written already: the ManifestWork carries this very answer.
+        let same = persisted.is_some_and(|p| {
+            (
+                p.plugin.as_str(),
+                p.revision.as_str(),
+                p.generation,
+                p.verdict,
+                p.at,
+            ) == (plugin, revision, generation, v.verdict, v.at)
+        });
+        if same {
+            return None;
+        }
         v.to_annotation()
-            .filter(|value| Some(value.as_str()) != carried)
     }
 
     /// When the next question about `cluster` is due, None when it is due now.

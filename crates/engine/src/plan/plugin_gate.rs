@@ -73,9 +73,10 @@ impl<'a> Pass<'a> {
         }
         let plugins = self.observed.plugins;
         let about = (revision, work.generation);
-        let carried = work.annotation(labels::PLUGIN_VERDICT);
-        let persisted = carried.and_then(ClusterVerdict::from_annotation);
-        if let Some(value) = plugins.unwritten(plugin, cluster, about, carried) {
+        let persisted = work
+            .annotation(labels::PLUGIN_VERDICT)
+            .and_then(ClusterVerdict::from_annotation);
+        if let Some(value) = plugins.unwritten(plugin, cluster, about, persisted.as_ref()) {
             questions.to_write.push((cluster.clone(), value));
         }
         match plugins.gate(plugin, cluster, about, persisted.as_ref(), self.now) {

@@ -150,14 +150,7 @@ fn parse_failure_strategy(v: Option<&str>) -> Result<bool, Invalid> {
 /// A plugin name as `--work-config` registers it: a DNS-1123 label, so that it can also
 /// name the plugin's Service.
 fn parse_plugin(name: &str) -> Result<String, Invalid> {
-    let label = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if label {
+    if mwrs_api::labels::is_dns_label(name) {
         Ok(name.to_string())
     } else {
         Err(Invalid::new(
