@@ -108,8 +108,8 @@ pub async fn execute(
         recheck: _,
         invalid: _,
         clusters: _,
-        // Asked after the writes, by the reconciler (crate::plugins).
-        validations: _,
+        // Made after the writes, by the reconciler (crate::plugins).
+        plugin_calls: _,
     } = plan;
     let on = On::new(ctx, mwrs)?;
     let mut tally = Tally::default();

@@ -1,15 +1,16 @@
 //! Rollout plugins at the edge (issue #18): a client per plugin `--work-config`
-//! registers, whether each one answers, and the verdicts they gave, per MWRS. A pass
-//! plans on a copy of what is known ([`Plugins::inputs`]) and says whom to ask
-//! ([`mwrs_engine::Plan::validations`]); [`Plugins::ask_in_background`] asks in a task
-//! of its own (a slow plugin holds no reconcile) and records the answers for the next
-//! pass, which an answer that changes something brings at once. Nothing here decides a
-//! rollout.
+//! registers, whether each one answers, and what they said, per MWRS. A pass plans on a
+//! copy of what is known ([`Plugins::inputs`]) and says which calls to make
+//! ([`mwrs_engine::Plan::plugin_calls`]); [`Plugins::call_in_background`] makes them in a
+//! task of its own (a slow plugin holds no reconcile) and records the answers for the
+//! next pass, which an answer that changes something brings at once. Nothing here
+//! decides a rollout.
 //!
 //! Any error answer (or none within the time bound) marks the plugin unreachable: its
 //! clusters are held until an `Initialize` succeeds again ([`Plugins::probe`]). Final
 //! verdicts outlive a restart on the ManifestWorks (the planner writes them there); an
-//! IN_PROGRESS one is asked again.
+//! IN_PROGRESS one is asked again, and a BeginRollout not followed by its write is sent
+//! again (the calls are idempotent).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,7 +22,11 @@ use jiff::{SignedDuration, Timestamp};
 use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::owner::OwnerKey;
-use mwrs_engine::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict};
+use mwrs_engine::plugin::{
+    Begin, Begun, CallTarget, ClusterState, ClusterVerdict, PluginCalls, PluginHealth,
+    PluginInputs, Progress, Validation, Verdict,
+};
+use mwrs_engine::rollout::RolloutStatus;
 use mwrs_plugin::client::{PluginClient, SetupError};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
@@ -34,11 +39,13 @@ const ASK_CONCURRENCY: usize = 16;
 /// How often a cluster still Validating is asked again, and an unreachable plugin probed.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(10);
 
-/// What one MWRS's plugins said.
+/// What one MWRS's plugins were told and said.
 #[derive(Default)]
 struct Judged {
     verdicts: BTreeMap<Arc<str>, ClusterVerdict>,
     asked: BTreeMap<Arc<str>, Timestamp>,
+    begun: BTreeMap<Arc<str>, Begun>,
+    progressed: BTreeMap<String, u64>,
 }
 
 /// Every registered plugin and what it said.
@@ -123,18 +130,22 @@ impl Plugins {
     /// What a pass over MWRS `owner` plans with.
     pub fn inputs(&self, owner: &str) -> PluginInputs {
         let health = self.health.read().map(|h| h.clone()).unwrap_or_default();
-        let (verdicts, asked) = match self.judged.lock() {
-            Ok(j) => j
-                .get(owner)
-                .map(|j| (j.verdicts.clone(), j.asked.clone()))
-                .unwrap_or_default(),
-            Err(_) => Default::default(),
+        let poll = SignedDuration::try_from(self.poll).unwrap_or(SignedDuration::from_secs(10));
+        let Ok(judged) = self.judged.lock() else {
+            return PluginInputs {
+                health,
+                poll,
+                ..PluginInputs::default()
+            };
         };
+        let j = judged.get(owner);
         PluginInputs {
             health,
-            verdicts,
-            asked,
-            poll: SignedDuration::try_from(self.poll).unwrap_or(SignedDuration::from_secs(10)),
+            verdicts: j.map(|j| j.verdicts.clone()).unwrap_or_default(),
+            asked: j.map(|j| j.asked.clone()).unwrap_or_default(),
+            begun: j.map(|j| j.begun.clone()).unwrap_or_default(),
+            progressed: j.map(|j| j.progressed.clone()).unwrap_or_default(),
+            poll,
         }
     }
 
@@ -205,25 +216,20 @@ impl Plugins {
         }
     }
 
-    /// Puts `validations` to their plugins in a task of their own, so that a slow plugin
-    /// holds no reconcile (nor another MWRS); when an answer differs from what was known,
-    /// `mwrs` is reconciled again. Each question counts as asked from now: the passes
-    /// meanwhile do not send it again.
-    pub fn ask_in_background(
-        self: &Arc<Self>,
-        mwrs: &ManifestWorkReplicaSet,
-        validations: Vec<Validation>,
-    ) {
+    /// Makes `calls` in a task of their own, so that a slow plugin holds no reconcile
+    /// (nor another MWRS); when an answer differs from what was known, `mwrs` is
+    /// reconciled again. Each call counts as made from now: the passes meanwhile do not
+    /// make it again.
+    pub fn call_in_background(self: &Arc<Self>, mwrs: &ManifestWorkReplicaSet, calls: PluginCalls) {
         let namespace = mwrs.metadata.namespace.clone().unwrap_or_default();
         let name = mwrs.metadata.name.clone().unwrap_or_default();
         let key = ObjectRef::<GuardedMwrs>::new(&name).within(&namespace);
         let owner = OwnerKey::new(namespace, name).slashed();
-        self.mark_asked(&owner, &validations, Timestamp::now());
-        let requests: Vec<api::ValidateRequest> =
-            validations.iter().map(|v| request(mwrs, v)).collect();
+        self.mark_sent(&owner, &calls, Timestamp::now());
+        let about = MwrsRef::of(mwrs);
         let plugins = self.clone();
         tokio::spawn(async move {
-            if plugins.ask(&owner, validations, requests).await {
+            if plugins.call(&owner, &about, calls).await {
                 let news = plugins.news.lock().ok().and_then(|n| n.clone());
                 if let Some(news) = news {
                     let _ = news.unbounded_send(key);
@@ -232,57 +238,103 @@ impl Plugins {
         });
     }
 
-    fn mark_asked(&self, owner: &str, validations: &[Validation], now: Timestamp) {
-        if let Ok(mut judged) = self.judged.lock() {
-            let j = judged.entry(owner.to_string()).or_default();
-            for v in validations {
-                j.asked.insert(Arc::from(v.cluster.as_str()), now);
-            }
+    fn mark_sent(&self, owner: &str, calls: &PluginCalls, now: Timestamp) {
+        let Ok(mut judged) = self.judged.lock() else {
+            return;
+        };
+        let j = judged.entry(owner.to_string()).or_default();
+        for v in &calls.validations {
+            j.asked.insert(Arc::from(v.cluster.as_str()), now);
+        }
+        for b in &calls.begins {
+            let begun = Begun {
+                plugin: b.target.plugin.clone(),
+                revision: b.revision.clone(),
+                aborting: b.aborting,
+                at: now,
+                acked: false,
+            };
+            j.begun.insert(Arc::from(b.cluster.as_str()), begun);
+        }
+        for p in &calls.progress {
+            j.progressed
+                .insert(p.target.placement.clone(), p.fingerprint);
         }
     }
 
-    /// Puts `validations` (as `requests`) to their plugins, at most [`ASK_CONCURRENCY`]
-    /// at once, and records the answers; true when any answer differs from what was
-    /// known.
-    async fn ask(
-        &self,
-        owner: &str,
-        validations: Vec<Validation>,
-        requests: Vec<api::ValidateRequest>,
-    ) -> bool {
-        // Owned jobs: the calls borrow nothing across their awaits.
-        let jobs: Vec<_> = validations
-            .into_iter()
-            .zip(requests)
-            .map(|(v, r)| {
-                let client = self.clients.get(&v.plugin).cloned();
-                (v, client, r)
-            })
-            .collect();
-        let answers: Vec<(Validation, Result<api::ValidateResponse, tonic::Status>)> =
-            futures::stream::iter(jobs)
-                .map(|(v, client, r)| async move {
-                    let answer = match client {
-                        Some(c) => c.validate_rollout_completion(r).await,
-                        None => Err(tonic::Status::not_found("not registered")),
-                    };
-                    (v, answer)
-                })
-                .buffer_unordered(ASK_CONCURRENCY)
-                .collect()
-                .await;
+    /// Makes `calls`, at most [`ASK_CONCURRENCY`] at once, and records the answers;
+    /// true when any answer differs from what was known.
+    async fn call(&self, owner: &str, about: &MwrsRef, calls: PluginCalls) -> bool {
+        let client = |plugin: &str| self.clients.get(plugin).cloned();
+        let mut jobs: Vec<Job> = Vec::new();
+        for v in calls.validations {
+            let request = validate_request(about, &v);
+            jobs.push(Job::Validate(client(&v.target.plugin), v, request));
+        }
+        for b in calls.begins {
+            let request = rollout_request(about, &b.target, &b.cluster, &[], b.aborting);
+            jobs.push(Job::Begin(client(&b.target.plugin), b, request));
+        }
+        for p in calls.progress {
+            let request = rollout_request(about, &p.target, "", &p.clusters, p.aborting);
+            jobs.push(Job::Progress(client(&p.target.plugin), p, request));
+        }
+        let answers: Vec<Answer> = futures::stream::iter(jobs)
+            .map(Job::run)
+            .buffer_unordered(ASK_CONCURRENCY)
+            .collect()
+            .await;
         let now = Timestamp::now();
         let mut changed = false;
-        for (v, answer) in answers {
-            match answer {
-                Ok(r) => changed |= self.record(owner, &v, r, now),
-                Err(s) => {
-                    let why = format!("ValidateRolloutCompletion: {}", status_line(&s));
-                    changed |= self.set_health(&v.plugin, PluginHealth::Unreachable { why });
+        for answer in answers {
+            changed |= match answer {
+                Answer::Validated(v, Ok(r)) => self.record(owner, &v, r, now),
+                Answer::Begun(b, Ok(())) => self.record_begun(owner, &b),
+                Answer::Progressed(_, Ok(())) => false,
+                Answer::Validated(v, Err(s)) => {
+                    self.unreachable(&v.target.plugin, v.call_name(), &s)
                 }
-            }
+                Answer::Begun(b, Err(s)) => self.unreachable(&b.target.plugin, b.call_name(), &s),
+                Answer::Progressed(p, Err(s)) => {
+                    // Told again once the plugin is back.
+                    self.forget_progress(owner, &p.target.placement);
+                    self.unreachable(&p.target.plugin, "ProgressRollout", &s)
+                }
+            };
         }
         changed
+    }
+
+    fn unreachable(&self, plugin: &str, call: &str, s: &tonic::Status) -> bool {
+        let why = format!("{call}: {}", status_line(s));
+        self.set_health(plugin, PluginHealth::Unreachable { why })
+    }
+
+    /// Records that the plugin answered `b`; true when that opens a write (BeginRollout:
+    /// the cluster may now get the revision).
+    fn record_begun(&self, owner: &str, b: &Begin) -> bool {
+        let Ok(mut judged) = self.judged.lock() else {
+            return false;
+        };
+        let j = judged.entry(owner.to_string()).or_default();
+        let Some(sent) = j.begun.get_mut(b.cluster.as_str()) else {
+            return false;
+        };
+        if (&sent.plugin, &sent.revision, sent.aborting)
+            != (&b.target.plugin, &b.revision, b.aborting)
+        {
+            return false;
+        }
+        sent.acked = true;
+        !b.aborting
+    }
+
+    fn forget_progress(&self, owner: &str, placement: &str) {
+        if let Ok(mut judged) = self.judged.lock()
+            && let Some(j) = judged.get_mut(owner)
+        {
+            j.progressed.remove(placement);
+        }
     }
 
     /// Records one answer; true when it differs from the last one.
@@ -305,7 +357,7 @@ impl Plugins {
         let j = judged.entry(owner.to_string()).or_default();
         let cluster: Arc<str> = Arc::from(v.cluster.as_str());
         let new = ClusterVerdict {
-            plugin: v.plugin.clone(),
+            plugin: v.target.plugin.clone(),
             revision: v.revision.clone(),
             generation: v.generation,
             verdict,
@@ -334,32 +386,163 @@ impl Plugins {
     }
 }
 
-/// The request for `v`, about MWRS `mwrs`.
-fn request(mwrs: &ManifestWorkReplicaSet, v: &Validation) -> api::ValidateRequest {
-    let meta = &mwrs.metadata;
-    let status = mwrs.status.as_ref();
+/// The MWRS a call is about, as every request names it.
+struct MwrsRef {
+    namespace: String,
+    name: String,
+    uid: String,
+}
+
+impl MwrsRef {
+    fn of(mwrs: &ManifestWorkReplicaSet) -> Self {
+        let meta = &mwrs.metadata;
+        Self {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// One call to make, with the client of its plugin (None: not registered).
+enum Job {
+    Validate(Option<PluginClient>, Validation, api::ValidateRequest),
+    Begin(Option<PluginClient>, Begin, api::RolloutRequest),
+    Progress(Option<PluginClient>, Progress, api::RolloutRequest),
+}
+
+/// A call and how it went.
+enum Answer {
+    Validated(Validation, Result<api::ValidateResponse, tonic::Status>),
+    Begun(Begin, Result<(), tonic::Status>),
+    Progressed(Progress, Result<(), tonic::Status>),
+}
+
+impl Job {
+    async fn run(self) -> Answer {
+        let missing = || tonic::Status::not_found("not registered");
+        match self {
+            Job::Validate(client, v, r) => {
+                let answer = match client {
+                    Some(c) if v.aborting => c.validate_abort_completion(r).await,
+                    Some(c) => c.validate_rollout_completion(r).await,
+                    None => Err(missing()),
+                };
+                Answer::Validated(v, answer)
+            }
+            Job::Begin(client, b, r) => {
+                let answer = match client {
+                    Some(c) if b.aborting => c.begin_abort(r).await,
+                    Some(c) => c.begin_rollout(r).await,
+                    None => Err(missing()),
+                };
+                Answer::Begun(b, answer.map(drop))
+            }
+            Job::Progress(client, p, r) => {
+                let answer = match client {
+                    Some(c) => c.progress_rollout(r).await,
+                    None => Err(missing()),
+                };
+                Answer::Progressed(p, answer.map(drop))
+            }
+        }
+    }
+}
+
+trait CallName {
+    fn call_name(&self) -> &'static str;
+}
+
+impl CallName for Validation {
+    fn call_name(&self) -> &'static str {
+        if self.aborting {
+            "ValidateAbortCompletion"
+        } else {
+            "ValidateRolloutCompletion"
+        }
+    }
+}
+
+impl CallName for Begin {
+    fn call_name(&self) -> &'static str {
+        if self.aborting {
+            "BeginAbort"
+        } else {
+            "BeginRollout"
+        }
+    }
+}
+
+fn api_target(about: &MwrsRef, t: &CallTarget) -> (api::Target, api::Revisions) {
+    let target = api::Target {
+        mwrs_namespace: about.namespace.clone(),
+        mwrs_name: about.name.clone(),
+        mwrs_uid: about.uid.clone(),
+        placement: t.placement.clone(),
+        total_clusters: i32::try_from(t.total_clusters).unwrap_or(i32::MAX),
+    };
+    let revisions = api::Revisions {
+        current: t.current.clone().unwrap_or_default(),
+        update: t.update.clone(),
+    };
+    (target, revisions)
+}
+
+fn timestamp(t: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.as_second(),
+        nanos: t.subsec_nanosecond(),
+    }
+}
+
+/// ValidateRolloutCompletion's (or ValidateAbortCompletion's) request for `v`.
+fn validate_request(about: &MwrsRef, v: &Validation) -> api::ValidateRequest {
+    let (target, revisions) = api_target(about, &v.target);
     api::ValidateRequest {
-        target: Some(api::Target {
-            mwrs_namespace: meta.namespace.clone().unwrap_or_default(),
-            mwrs_name: meta.name.clone().unwrap_or_default(),
-            mwrs_uid: meta.uid.clone().unwrap_or_default(),
-            placement: v.placement.clone(),
-            total_clusters: i32::try_from(v.total_clusters).unwrap_or(i32::MAX),
-        }),
-        revisions: Some(api::Revisions {
-            current: status
-                .and_then(|s| s.current_revision.clone())
-                .unwrap_or_default(),
-            update: v.revision.clone(),
-        }),
+        target: Some(target),
+        revisions: Some(revisions),
         cluster: v.cluster.clone(),
         revision: v.revision.clone(),
         manifest_work: v.manifest_work.clone(),
         generation: v.generation,
-        since: v.since.map(|t| prost_types::Timestamp {
-            seconds: t.as_second(),
-            nanos: t.subsec_nanosecond(),
-        }),
+        since: v.since.map(timestamp),
+    }
+}
+
+/// The request of BeginRollout, ProgressRollout or BeginAbort.
+fn rollout_request(
+    about: &MwrsRef,
+    t: &CallTarget,
+    cluster: &str,
+    clusters: &[ClusterState],
+    aborting: bool,
+) -> api::RolloutRequest {
+    let (target, revisions) = api_target(about, t);
+    api::RolloutRequest {
+        target: Some(target),
+        revisions: Some(revisions),
+        cluster: cluster.to_string(),
+        clusters: clusters.iter().map(cluster_state).collect(),
+        aborting,
+    }
+}
+
+fn cluster_state(c: &ClusterState) -> api::ClusterState {
+    use api::ClusterRolloutState as S;
+    let state = match c.status {
+        RolloutStatus::ToApply => S::ToApply,
+        RolloutStatus::Progressing => S::Progressing,
+        RolloutStatus::Validating => S::Validating,
+        RolloutStatus::Succeeded => S::Succeeded,
+        RolloutStatus::Failed => S::Failed,
+        RolloutStatus::TimeOut => S::Timeout,
+        RolloutStatus::Skip => S::Skip,
+    };
+    api::ClusterState {
+        cluster: c.cluster.to_string(),
+        state: state.into(),
+        revision: c.revision.as_deref().unwrap_or_default().to_string(),
+        since: c.since.map(timestamp),
     }
 }
 
@@ -380,14 +563,19 @@ mod tests {
 
     fn validation(cluster: &str) -> Validation {
         Validation {
-            plugin: "judge".into(),
-            placement: "p".into(),
-            total_clusters: 1,
+            target: CallTarget {
+                plugin: "judge".into(),
+                placement: "p".into(),
+                total_clusters: 1,
+                current: None,
+                update: "abc".into(),
+            },
             cluster: cluster.into(),
             manifest_work: "ns.app".into(),
             revision: "abc".into(),
             generation: 2,
             since: None,
+            aborting: false,
         }
     }
 
@@ -459,7 +647,11 @@ mod tests {
             inputs.asked.is_empty(),
             "asked counts from the question, not the answer"
         );
-        p.mark_asked("ns/app", std::slice::from_ref(&v), now);
+        let calls = PluginCalls {
+            validations: vec![v.clone()],
+            ..PluginCalls::default()
+        };
+        p.mark_sent("ns/app", &calls, now);
         assert_eq!(p.inputs("ns/app").asked["c1"], now);
         assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
         p.forget("ns/app");

@@ -129,9 +129,9 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
         forget(ctx, mwrs);
     }
     // The plugins' answers are the next pass's input: it comes when one of them differs.
-    if !plan.validations.is_empty() {
-        let questions = plan.validations.clone();
-        ctx.config.plugins.ask_in_background(mwrs, questions);
+    if !plan.plugin_calls.is_empty() {
+        let calls = plan.plugin_calls.clone();
+        ctx.config.plugins.call_in_background(mwrs, calls);
     }
     if ctx.blocked_writes(&work_name).len() > blocked_before {
         // A write found blocked in this pass: report it without waiting for a change.

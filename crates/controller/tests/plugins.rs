@@ -46,6 +46,20 @@ struct Script {
     slow: Mutex<Duration>,
     /// ValidateRolloutCompletion calls not answered yet.
     in_flight: std::sync::atomic::AtomicUsize,
+    /// Every other call, in order.
+    calls: Mutex<Vec<Call>>,
+}
+
+/// A call the plugin answered: which, about what, and when it answered.
+#[derive(Clone, Debug)]
+struct Call {
+    name: &'static str,
+    cluster: String,
+    revision: String,
+    /// ProgressRollout: (cluster, state) of every cluster.
+    states: Vec<(String, api::ClusterRolloutState)>,
+    aborting: bool,
+    at: jiff::Timestamp,
 }
 
 impl Script {
@@ -65,6 +79,28 @@ impl Script {
             .iter()
             .filter(|(c, r)| c == cluster && r == revision)
             .count()
+    }
+
+    /// Logs `r`, a call `name` about `revision`.
+    fn log(&self, name: &'static str, r: &api::RolloutRequest, revision: &str) {
+        let states = r
+            .clusters
+            .iter()
+            .map(|c| (c.cluster.clone(), c.state()))
+            .collect();
+        self.calls.lock().unwrap().push(Call {
+            name,
+            cluster: r.cluster.clone(),
+            revision: revision.to_string(),
+            states,
+            aborting: r.aborting,
+            at: jiff::Timestamp::now(),
+        });
+    }
+
+    fn calls(&self, name: &str) -> Vec<Call> {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().filter(|c| c.name == name).cloned().collect()
     }
 
     fn up(&self) -> Result<(), Status> {
@@ -91,17 +127,23 @@ impl RolloutPlugin for Served {
 
     async fn begin_rollout(
         &self,
-        _: Request<api::RolloutRequest>,
+        r: Request<api::RolloutRequest>,
     ) -> Result<Response<api::Ack>, Status> {
         self.0.up()?;
+        let r = r.into_inner();
+        let update = r.revisions.clone().unwrap_or_default().update;
+        self.0.log("BeginRollout", &r, &update);
         Ok(Response::new(api::Ack {}))
     }
 
     async fn progress_rollout(
         &self,
-        _: Request<api::RolloutRequest>,
+        r: Request<api::RolloutRequest>,
     ) -> Result<Response<api::Ack>, Status> {
         self.0.up()?;
+        let r = r.into_inner();
+        let update = r.revisions.clone().unwrap_or_default().update;
+        self.0.log("ProgressRollout", &r, &update);
         Ok(Response::new(api::Ack {}))
     }
 
@@ -146,17 +188,27 @@ impl RolloutPlugin for Served {
 
     async fn begin_abort(
         &self,
-        _: Request<api::RolloutRequest>,
+        r: Request<api::RolloutRequest>,
     ) -> Result<Response<api::Ack>, Status> {
         self.0.up()?;
+        let r = r.into_inner();
+        let current = r.revisions.clone().unwrap_or_default().current;
+        self.0.log("BeginAbort", &r, &current);
         Ok(Response::new(api::Ack {}))
     }
 
     async fn validate_abort_completion(
         &self,
-        _: Request<api::ValidateRequest>,
+        r: Request<api::ValidateRequest>,
     ) -> Result<Response<api::ValidateResponse>, Status> {
         self.0.up()?;
+        let r = r.into_inner();
+        let as_rollout = api::RolloutRequest {
+            cluster: r.cluster.clone(),
+            ..Default::default()
+        };
+        self.0
+            .log("ValidateAbortCompletion", &as_rollout, &r.revision);
         Ok(Response::new(api::ValidateResponse {
             verdict: api::Verdict::Succeeded.into(),
             message: String::new(),
@@ -298,6 +350,44 @@ async fn a_rollout_is_promoted_only_once_the_plugin_says_succeeded() {
         }
     })
     .await;
+    // Each cluster got the revision only after the plugin answered BeginRollout.
+    let works = common::works_by_cluster(hub, "app").await;
+    let begun = script.calls("BeginRollout");
+    for (cluster, w) in &works {
+        let answered = begun
+            .iter()
+            .filter(|c| &c.cluster == cluster && &c.revision == revision)
+            .map(|c| c.at)
+            .min()
+            .unwrap_or_else(|| panic!("no BeginRollout about {cluster}: {begun:?}"));
+        let applied: jiff::Timestamp = w.metadata.annotations.as_ref().unwrap()
+            [labels::REVISION_APPLIED_AT]
+            .parse()
+            .unwrap();
+        assert!(answered <= applied, "{cluster}: {answered} > {applied}");
+    }
+    // ProgressRollout told the plugin of every cluster's success.
+    wait_for(
+        "a ProgressRollout with every cluster done",
+        common::WAIT,
+        || {
+            let progress = script.calls("ProgressRollout");
+            async move {
+                let done = progress.iter().any(|c| {
+                    c.states.len() == CLUSTERS
+                        && c.states
+                            .iter()
+                            .all(|(_, s)| *s == api::ClusterRolloutState::Succeeded)
+                });
+                if done {
+                    Ok(())
+                } else {
+                    Err(format!("{progress:?}"))
+                }
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,6 +416,42 @@ async fn a_failed_verdict_aborts_to_the_stable_revision() {
             .collect(),
     )
     .await;
+    // The plugin heard of each revert, and validated it.
+    let script = &script;
+    let clusters = &hub.clusters;
+    let stable = &stable;
+    wait_for(
+        "BeginAbort and ValidateAbortCompletion",
+        common::WAIT,
+        || async move {
+            let told = |name| -> std::collections::BTreeSet<String> {
+                let calls = script.calls(name);
+                calls
+                    .into_iter()
+                    .filter(|c| &c.revision == stable)
+                    .map(|c| c.cluster)
+                    .collect()
+            };
+            let begun = told("BeginAbort");
+            let validated = told("ValidateAbortCompletion");
+            let all: std::collections::BTreeSet<String> = clusters.iter().cloned().collect();
+            // The failed cluster carried the update revision; the others almost surely did.
+            if begun.contains(&clusters[1]) && validated == all {
+                Ok(())
+            } else {
+                Err(format!(
+                    "BeginAbort {begun:?}, ValidateAbortCompletion {validated:?}"
+                ))
+            }
+        },
+    )
+    .await;
+    let aborting = script.calls("ProgressRollout");
+    assert!(aborting.iter().any(|c| c.aborting), "{aborting:?}");
+    assert!(
+        script.calls("BeginAbort").iter().all(|c| c.aborting),
+        "BeginAbort says it is an abort"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,13 @@
 //! failure; IN_PROGRESS past `progressDeadline` times out. A plugin that does not answer
 //! holds the clusters it has not judged where they are: no promotion, no timeout, no
 //! abort. A final verdict it gave before stands.
+//!
+//! The other calls, all made at the edge from what a pass plans ([`PluginCalls`]):
+//! BeginRollout before the update revision is first written to a cluster (the write waits
+//! for its answer); ProgressRollout whenever a placementRef's cluster states change;
+//! BeginAbort as an abort's reverts are written, and ValidateAbortCompletion about each
+//! cluster the abort reverted (its revert counts as done on SUCCEEDED). An abort never
+//! waits for a plugin: its reverts are written whatever the plugin says or does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -138,6 +145,11 @@ pub struct PluginInputs {
     pub asked: BTreeMap<Arc<str>, Timestamp>,
     /// How often a cluster still Validating is asked again.
     pub poll: SignedDuration,
+    /// The last BeginRollout or BeginAbort sent per cluster of this MWRS.
+    pub begun: BTreeMap<Arc<str>, Begun>,
+    /// Per placementRef, the fingerprint of the cluster states last sent with
+    /// ProgressRollout.
+    pub progressed: BTreeMap<String, u64>,
 }
 
 /// No plugin registered: for callers that have none (simulations, tests).
@@ -146,6 +158,8 @@ pub static NO_PLUGINS: PluginInputs = PluginInputs {
     verdicts: BTreeMap::new(),
     asked: BTreeMap::new(),
     poll: SignedDuration::ZERO,
+    begun: BTreeMap::new(),
+    progressed: BTreeMap::new(),
 };
 
 /// The plugins `mwrs`'s placementRefs name (a name twice when two of them do).
@@ -190,20 +204,98 @@ impl PluginInputs {
     }
 }
 
-/// A question the controller is to put to a plugin: is `revision` good on `cluster`?
+/// The MWRS's placementRef a call is about, and the revisions at stake.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Validation {
+pub struct CallTarget {
     pub plugin: String,
     /// The placementRef (its Placement's name).
     pub placement: String,
     /// Clusters that placementRef selects.
     pub total_clusters: usize,
+    /// The stable revision (what an abort returns to), by hash.
+    pub current: Option<String>,
+    /// The revision being rolled out, by hash.
+    pub update: String,
+}
+
+/// A question the controller is to put to a plugin: is `revision` good on `cluster`?
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validation {
+    pub target: CallTarget,
     pub cluster: String,
     pub manifest_work: String,
     pub revision: String,
     pub generation: i64,
     /// Since when the agent has reported the revision done.
     pub since: Option<Timestamp>,
+    /// About an abort's revert (ValidateAbortCompletion), not a rollout.
+    pub aborting: bool,
+}
+
+/// BeginRollout (or, `aborting`, BeginAbort) about writing `revision` to `cluster`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Begin {
+    pub target: CallTarget,
+    pub cluster: String,
+    pub revision: String,
+    pub aborting: bool,
+}
+
+/// One cluster's place in a placementRef's rollout, as ProgressRollout tells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterState {
+    pub cluster: Arc<str>,
+    pub status: crate::rollout::RolloutStatus,
+    /// The revision its ManifestWork carries (None: no ManifestWork).
+    pub revision: Option<Arc<str>>,
+    pub since: Option<Timestamp>,
+}
+
+/// ProgressRollout: the placementRef's cluster states, which differ from the last ones
+/// sent (`fingerprint` identifies them: [`PluginInputs::progressed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub target: CallTarget,
+    pub clusters: Vec<ClusterState>,
+    pub aborting: bool,
+    pub fingerprint: u64,
+}
+
+/// Every call a pass wants made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PluginCalls {
+    pub validations: Vec<Validation>,
+    pub begins: Vec<Begin>,
+    pub progress: Vec<Progress>,
+}
+
+impl PluginCalls {
+    pub fn is_empty(&self) -> bool {
+        self.validations.is_empty() && self.begins.is_empty() && self.progress.is_empty()
+    }
+}
+
+/// The last BeginRollout or BeginAbort sent about a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Begun {
+    pub plugin: String,
+    pub revision: String,
+    pub aborting: bool,
+    /// When it was sent.
+    pub at: Timestamp,
+    /// The plugin answered OK.
+    pub acked: bool,
+}
+
+/// Whether the update revision may be written to a cluster behind a plugin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BeginGate {
+    /// BeginRollout was answered: write.
+    Go,
+    /// Send BeginRollout now; write once it is answered.
+    Ask,
+    /// BeginRollout is on its way, or the plugin does not answer: look again then.
+    Wait(Option<Timestamp>),
 }
 
 /// What the gate makes of a cluster the agent reports done.
@@ -305,6 +397,86 @@ impl PluginInputs {
         let next = self.asked.get(cluster)?.saturating_add(self.poll).ok()?;
         (now < next).then_some(next)
     }
+
+    fn available(&self, plugin: &str) -> bool {
+        matches!(
+            self.health.get(plugin),
+            Some(PluginHealth::Available { .. })
+        )
+    }
+
+    /// May `revision` be written to `cluster`, which does not carry it yet, behind
+    /// `plugin`? Only once BeginRollout about it was answered; it is sent again `poll`
+    /// after an unanswered one.
+    pub(crate) fn begin_gate(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        revision: &str,
+        now: Timestamp,
+    ) -> BeginGate {
+        let sent = self
+            .begun
+            .get(cluster)
+            .filter(|b| b.plugin == plugin && b.revision == revision && !b.aborting);
+        if sent.is_some_and(|b| b.acked) {
+            return BeginGate::Go;
+        }
+        let again = |b: &Begun| b.at.saturating_add(self.poll).ok();
+        if !self.available(plugin) {
+            return BeginGate::Wait(now.saturating_add(self.poll).ok());
+        }
+        match sent.and_then(again) {
+            Some(next) if now < next => BeginGate::Wait(Some(next)),
+            _ => BeginGate::Ask,
+        }
+    }
+
+    /// Is BeginAbort about reverting `cluster` to `revision` still to be sent? It is
+    /// sent once per revert, and not to a plugin that does not answer (the revert goes
+    /// ahead all the same).
+    pub(crate) fn abort_unsent(&self, plugin: &str, cluster: &str, revision: &str) -> bool {
+        let sent = self
+            .begun
+            .get(cluster)
+            .is_some_and(|b| b.plugin == plugin && b.revision == revision && b.aborting);
+        !sent && self.available(plugin)
+    }
+
+    /// Are `states` news for `placement`'s plugin? (None: they are not, or the plugin
+    /// does not answer.) The fingerprint ignores the times: a state is news when it
+    /// changes, not when it ages.
+    pub(crate) fn progress_news(
+        &self,
+        plugin: &str,
+        placement: &str,
+        states: &[ClusterState],
+    ) -> Option<u64> {
+        let fingerprint = fingerprint(states);
+        let known = self.progressed.get(placement) == Some(&fingerprint);
+        (!known && self.available(plugin)).then_some(fingerprint)
+    }
+}
+
+/// FNV-1a over the clusters' names, statuses and revisions: stable across processes and
+/// versions, unlike the standard library's hasher.
+fn fingerprint(states: &[ClusterState]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut h = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
+        }
+        // A separator, so that ("ab", "c") and ("a", "bc") differ.
+        h = (h ^ 0xff).wrapping_mul(PRIME);
+    };
+    for s in states {
+        eat(s.cluster.as_bytes());
+        eat(s.status.as_str().as_bytes());
+        eat(s.revision.as_deref().unwrap_or_default().as_bytes());
+    }
+    h
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 use crate::hash;
 use crate::owner::OwnerKey;
 use crate::placement::PlacementView;
-use crate::plugin::PluginInputs;
+use crate::plugin::{PluginCalls, PluginInputs};
 use crate::revision::{self, Resolution, RevisionView};
 use crate::rollout::Compat;
 use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
@@ -317,8 +317,12 @@ impl<'a> Pass<'a> {
             events,
             recheck: writes.recheck,
             invalid: None,
+            plugin_calls: PluginCalls {
+                validations: seen.questions.due,
+                begins: writes.begins,
+                progress: self.progress(&seen.reports, &hold.target),
+            },
             clusters: seen.reports,
-            validations: seen.questions.due,
         }
     }
 }

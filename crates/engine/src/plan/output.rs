@@ -9,7 +9,7 @@ use mwrs_api::mwrs::ManifestWorkReplicaSetStatus;
 use serde_json::Value;
 
 use crate::Invalid;
-use crate::plugin::Validation;
+use crate::plugin::PluginCalls;
 use crate::rollout::{GroupKey, RolloutStatus};
 
 /// Event reasons of handled manual requests (SPEC §7).
@@ -135,9 +135,9 @@ pub struct Plan {
     pub recheck: Option<SignedDuration>,
     pub invalid: Option<Invalid>,
     pub clusters: Vec<ClusterReport>,
-    /// Questions to put to rollout plugins now (issue #18); their answers are the next
+    /// Calls to make to rollout plugins now (issue #18); their answers are the next
     /// pass's input.
-    pub validations: Vec<Validation>,
+    pub plugin_calls: PluginCalls,
 }
 
 impl Plan {
@@ -152,7 +152,7 @@ impl Plan {
             recheck: None,
             invalid: None,
             clusters: Vec::new(),
-            validations: Vec::new(),
+            plugin_calls: PluginCalls::default(),
         }
     }
 }

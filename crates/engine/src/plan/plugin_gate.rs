@@ -1,6 +1,8 @@
-//! Part of stage 3: the rollout plugin's say on a cluster its agent reports done
-//! ([`crate::plugin`] has the rules), the questions to put to plugins next, and the final
-//! verdicts to write onto the ManifestWorks they are about.
+//! The rollout plugin's say ([`crate::plugin`] has the rules). Part of stage 3: on a
+//! cluster its agent reports done, the questions to put to plugins next, and the final
+//! verdicts to write onto the ManifestWorks they are about. Part of stage 5: whether the
+//! update revision may be written yet (BeginRollout), and what to tell plugins of an
+//! abort's reverts (BeginAbort). After stage 3: the placementRefs' progress.
 
 use std::sync::Arc;
 
@@ -10,12 +12,15 @@ use mwrs_api::labels;
 use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
-use crate::plugin::{ClusterVerdict, Gate, PluginHealth, Validation};
+use crate::plugin::{
+    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, Gate, PluginHealth, Progress,
+    Validation,
+};
 use crate::rollout::RolloutStatus;
 use crate::work::WorkView;
 
-use super::Pass;
 use super::cluster_table::{ClusterRow, Desired};
+use super::{ClusterReport, Pass};
 
 /// A cluster's status once its plugin has had its say.
 pub(super) struct Gated {
@@ -47,7 +52,8 @@ impl Questions {
 
 impl<'a> Pass<'a> {
     /// `status` as the agent's report makes it, gated by the placementRef's plugin when
-    /// the cluster carries the update revision (an abort's revert is not validated).
+    /// the cluster carries the target revision: the update revision, or the stable one
+    /// an abort reverts to (ValidateAbortCompletion).
     pub(super) fn gate(
         &self,
         cluster: &Arc<str>,
@@ -68,7 +74,7 @@ impl<'a> Pass<'a> {
             return ungated;
         };
         let revision = self.ids.name(i);
-        if status != RolloutStatus::Succeeded || self.resolution.hash() != revision {
+        if status != RolloutStatus::Succeeded {
             return ungated;
         }
         let plugins = self.observed.plugins;
@@ -136,6 +142,19 @@ impl Pass<'_> {
         (work, revision, since): (&WorkView, &str, Option<Timestamp>),
     ) -> Validation {
         Validation {
+            target: self.call_target(plugin, placement),
+            cluster: cluster.to_string(),
+            manifest_work: work.name.to_string(),
+            revision: revision.to_string(),
+            generation: work.generation,
+            since,
+            aborting: revision != self.resolution.hash(),
+        }
+    }
+
+    /// What a call to `plugin` about the placementRef at `placement` is about.
+    fn call_target(&self, plugin: &str, placement: usize) -> CallTarget {
+        CallTarget {
             plugin: plugin.to_string(),
             placement: self.observed.mwrs.spec.placement_refs[placement]
                 .name
@@ -143,12 +162,99 @@ impl Pass<'_> {
             total_clusters: self.views[placement]
                 .and_then(|v| v.groups())
                 .map_or(0, |g| g.len()),
-            cluster: cluster.to_string(),
-            manifest_work: work.name.to_string(),
-            revision: revision.to_string(),
-            generation: work.generation,
-            since,
+            current: self.old.current_revision.clone(),
+            update: self.resolution.hash().to_string(),
         }
+    }
+
+    /// Stage 5, rolling forward: may `revision` be written to `cluster` now? Where a
+    /// plugin is named and the cluster does not carry the revision yet, only once the
+    /// plugin answered BeginRollout about it; `begins` gets the call to make and `next`
+    /// when to look again.
+    pub(super) fn may_begin(
+        &self,
+        cluster: &str,
+        placement: usize,
+        revision: &str,
+        (begins, next): (&mut Vec<Begin>, &mut Option<Timestamp>),
+    ) -> bool {
+        let Some(plugin) = &self.validated.strategies[placement].plugin else {
+            return true;
+        };
+        let carried = self.clusters.get(cluster).and_then(|r| r.carried);
+        if carried.is_some_and(|c| self.rev_name(c) == revision) {
+            return true;
+        }
+        let plugins = self.observed.plugins;
+        let wait = match plugins.begin_gate(plugin, cluster, revision, self.now) {
+            BeginGate::Go => return true,
+            BeginGate::Ask => {
+                begins.push(Begin {
+                    target: self.call_target(plugin, placement),
+                    cluster: cluster.to_string(),
+                    revision: revision.to_string(),
+                    aborting: false,
+                });
+                self.now.saturating_add(plugins.poll).ok()
+            }
+            BeginGate::Wait(at) => at,
+        };
+        if let Some(at) = wait {
+            *next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        false
+    }
+
+    /// Stage 5, an abort's revert of `cluster` to `revision`: BeginAbort, where a plugin
+    /// is named and it was not sent yet. Never a reason to wait.
+    pub(super) fn abort_notice(
+        &self,
+        cluster: &str,
+        placement: usize,
+        revision: &str,
+    ) -> Option<Begin> {
+        let plugin = self.validated.strategies[placement].plugin.as_ref()?;
+        self.observed
+            .plugins
+            .abort_unsent(plugin, cluster, revision)
+            .then(|| Begin {
+                target: self.call_target(plugin, placement),
+                cluster: cluster.to_string(),
+                revision: revision.to_string(),
+                aborting: true,
+            })
+    }
+
+    /// ProgressRollout for each placementRef with a plugin whose cluster states changed
+    /// since the last one sent.
+    pub(super) fn progress(&self, reports: &[ClusterReport], target: &str) -> Vec<Progress> {
+        let refs = &self.observed.mwrs.spec.placement_refs;
+        let mut out = Vec::new();
+        for (i, r) in refs.iter().enumerate() {
+            let Some(plugin) = &self.validated.strategies[i].plugin else {
+                continue;
+            };
+            let clusters: Vec<ClusterState> = reports
+                .iter()
+                .filter(|c| *c.placement == *r.name)
+                .map(|c| ClusterState {
+                    cluster: c.cluster.clone(),
+                    status: c.status,
+                    revision: c.revision.clone(),
+                    since: c.since,
+                })
+                .collect();
+            let plugins = self.observed.plugins;
+            if let Some(fingerprint) = plugins.progress_news(plugin, &r.name, &clusters) {
+                out.push(Progress {
+                    target: self.call_target(plugin, i),
+                    clusters,
+                    aborting: target != self.resolution.hash(),
+                    fingerprint,
+                });
+            }
+        }
+        out
     }
 
     /// `PluginLoaded`: True when every plugin the placementRefs name answers, False

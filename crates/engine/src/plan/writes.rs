@@ -8,6 +8,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
 
+use crate::plugin::Begin;
 use crate::rollout::{RolloutResult, RolloutStatus};
 use crate::work::WorkView;
 
@@ -22,6 +23,8 @@ pub(super) struct Writes {
     /// In the order to make them: applies, relabels, then deletes.
     pub(super) works: Vec<WorkChange>,
     pub(super) recheck: Option<SignedDuration>,
+    /// BeginRollout and BeginAbort calls to make.
+    pub(super) begins: Vec<Begin>,
 }
 
 impl<'a> Pass<'a> {
@@ -37,19 +40,20 @@ impl<'a> Pass<'a> {
         abort: &AbortDecision,
     ) -> Writes {
         let mut w = Writes::default();
+        let mut begin_next = None;
         match &abort.state {
             AbortState::Held => self.revert_to_stable(&hold.target, &mut w),
             AbortState::Starting(_) => w.recheck = Some(SignedDuration::ZERO),
             AbortState::None | AbortState::Failed(_) => {
-                if !paused && !stopped_now(abort.memory.last_abort.as_ref(), update) {
-                    self.roll_forward(&seen.verdicts, update, &mut w);
-                }
                 w.recheck = min_recheck(&seen.verdicts);
+                if !paused && !stopped_now(abort.memory.last_abort.as_ref(), update) {
+                    begin_next = self.roll_forward(&seen.verdicts, update, &mut w);
+                }
             }
         }
         // A success still settling is looked at again once it has, and a plugin asked
         // again when due, whatever the state.
-        let due = [seen.settling, seen.questions.next];
+        let due = [seen.settling, seen.questions.next, begin_next];
         for at in due
             .into_iter()
             .flatten()
@@ -170,13 +174,15 @@ impl<'a> Pass<'a> {
     }
 
     /// Rolling forward: write the update revision to every ToApply cluster the engine
-    /// releases.
+    /// releases, once its plugin (if any) has answered BeginRollout. Returns when to look
+    /// again for a cluster that waits for that answer.
     pub(super) fn roll_forward(
         &self,
         verdicts: &[Option<RolloutResult>],
         update: &str,
         w: &mut Writes,
-    ) {
+    ) -> Option<Timestamp> {
+        let mut next = None;
         for r in verdicts.iter().flatten() {
             for c in r
                 .to_rollout
@@ -186,11 +192,15 @@ impl<'a> Pass<'a> {
                 let Some(d) = self.clusters.desired(&c.cluster) else {
                     continue;
                 };
+                if !self.may_begin(&c.cluster, d.placement, update, (&mut w.begins, &mut next)) {
+                    continue;
+                }
                 if let Some(a) = self.apply(&c.cluster, d.placement, update, self.now) {
                     w.works.push(WorkChange::Apply(a));
                 }
             }
         }
+        next
     }
 
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
@@ -201,12 +211,21 @@ impl<'a> Pass<'a> {
             if self.carries_in(row, id) {
                 continue;
             }
-            if let Some(a) = self
-                .placement_index_of(row)
-                .and_then(|i| self.apply(cluster, i, target, self.now))
+            let Some(i) = self.placement_index_of(row) else {
+                continue;
+            };
+            let Some(a) = self.apply(cluster, i, target, self.now) else {
+                continue;
+            };
+            // A plugin hears of a revert, not of a rewrite of the revision it carries.
+            let reverted = row.carried.map(|c| self.rev_name(c)) != Some(target);
+            if let Some(notice) = reverted
+                .then(|| self.abort_notice(cluster, i, target))
+                .flatten()
             {
-                w.works.push(WorkChange::Apply(a));
+                w.begins.push(notice);
             }
+            w.works.push(WorkChange::Apply(a));
         }
     }
 

@@ -22,7 +22,7 @@ use mwrs_api::work::condition as work_condition;
 use crate::placement::PlacementView;
 use crate::plan::in_memory::{Objects, Works};
 use crate::plan::{Observed, Plan, PlanConfig, WorkChange};
-use crate::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Verdict};
+use crate::plugin::{Begun, ClusterVerdict, PluginHealth, PluginInputs, Verdict};
 use crate::revision::RevisionView;
 use crate::snapshot::Snapshot;
 use crate::work::WorkView;
@@ -335,9 +335,26 @@ impl<'f> Sim<'f> {
         })
     }
 
-    /// The simulated plugins answer `plan`'s questions; true when there were any.
+    /// The simulated plugins answer `plan`'s calls at once; true when there were any.
     fn answer_plugins(&mut self, plan: &Plan) -> bool {
-        for v in &plan.validations {
+        let calls = &plan.plugin_calls;
+        for b in &calls.begins {
+            self.plugins.begun.insert(
+                Arc::from(b.cluster.as_str()),
+                Begun {
+                    plugin: b.target.plugin.clone(),
+                    revision: b.revision.clone(),
+                    aborting: b.aborting,
+                    at: self.now,
+                    acked: true,
+                },
+            );
+        }
+        for p in &calls.progress {
+            let placement = p.target.placement.clone();
+            self.plugins.progressed.insert(placement, p.fingerprint);
+        }
+        for v in &calls.validations {
             let failing = self.failing.contains(&v.cluster);
             let verdict = if failing {
                 Verdict::Failed
@@ -347,7 +364,7 @@ impl<'f> Sim<'f> {
             self.plugins.verdicts.insert(
                 Arc::from(v.cluster.as_str()),
                 ClusterVerdict {
-                    plugin: v.plugin.clone(),
+                    plugin: v.target.plugin.clone(),
                     revision: v.revision.clone(),
                     generation: v.generation,
                     verdict,
@@ -356,7 +373,7 @@ impl<'f> Sim<'f> {
                 },
             );
         }
-        !plan.validations.is_empty()
+        !calls.is_empty()
     }
 
     fn desired(&self) -> usize {

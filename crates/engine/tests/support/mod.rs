@@ -339,13 +339,13 @@ pub mod golden {
             recheck,
             invalid,
             clusters,
-            validations,
+            plugin_calls,
         } = plan;
         // Only where a plugin is asked, so the plans of scenarios without one keep
         // their digests.
-        let validations = match validations.is_empty() {
+        let plugin_calls = match plugin_calls.is_empty() {
             true => String::new(),
-            false => format!("validations={validations:?}\n"),
+            false => format!("plugin_calls={plugin_calls:?}\n"),
         };
         let events: Vec<String> = events
             .iter()
@@ -354,7 +354,7 @@ pub mod golden {
         format!(
             "finalizer={finalizer:?}\nworks={works:?}\nrevisions={revisions:?}\n\
              templates={}\nstatus={}\nevents={events:?}\nrecheck={recheck:?}\n\
-             invalid={}\nclusters={clusters:?}\n{validations}",
+             invalid={}\nclusters={clusters:?}\n{plugin_calls}",
             serde_json::to_string(templates).unwrap_or_default(),
             serde_json::to_string(status).unwrap_or_default(),
             invalid

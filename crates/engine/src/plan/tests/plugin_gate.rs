@@ -10,7 +10,9 @@ use serde_json::json;
 
 use crate::conditions;
 use crate::plan::WorkChange;
-use crate::plugin::{ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict};
+use crate::plugin::{
+    Begin, Begun, CallTarget, ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict,
+};
 use crate::rollout::RolloutStatus;
 use mwrs_api::labels;
 
@@ -58,6 +60,28 @@ fn said(p: &mut PluginInputs, cluster: &str, revision: &str, verdict: Verdict, a
     );
 }
 
+/// The placementRef `p` of four clusters, rolling `update` out from [`STABLE`].
+fn target(update: &str) -> CallTarget {
+    CallTarget {
+        plugin: "judge".into(),
+        placement: "p".into(),
+        total_clusters: 4,
+        current: Some(STABLE.into()),
+        update: update.into(),
+    }
+}
+
+/// The clusters a plan writes a revision to: (cluster, revision).
+fn applies(p: &crate::Plan) -> Vec<(String, String)> {
+    p.works
+        .iter()
+        .filter_map(|w| match w {
+            WorkChange::Apply(a) => Some((a.cluster.clone(), a.revision.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// cluster → (status, note) of a plan's reports.
 fn statuses(p: &crate::Plan) -> BTreeMap<String, (RolloutStatus, Option<String>)> {
     p.clusters
@@ -101,16 +125,15 @@ fn a_cluster_its_agent_reports_done_waits_for_the_plugin() {
         (Failed, Some("plugin judge: smoke test FAILED".into()))
     );
     assert_eq!(
-        out.validations,
+        out.plugin_calls.validations,
         [Validation {
-            plugin: "judge".into(),
-            placement: "p".into(),
-            total_clusters: 4,
+            target: target(&update),
             cluster: "c1".into(),
             manifest_work: "ns.app".into(),
             revision: update.clone(),
             generation: 1,
             since: Some(t0() - secs(60)),
+            aborting: false,
         }],
         "only the cluster without a verdict is asked about"
     );
@@ -172,7 +195,7 @@ fn a_verdict_on_another_revision_does_not_count() {
     said(&mut p, "c1", STABLE, Verdict::Succeeded, t0() - secs(30));
     let out = plan_with(&f, &p);
     assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Validating);
-    assert_eq!(out.validations.len(), 1);
+    assert_eq!(out.plugin_calls.validations.len(), 1);
     assert_eq!(
         out.recheck,
         Some(secs(10)),
@@ -195,7 +218,7 @@ fn a_cluster_asked_recently_is_asked_again_after_the_poll_interval() {
             Some("plugin judge: smoke test IN_PROGRESS".into())
         )
     );
-    assert!(out.validations.is_empty());
+    assert!(out.plugin_calls.validations.is_empty());
     assert_eq!(
         out.recheck,
         Some(secs(6)),
@@ -254,7 +277,7 @@ fn a_plugin_that_does_not_answer_holds_the_rollout() {
         "held, not timed out"
     );
     assert!(
-        out.validations.is_empty(),
+        out.plugin_calls.validations.is_empty(),
         "nothing is asked of a plugin that is down"
     );
     let status = out.status.as_ref().unwrap();
@@ -292,7 +315,7 @@ fn a_plugin_back_from_an_outage_has_the_whole_deadline_to_answer() {
     let report = &out.clusters[0];
     assert_eq!(report.status, RolloutStatus::Validating);
     assert_eq!(report.since, Some(t0() - secs(1)));
-    assert_eq!(out.validations.len(), 1);
+    assert_eq!(out.plugin_calls.validations.len(), 1);
     let status = out.status.as_ref().unwrap();
     assert!(status.aborted_time.is_none());
 }
@@ -347,7 +370,7 @@ fn without_a_plugin_nothing_changes_and_the_condition_goes() {
     ]);
     let out = plan_with(&f, &plugins(unreachable()));
     assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
-    assert!(out.validations.is_empty());
+    assert!(out.plugin_calls.validations.is_empty());
     assert_eq!(condition(&out, mwrs_condition::PLUGIN_LOADED), None);
 }
 
@@ -356,4 +379,174 @@ fn a_plugin_name_that_cannot_be_one_is_refused_by_field() {
     let m = mwrs_with(json!({"type": "All", "plugin": "Judge_1"}), Some(STABLE));
     let e = crate::validate::validate(&m.spec, usize::MAX).unwrap_err();
     assert_eq!(e.field, "spec.placementRefs[0].rolloutStrategy.plugin");
+}
+
+#[test]
+fn the_update_revision_is_written_once_the_plugin_answered_begin_rollout() {
+    let (mut f, update) = fixture(
+        json!({"type": "All", "plugin": "judge"}),
+        &["c1", "c2", "c3", "c4"],
+    );
+    for c in ["c2", "c3", "c4"] {
+        f.work(c, &update, secs(60), Reported::Done);
+    }
+    let mut p = plugins(available());
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        applies(&out),
+        [],
+        "nothing written before BeginRollout answers"
+    );
+    let begin = Begin {
+        target: target(&update),
+        cluster: "c1".into(),
+        revision: update.clone(),
+        aborting: false,
+    };
+    assert_eq!(out.plugin_calls.begins, [begin]);
+    assert_eq!(out.recheck, Some(secs(10)));
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::ToApply);
+
+    // Sent, not answered yet: not sent again before the poll interval.
+    let mut sent = Begun {
+        plugin: "judge".into(),
+        revision: update.clone(),
+        aborting: false,
+        at: t0() - secs(4),
+        acked: false,
+    };
+    p.begun.insert("c1".into(), sent.clone());
+    let out = plan_with(&f, &p);
+    assert_eq!((applies(&out), out.plugin_calls.begins.len()), (vec![], 0));
+    assert_eq!(out.recheck, Some(secs(6)));
+
+    sent.acked = true;
+    p.begun.insert("c1".into(), sent.clone());
+    let out = plan_with(&f, &p);
+    assert_eq!(applies(&out), [("c1".to_string(), update.clone())]);
+    assert!(out.plugin_calls.begins.is_empty());
+
+    // An answer about another revision, or an abort, does not count.
+    for (revision, aborting) in [(STABLE, false), (update.as_str(), true)] {
+        let other = Begun {
+            revision: revision.into(),
+            aborting,
+            ..sent.clone()
+        };
+        p.begun.insert("c1".into(), other);
+        let out = plan_with(&f, &p);
+        assert_eq!(out.plugin_calls.begins.len(), 1, "{revision} {aborting}");
+        assert_eq!(applies(&out), []);
+    }
+}
+
+#[test]
+fn a_plugin_that_does_not_answer_starts_no_cluster() {
+    let (f, _) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
+    for health in [Some(unreachable()), None] {
+        let p = match &health {
+            Some(h) => plugins(h.clone()),
+            None => PluginInputs::default(),
+        };
+        let out = plan_with(&f, &p);
+        assert_eq!(applies(&out), [], "{health:?}");
+        assert!(out.plugin_calls.is_empty(), "{health:?}");
+    }
+}
+
+#[test]
+fn an_abort_reverts_at_once_tells_the_plugin_and_validates_each_revert() {
+    let (mut f, update) = fixture(
+        json!({"type": "All", "plugin": "judge"}),
+        &["c1", "c2", "c3", "c4"],
+    );
+    f.status().aborted_time = Some(mwrs_api::Time(t0() - secs(30)));
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", STABLE, secs(20), Reported::Done);
+    f.work("c3", STABLE, secs(20), Reported::Done);
+    f.work("c4", STABLE, secs(20), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c3", STABLE, Verdict::Succeeded, t0() - secs(5));
+    said(&mut p, "c4", STABLE, Verdict::Failed, t0() - secs(5));
+    let out = plan_with(&f, &p);
+    assert_eq!(applies(&out), [("c1".to_string(), STABLE.to_string())]);
+    assert_eq!(
+        out.plugin_calls.begins,
+        [Begin {
+            target: target(&update),
+            cluster: "c1".into(),
+            revision: STABLE.into(),
+            aborting: true,
+        }],
+        "BeginAbort about the cluster reverted, not those already back"
+    );
+    let asked: Vec<(&str, bool)> = out
+        .plugin_calls
+        .validations
+        .iter()
+        .map(|v| (v.cluster.as_str(), v.aborting))
+        .collect();
+    assert_eq!(asked, [("c2", true)], "ValidateAbortCompletion");
+    let got = statuses(&out);
+    assert_eq!(got["c2"].0, RolloutStatus::Validating);
+    assert_eq!(got["c3"].0, RolloutStatus::Succeeded);
+    assert_eq!(
+        got["c4"],
+        (
+            RolloutStatus::Failed,
+            Some("plugin judge: smoke test FAILED".into())
+        ),
+        "a revert the plugin fails is reported, and nothing more happens"
+    );
+    let progress = &out.plugin_calls.progress;
+    assert_eq!(progress.len(), 1);
+    assert!(progress[0].aborting);
+
+    // Told once; and a plugin that does not answer delays no revert.
+    p.begun.insert(
+        "c1".into(),
+        Begun {
+            plugin: "judge".into(),
+            revision: STABLE.into(),
+            aborting: true,
+            at: t0(),
+            acked: false,
+        },
+    );
+    let out = plan_with(&f, &p);
+    assert!(out.plugin_calls.begins.is_empty());
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(applies(&out), [("c1".to_string(), STABLE.to_string())]);
+    assert!(out.plugin_calls.is_empty());
+}
+
+#[test]
+fn progress_is_sent_when_the_states_change_not_when_they_age() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
+    f.work("c1", &update, secs(60), Reported::Progressing);
+    f.work("c2", &update, secs(60), Reported::Progressing);
+    let mut p = plugins(available());
+    let out = plan_with(&f, &p);
+    let progress = &out.plugin_calls.progress;
+    assert_eq!(progress.len(), 1);
+    let states: Vec<(&str, RolloutStatus)> = progress[0]
+        .clusters
+        .iter()
+        .map(|c| (&*c.cluster, c.status))
+        .collect();
+    use RolloutStatus::*;
+    assert_eq!(states, [("c1", Progressing), ("c2", Progressing)]);
+    p.progressed.insert("p".into(), progress[0].fingerprint);
+    assert!(plan_with(&f, &p).plugin_calls.progress.is_empty());
+    // Later, the same states: nothing to tell.
+    f.works.retain(|w| &*w.cluster != "c2");
+    f.work("c2", &update, secs(90), Reported::Progressing);
+    assert!(plan_with(&f, &p).plugin_calls.progress.is_empty());
+    f.works.retain(|w| &*w.cluster != "c2");
+    f.work("c2", &update, secs(90), Reported::Done);
+    assert_eq!(plan_with(&f, &p).plugin_calls.progress.len(), 1);
+    // Nothing is sent to a plugin that does not answer.
+    let mut down = plugins(unreachable());
+    down.progressed.clear();
+    assert!(plan_with(&f, &down).plugin_calls.progress.is_empty());
 }
