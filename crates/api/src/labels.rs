@@ -62,6 +62,11 @@ pub const REVISION_ABORTED_AT: &str = "mwrs.rollout.open-cluster-management.io/a
 /// controller and the CLI know it without asking.
 pub const PLUGIN_VERDICT: &str = "mwrs.rollout.open-cluster-management.io/plugin-verdict";
 
+/// On a ManifestWork: the digest (SHA-256 hex of its canonical JSON) of the spec a
+/// rollout plugin's MutateManifestWork returned and this controller wrote. A spec with
+/// this digest carries the revision the ManifestWork's label names.
+pub const PLUGIN_SPEC_DIGEST: &str = "mwrs.rollout.open-cluster-management.io/plugin-spec-digest";
+
 /// Longest valid label value.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;
 

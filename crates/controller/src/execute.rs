@@ -607,7 +607,8 @@ async fn write_work(
     may_write(ctx, "write", "manifestwork")?;
     match change {
         WorkChange::Apply(a) => {
-            let Some(template) = templates.get(&a.revision) else {
+            // A rollout plugin's spec replaces the template (MutateManifestWork).
+            let Some(template) = a.spec.as_deref().or_else(|| templates.get(&a.revision)) else {
                 // The planner always ships the template of a revision it writes.
                 return Err(Error::MissingField("template of the revision to write"));
             };

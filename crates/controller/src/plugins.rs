@@ -21,9 +21,10 @@ use futures::channel::mpsc::UnboundedSender;
 use jiff::{SignedDuration, Timestamp};
 use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plugin::{
-    Begin, Begun, CallTarget, ClusterState, ClusterVerdict, PluginCalls, PluginHealth,
+    Begin, Begun, CallTarget, ClusterState, ClusterVerdict, Mutation, PluginCalls, PluginHealth,
     PluginInputs, Progress, Validation, Verdict,
 };
 use mwrs_engine::rollout::RolloutStatus;
@@ -220,16 +221,32 @@ impl Plugins {
     /// (nor another MWRS); when an answer differs from what was known, `mwrs` is
     /// reconciled again. Each call counts as made from now: the passes meanwhile do not
     /// make it again.
-    pub fn call_in_background(self: &Arc<Self>, mwrs: &ManifestWorkReplicaSet, calls: PluginCalls) {
+    /// `templates` holds the template of every revision a Begin is about (the
+    /// MutateManifestWork that follows it carries the spec).
+    pub fn call_in_background(
+        self: &Arc<Self>,
+        mwrs: &ManifestWorkReplicaSet,
+        calls: PluginCalls,
+        templates: &BTreeMap<String, serde_json::Value>,
+    ) {
         let namespace = mwrs.metadata.namespace.clone().unwrap_or_default();
         let name = mwrs.metadata.name.clone().unwrap_or_default();
         let key = ObjectRef::<GuardedMwrs>::new(&name).within(&namespace);
         let owner = OwnerKey::new(namespace, name).slashed();
         self.mark_sent(&owner, &calls, Timestamp::now());
         let about = MwrsRef::of(mwrs);
+        let specs: BTreeMap<String, Arc<[u8]>> = calls
+            .begins
+            .iter()
+            .filter_map(|b| {
+                let template = templates.get(&b.revision)?;
+                let json = serde_json::to_vec(template).ok()?;
+                Some((b.revision.clone(), Arc::from(json)))
+            })
+            .collect();
         let plugins = self.clone();
         tokio::spawn(async move {
-            if plugins.call(&owner, &about, calls).await {
+            if plugins.call(&owner, &about, calls, &specs).await {
                 let news = plugins.news.lock().ok().and_then(|n| n.clone());
                 if let Some(news) = news {
                     let _ = news.unbounded_send(key);
@@ -253,6 +270,7 @@ impl Plugins {
                 aborting: b.aborting,
                 at: now,
                 acked: false,
+                mutation: None,
             };
             j.begun.insert(Arc::from(b.cluster.as_str()), begun);
         }
@@ -264,7 +282,13 @@ impl Plugins {
 
     /// Makes `calls`, at most [`ASK_CONCURRENCY`] at once, and records the answers;
     /// true when any answer differs from what was known.
-    async fn call(&self, owner: &str, about: &MwrsRef, calls: PluginCalls) -> bool {
+    async fn call(
+        &self,
+        owner: &str,
+        about: &MwrsRef,
+        calls: PluginCalls,
+        specs: &BTreeMap<String, Arc<[u8]>>,
+    ) -> bool {
         let client = |plugin: &str| self.clients.get(plugin).cloned();
         let mut jobs: Vec<Job> = Vec::new();
         for v in calls.validations {
@@ -273,7 +297,9 @@ impl Plugins {
         }
         for b in calls.begins {
             let request = rollout_request(about, &b.target, &b.cluster, &[], b.aborting);
-            jobs.push(Job::Begin(client(&b.target.plugin), b, request));
+            let spec = specs.get(&b.revision).map_or_else(Vec::new, |s| s.to_vec());
+            let mutate = mutate_request(about, &b, spec);
+            jobs.push(Job::Begin(client(&b.target.plugin), b, request, mutate));
         }
         for p in calls.progress {
             let request = rollout_request(about, &p.target, "", &p.clusters, p.aborting);
@@ -289,12 +315,12 @@ impl Plugins {
         for answer in answers {
             changed |= match answer {
                 Answer::Validated(v, Ok(r)) => self.record(owner, &v, r, now),
-                Answer::Begun(b, Ok(())) => self.record_begun(owner, &b),
+                Answer::Begun(b, Ok(mutation)) => self.record_begun(owner, &b, mutation),
                 Answer::Progressed(_, Ok(())) => false,
                 Answer::Validated(v, Err(s)) => {
                     self.unreachable(&v.target.plugin, v.call_name(), &s)
                 }
-                Answer::Begun(b, Err(s)) => self.unreachable(&b.target.plugin, b.call_name(), &s),
+                Answer::Begun(b, Err((call, s))) => self.unreachable(&b.target.plugin, call, &s),
                 Answer::Progressed(p, Err(s)) => {
                     // Told again once the plugin is back.
                     self.forget_progress(owner, &p.target.placement);
@@ -310,9 +336,10 @@ impl Plugins {
         self.set_health(plugin, PluginHealth::Unreachable { why })
     }
 
-    /// Records that the plugin answered `b`; true when that opens a write (BeginRollout:
-    /// the cluster may now get the revision).
-    fn record_begun(&self, owner: &str, b: &Begin) -> bool {
+    /// Records that the plugin answered `b` and the MutateManifestWork after it; true
+    /// when that opens a write (the cluster may now get the revision, or a revert the
+    /// plugin's spec).
+    fn record_begun(&self, owner: &str, b: &Begin, mutation: Option<Mutation>) -> bool {
         let Ok(mut judged) = self.judged.lock() else {
             return false;
         };
@@ -326,7 +353,9 @@ impl Plugins {
             return false;
         }
         sent.acked = true;
-        !b.aborting
+        let spec_changes = mutation.is_some();
+        sent.mutation = mutation;
+        !b.aborting || spec_changes
     }
 
     fn forget_progress(&self, owner: &str, placement: &str) {
@@ -404,17 +433,27 @@ impl MwrsRef {
     }
 }
 
-/// One call to make, with the client of its plugin (None: not registered).
+/// One call to make, with the client of its plugin (None: not registered). A Begin is
+/// two: BeginRollout (or BeginAbort), then MutateManifestWork.
 enum Job {
     Validate(Option<PluginClient>, Validation, api::ValidateRequest),
-    Begin(Option<PluginClient>, Begin, api::RolloutRequest),
+    Begin(
+        Option<PluginClient>,
+        Begin,
+        api::RolloutRequest,
+        api::MutateRequest,
+    ),
     Progress(Option<PluginClient>, Progress, api::RolloutRequest),
 }
 
 /// A call and how it went.
 enum Answer {
     Validated(Validation, Result<api::ValidateResponse, tonic::Status>),
-    Begun(Begin, Result<(), tonic::Status>),
+    /// The spec MutateManifestWork returned, or the call that failed and how.
+    Begun(
+        Begin,
+        Result<Option<Mutation>, (&'static str, tonic::Status)>,
+    ),
     Progressed(Progress, Result<(), tonic::Status>),
 }
 
@@ -430,13 +469,12 @@ impl Job {
                 };
                 Answer::Validated(v, answer)
             }
-            Job::Begin(client, b, r) => {
+            Job::Begin(client, b, r, mutate) => {
                 let answer = match client {
-                    Some(c) if b.aborting => c.begin_abort(r).await,
-                    Some(c) => c.begin_rollout(r).await,
-                    None => Err(missing()),
+                    Some(c) => begin_and_mutate(&c, &b, r, mutate).await,
+                    None => Err((b.call_name(), missing())),
                 };
-                Answer::Begun(b, answer.map(drop))
+                Answer::Begun(b, answer)
             }
             Job::Progress(client, p, r) => {
                 let answer = match client {
@@ -447,6 +485,43 @@ impl Job {
             }
         }
     }
+}
+
+/// BeginRollout (or BeginAbort) about `b`, then MutateManifestWork: the spec to write
+/// instead of the template, if the plugin returns one.
+async fn begin_and_mutate(
+    c: &PluginClient,
+    b: &Begin,
+    r: api::RolloutRequest,
+    mutate: api::MutateRequest,
+) -> Result<Option<Mutation>, (&'static str, tonic::Status)> {
+    let begun = match b.aborting {
+        true => c.begin_abort(r).await,
+        false => c.begin_rollout(r).await,
+    };
+    begun.map_err(|s| (b.call_name(), s))?;
+    const MUTATE: &str = "MutateManifestWork";
+    let answer = c
+        .mutate_manifest_work(mutate)
+        .await
+        .map_err(|s| (MUTATE, s))?;
+    plugin_spec(&answer.spec_json).map_err(|why| (MUTATE, tonic::Status::invalid_argument(why)))
+}
+
+/// The spec a plugin returned (None: empty, the template unchanged), or why it cannot
+/// be written.
+fn plugin_spec(json: &[u8]) -> Result<Option<Mutation>, String> {
+    if json.is_empty() {
+        return Ok(None);
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| format!("spec_json is not JSON: {e}"))?;
+    let template = ManifestWorkTemplate::from_value(value.clone())
+        .map_err(|e| format!("spec_json is not a JSON object: {e}"))?;
+    template
+        .typed()
+        .map_err(|e| format!("spec_json is not a ManifestWork spec: {e}"))?;
+    Ok(Some(Mutation::new(value)))
 }
 
 trait CallName {
@@ -506,6 +581,19 @@ fn validate_request(about: &MwrsRef, v: &Validation) -> api::ValidateRequest {
         manifest_work: v.manifest_work.clone(),
         generation: v.generation,
         since: v.since.map(timestamp),
+    }
+}
+
+/// MutateManifestWork's request after `b`, with the template's `spec_json`.
+fn mutate_request(about: &MwrsRef, b: &Begin, spec_json: Vec<u8>) -> api::MutateRequest {
+    let (target, revisions) = api_target(about, &b.target);
+    api::MutateRequest {
+        target: Some(target),
+        revisions: Some(revisions),
+        cluster: b.cluster.clone(),
+        revision: b.revision.clone(),
+        spec_json,
+        aborting: b.aborting,
     }
 }
 
@@ -656,5 +744,52 @@ mod tests {
         assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
         p.forget("ns/app");
         assert!(p.inputs("ns/app").verdicts.is_empty());
+    }
+
+    #[test]
+    fn a_spec_from_a_plugin_is_written_only_when_it_is_a_manifestwork_spec() {
+        assert_eq!(plugin_spec(b""), Ok(None), "empty: the template unchanged");
+        let spec = br#"{"workload": {"manifests": [{"kind": "ConfigMap"}]}}"#;
+        let m = plugin_spec(spec).unwrap().unwrap();
+        assert_eq!(m.spec["workload"]["manifests"][0]["kind"], "ConfigMap");
+        for (bad, why) in [
+            (&b"{not json"[..], "is not JSON"),
+            (b"[1, 2]", "is not a JSON object"),
+            (
+                br#"{"workload": {"manifests": 3}}"#,
+                "is not a ManifestWork spec",
+            ),
+        ] {
+            let e = plugin_spec(bad).unwrap_err();
+            assert!(e.starts_with("spec_json ") && e.contains(why), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_answer_to_begin_counts_for_what_was_sent_last() {
+        let p = Plugins::default();
+        let begin = |revision: &str, aborting| Begin {
+            target: validation("c1").target,
+            cluster: "c1".into(),
+            revision: revision.into(),
+            aborting,
+        };
+        let now = Timestamp::from_second(100).unwrap();
+        let calls = |b: Begin| PluginCalls {
+            begins: vec![b],
+            ..PluginCalls::default()
+        };
+        p.mark_sent("ns/app", &calls(begin("abc", false)), now);
+        assert!(!p.inputs("ns/app").begun["c1"].acked);
+        // An answer about what was sent before the last question does not count.
+        assert!(!p.record_begun("ns/app", &begin("old", false), None));
+        assert!(p.record_begun("ns/app", &begin("abc", false), None));
+        assert!(p.inputs("ns/app").begun["c1"].acked);
+        // An abort's: news only when it brings a spec to write.
+        p.mark_sent("ns/app", &calls(begin("abc", true)), now);
+        assert!(!p.record_begun("ns/app", &begin("abc", true), None));
+        let m = Mutation::new(serde_json::json!({"workload": {}}));
+        assert!(p.record_begun("ns/app", &begin("abc", true), Some(m.clone())));
+        assert_eq!(p.inputs("ns/app").begun["c1"].mutation, Some(m));
     }
 }

@@ -37,10 +37,11 @@ type Sym = Arc<str>;
 type WorkKey = (Sym, Sym);
 
 /// Annotations of a ManifestWork the planner reads; the cache keeps no others.
-const KEPT_ANNOTATIONS: [&str; 3] = [
+const KEPT_ANNOTATIONS: [&str; 4] = [
     labels::MWRS_OWNER_ANNOTATION,
     labels::REVISION_APPLIED_AT,
     labels::PLUGIN_VERDICT,
+    labels::PLUGIN_SPEC_DIGEST,
 ];
 
 /// One ManifestWork as the cache holds it.

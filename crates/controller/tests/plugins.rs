@@ -48,7 +48,12 @@ struct Script {
     in_flight: std::sync::atomic::AtomicUsize,
     /// Every other call, in order.
     calls: Mutex<Vec<Call>>,
+    /// MutateManifestWork annotates the first manifest (else it returns nothing).
+    mutate: AtomicBool,
 }
+
+/// What the scripted plugin's MutateManifestWork adds to the first manifest.
+const MUTATED: (&str, &str) = ("judge", "was here");
 
 /// A call the plugin answered: which, about what, and when it answered.
 #[derive(Clone, Debug)]
@@ -180,10 +185,19 @@ impl RolloutPlugin for Served {
 
     async fn mutate_manifest_work(
         &self,
-        _: Request<api::MutateRequest>,
+        r: Request<api::MutateRequest>,
     ) -> Result<Response<api::MutateResponse>, Status> {
         self.0.up()?;
-        Ok(Response::new(api::MutateResponse::default()))
+        if !self.0.mutate.load(Ordering::SeqCst) {
+            return Ok(Response::new(api::MutateResponse::default()));
+        }
+        let mut spec: serde_json::Value = serde_json::from_slice(&r.into_inner().spec_json)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (key, value) = MUTATED;
+        spec["workload"]["manifests"][0]["metadata"]["annotations"] = json!({ key: value });
+        Ok(Response::new(api::MutateResponse {
+            spec_json: serde_json::to_vec(&spec).unwrap(),
+        }))
     }
 
     async fn begin_abort(
@@ -257,21 +271,27 @@ async fn started_with(
     let hub = TestHub::from_env(test, CLUSTERS).await?;
     let script = Arc::new(Script::default());
     let (work_config, server) = serve(script.clone()).await;
+    let config = knowing_judge(&work_config, config, call_timeout);
+    let controller = common::start_controller_configured(&hub, config, Shared::default());
+    hub.publish_all("p").await;
+    let agent = start_agent_succeeding(&hub, Duration::from_millis(200));
+    Some((hub, script, (server, controller, agent)))
+}
+
+/// `config` with plugin `judge` registered by `work_config` (asked again every second),
+/// each call bounded by `call_timeout`.
+fn knowing_judge(work_config: &str, config: Config, call_timeout: Duration) -> Config {
     let plugins = Plugins::new(
-        &WorkConfig::parse(&work_config).unwrap(),
+        &WorkConfig::parse(work_config).unwrap(),
         Duration::from_secs(1),
         "test",
     )
     .unwrap()
     .with_call_timeout(call_timeout);
-    let config = Config {
+    Config {
         plugins: Arc::new(plugins),
         ..config
-    };
-    let controller = common::start_controller_configured(&hub, config, Shared::default());
-    hub.publish_all("p").await;
-    let agent = start_agent_succeeding(&hub, Duration::from_millis(200));
-    Some((hub, script, (server, controller, agent)))
+    }
 }
 
 /// What runs for a test: the plugin, the controller and the agent.
@@ -396,6 +416,7 @@ async fn a_failed_verdict_aborts_to_the_stable_revision() {
         return;
     };
     script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    script.mutate.store(true, Ordering::SeqCst);
     hub.create_mwrs(&mwrs(
         "app",
         configmap_template("v1"),
@@ -407,13 +428,31 @@ async fn a_failed_verdict_aborts_to_the_stable_revision() {
     hub.set_template("app", configmap_template("v2")).await;
     let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
     assert_ne!(update(&m).as_deref(), Some(stable.as_str()));
-    common::wait_works(
-        &hub,
-        "app",
-        &hub.clusters
-            .iter()
-            .map(|c| (c.clone(), stable.clone()))
-            .collect(),
+    // Reverted at once, and given the plugin's spec once it answers.
+    let hub = &hub;
+    let want = &stable;
+    wait_for(
+        "every cluster back with the plugin's spec",
+        common::WAIT,
+        || async move {
+            let works = common::works_by_cluster(hub, "app").await;
+            let (key, value) = MUTATED;
+            let back: Vec<(&String, Option<String>, bool)> = works
+                .iter()
+                .map(|(c, w)| {
+                    let mutated = w.spec.manifests()[0]["metadata"]["annotations"][key] == value;
+                    (c, common::hash_label(w), mutated)
+                })
+                .collect();
+            let done = |(_, hash, mutated): &(&String, Option<String>, bool)| {
+                hash.as_ref() == Some(want) && *mutated
+            };
+            if back.len() == CLUSTERS && back.iter().all(done) {
+                Ok(())
+            } else {
+                Err(format!("{back:?}"))
+            }
+        },
     )
     .await;
     // The plugin heard of each revert, and validated it.
@@ -532,4 +571,92 @@ async fn a_slow_plugin_stalls_no_other_mwrs() {
         script.in_flight.load(Ordering::SeqCst) > 0,
         "the other MWRS waited for the slow plugin's answer"
     );
+}
+
+fn writes(shared: &Shared, op: &str) -> u64 {
+    shared
+        .metrics
+        .writes
+        .get_or_create(&mwrs_controller::metrics::WriteLabels {
+            resource: "manifestwork".into(),
+            op: op.into(),
+            result: "ok".into(),
+        })
+        .get()
+}
+
+/// Passes of the controller sharing `shared` over MWRS `app`, waited for one by one.
+async fn passes(hub: &TestHub, shared: &Shared, n: usize) {
+    for i in 0..n {
+        let before = shared.metrics.reconciles.get();
+        let poke = json!({"metadata": {"annotations": {"poke": i.to_string()}}});
+        common::patch_mwrs(hub, "app", &poke).await;
+        wait_for("one more pass", common::WAIT, || async {
+            let n = shared.metrics.reconciles.get();
+            if n > before {
+                Ok(())
+            } else {
+                Err(format!("{n} passes"))
+            }
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
+    let Some(hub) = TestHub::from_env("plugin-mutate", CLUSTERS).await else {
+        return;
+    };
+    let script = Arc::new(Script::default());
+    script.mutate.store(true, Ordering::SeqCst);
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let (work_config, _server) = serve(script.clone()).await;
+    let shared = Shared::default();
+    let config = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
+    let controller = common::start_controller_configured(&hub, config, shared.clone());
+    hub.publish_all("p").await;
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(200));
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    let revision = current(&wait_complete(&hub, "app", None).await).unwrap();
+    let works = common::works_by_cluster(&hub, "app").await;
+    assert_eq!(works.len(), CLUSTERS);
+    for (cluster, w) in &works {
+        let manifest = &w.spec.manifests()[0];
+        let (key, value) = MUTATED;
+        assert_eq!(manifest["metadata"]["annotations"][key], value, "{cluster}");
+        assert!(
+            w.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key(labels::PLUGIN_SPEC_DIGEST),
+            "{cluster}"
+        );
+        assert_eq!(common::hash_label(w).as_deref(), Some(revision.as_str()));
+    }
+    assert_eq!(writes(&shared, "create"), CLUSTERS as u64);
+    passes(&hub, &shared, 3).await;
+    assert_eq!(
+        writes(&shared, "update"),
+        0,
+        "a ManifestWork was written again"
+    );
+
+    // A controller that knows nothing of the plugin's answers takes the spec for the
+    // revision it carries.
+    drop(controller);
+    let shared = Shared::default();
+    let config = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
+    let _controller = common::start_controller_configured(&hub, config, shared.clone());
+    passes(&hub, &shared, 3).await;
+    let written = ["create", "update"].map(|op| writes(&shared, op));
+    assert_eq!(written, [0, 0], "written again after a restart");
+    let m = wait_complete(&hub, "app", None).await;
+    assert_eq!(current(&m), Some(revision));
 }

@@ -201,6 +201,24 @@ impl std::fmt::Debug for Digest {
     }
 }
 
+impl Digest {
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The digest [`Digest::to_hex`] wrote (None: not one).
+    pub fn from_hex(s: &str) -> Option<Self> {
+        if s.len() != 64 || !s.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Self(out))
+    }
+}
+
 pub fn digest(template: &Value) -> Digest {
     digest_of_canonical(&canonical_json(template))
 }

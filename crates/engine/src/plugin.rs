@@ -23,6 +23,8 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 
+use crate::hash::Digest;
+
 /// A plugin's answer about one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -275,7 +277,25 @@ impl PluginCalls {
     }
 }
 
-/// The last BeginRollout or BeginAbort sent about a cluster.
+/// The spec a plugin's MutateManifestWork returned, to write instead of the template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mutation {
+    pub spec: Arc<serde_json::Value>,
+    pub digest: Digest,
+}
+
+impl Mutation {
+    pub fn new(spec: serde_json::Value) -> Self {
+        let digest = crate::hash::digest(&spec);
+        Self {
+            spec: Arc::new(spec),
+            digest,
+        }
+    }
+}
+
+/// The last BeginRollout or BeginAbort sent about a cluster, with the
+/// MutateManifestWork that follows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Begun {
     pub plugin: String,
@@ -283,15 +303,18 @@ pub struct Begun {
     pub aborting: bool,
     /// When it was sent.
     pub at: Timestamp,
-    /// The plugin answered OK.
+    /// The plugin answered both calls.
     pub acked: bool,
+    /// The spec MutateManifestWork returned (None: write the template unchanged).
+    pub mutation: Option<Mutation>,
 }
 
 /// Whether the update revision may be written to a cluster behind a plugin.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum BeginGate {
-    /// BeginRollout was answered: write.
-    Go,
+pub(crate) enum BeginGate<'a> {
+    /// BeginRollout and MutateManifestWork were answered: write, with the spec the
+    /// plugin returned if it returned one.
+    Go(Option<&'a Mutation>),
     /// Send BeginRollout now; write once it is answered.
     Ask,
     /// BeginRollout is on its way, or the plugin does not answer: look again then.
@@ -414,13 +437,13 @@ impl PluginInputs {
         cluster: &str,
         revision: &str,
         now: Timestamp,
-    ) -> BeginGate {
+    ) -> BeginGate<'_> {
         let sent = self
             .begun
             .get(cluster)
             .filter(|b| b.plugin == plugin && b.revision == revision && !b.aborting);
-        if sent.is_some_and(|b| b.acked) {
-            return BeginGate::Go;
+        if let Some(b) = sent.filter(|b| b.acked) {
+            return BeginGate::Go(b.mutation.as_ref());
         }
         let again = |b: &Begun| b.at.saturating_add(self.poll).ok();
         if !self.available(plugin) {
@@ -432,15 +455,46 @@ impl PluginInputs {
         }
     }
 
-    /// Is BeginAbort about reverting `cluster` to `revision` still to be sent? It is
-    /// sent once per revert, and not to a plugin that does not answer (the revert goes
-    /// ahead all the same).
-    pub(crate) fn abort_unsent(&self, plugin: &str, cluster: &str, revision: &str) -> bool {
+    /// The spec `plugin` returned for an abort's revert of `cluster` to `revision`
+    /// (None: none known, or the template unchanged).
+    pub(crate) fn revert_mutation(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        revision: &str,
+    ) -> Option<&Mutation> {
+        let b = self.begun.get(cluster)?;
+        let about = b.plugin == plugin && b.revision == revision && b.aborting && b.acked;
+        about.then_some(b.mutation.as_ref()).flatten()
+    }
+
+    /// Is BeginAbort about reverting `cluster` to `revision` to be sent now, and if not,
+    /// when? It is sent as the revert is written (`reverting`), and again `poll` after
+    /// an unanswered one, never to a plugin that does not answer: the revert goes ahead
+    /// all the same, and gets the plugin's spec when it comes.
+    pub(crate) fn abort_due(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        revision: &str,
+        reverting: bool,
+        now: Timestamp,
+    ) -> Result<(), Option<Timestamp>> {
         let sent = self
             .begun
             .get(cluster)
-            .is_some_and(|b| b.plugin == plugin && b.revision == revision && b.aborting);
-        !sent && self.available(plugin)
+            .filter(|b| b.plugin == plugin && b.revision == revision && b.aborting);
+        let due = match sent {
+            None if reverting => Some(now),
+            Some(b) if !b.acked => b.at.saturating_add(self.poll).ok(),
+            _ => None,
+        };
+        match due {
+            None => Err(None),
+            Some(at) if now < at => Err(Some(at)),
+            Some(_) if self.available(plugin) => Ok(()),
+            Some(_) => Err(now.saturating_add(self.poll).ok()),
+        }
     }
 
     /// Are `states` news for `placement`'s plugin? (None: they are not, or the plugin

@@ -8,6 +8,7 @@ use hashbrown::HashMap;
 use jiff::Timestamp;
 use mwrs_api::labels;
 
+use crate::hash::Digest;
 use crate::placement::PlacementView;
 use crate::rollout::{GroupKey, RolloutStatus};
 use crate::work;
@@ -122,9 +123,12 @@ impl Facts {
             available: w.is_true(work_condition::AVAILABLE),
             progressing: w.is_true(work_condition::PROGRESSING),
             degraded: w.is_true(work_condition::DEGRADED),
-            content: if w.written_generation.is_some_and(|g| g == w.generation) {
-                // Written by this controller and unchanged since: the revision its label
-                // names, even when the server's defaults make the digest differ.
+            content: if w.written_generation.is_some_and(|g| g == w.generation)
+                || carries_plugin_spec(w)
+            {
+                // Written by this controller and unchanged since, or holding the spec a
+                // rollout plugin returned for it: the revision its label names, even when
+                // the server's defaults make the digest differ.
                 Content::of(w.hash().and_then(|h| e.ids.id(h)))
             } else {
                 match w.spec_digest {
@@ -361,4 +365,12 @@ impl<'a, V> ClusterIndex<'a, V> {
     pub(super) fn iter(&self) -> impl Iterator<Item = (&'a str, &V)> + '_ {
         self.entries.iter().map(|(k, v)| (*k, v))
     }
+}
+
+/// Is `w`'s spec the one a rollout plugin returned, as this controller wrote it?
+fn carries_plugin_spec(w: &WorkView) -> bool {
+    let written = w
+        .annotation(labels::PLUGIN_SPEC_DIGEST)
+        .and_then(Digest::from_hex);
+    written.is_some() && written == w.spec_digest
 }

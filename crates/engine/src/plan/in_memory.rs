@@ -182,7 +182,11 @@ impl Objects<'_> {
                         .insert(WorkView::created(&a.cluster, &a.name, now));
                 }
                 if let Some(work) = self.works.get_mut(&a.cluster) {
-                    apply_work(work, a, digests.get(a.revision.as_str()).copied());
+                    let digest = match &a.spec {
+                        Some(spec) => Some(hash::digest(spec)),
+                        None => digests.get(a.revision.as_str()).copied(),
+                    };
+                    apply_work(work, a, digest);
                 }
             }
             WorkChange::Relabel {

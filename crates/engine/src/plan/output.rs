@@ -32,7 +32,7 @@ pub enum FinalizerAction {
 }
 
 /// Write a revision's template into a cluster's ManifestWork.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct WorkApply {
     pub cluster: String,
     pub name: String,
@@ -47,6 +47,29 @@ pub struct WorkApply {
     pub annotations: BTreeMap<String, String>,
     /// The version the decision was made on (updates only).
     pub resource_version: Option<String>,
+    /// The spec to write instead of the revision's template: what the placementRef's
+    /// rollout plugin returned from MutateManifestWork.
+    pub spec: Option<Arc<Value>>,
+}
+
+impl std::fmt::Debug for WorkApply {
+    /// Every field, `spec` only when set: plans without a plugin print as they always
+    /// did (the engine's golden plans are compared as text).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("WorkApply");
+        d.field("cluster", &self.cluster)
+            .field("name", &self.name)
+            .field("create", &self.create)
+            .field("revision", &self.revision)
+            .field("placement", &self.placement)
+            .field("labels", &self.labels)
+            .field("annotations", &self.annotations)
+            .field("resource_version", &self.resource_version);
+        if let Some(spec) = &self.spec {
+            d.field("spec", spec);
+        }
+        d.finish()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

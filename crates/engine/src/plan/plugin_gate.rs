@@ -13,14 +13,14 @@ use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
 use crate::plugin::{
-    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, Gate, PluginHealth, Progress,
-    Validation,
+    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, Gate, Mutation, PluginHealth,
+    Progress, Validation,
 };
 use crate::rollout::RolloutStatus;
 use crate::work::WorkView;
 
 use super::cluster_table::{ClusterRow, Desired};
-use super::{ClusterReport, Pass};
+use super::{ClusterReport, Pass, WorkApply};
 
 /// A cluster's status once its plugin has had its say.
 pub(super) struct Gated {
@@ -131,7 +131,7 @@ impl<'a> Pass<'a> {
     }
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
     /// The question to `plugin` about `cluster`'s ManifestWork `work`, done by its agent
     /// on `revision` since `since`, for the placementRef at `placement`.
     fn question(
@@ -167,27 +167,23 @@ impl Pass<'_> {
         }
     }
 
-    /// Stage 5, rolling forward: may `revision` be written to `cluster` now? Where a
-    /// plugin is named and the cluster does not carry the revision yet, only once the
-    /// plugin answered BeginRollout about it; `begins` gets the call to make and `next`
-    /// when to look again.
+    /// Stage 5, rolling forward: may `revision` be written to `cluster` now, and with
+    /// which spec? Where a plugin is named, only once it answered BeginRollout and
+    /// MutateManifestWork about it (Some(None): the template unchanged); `begins` gets
+    /// the call to make and `next` when to look again.
     pub(super) fn may_begin(
         &self,
         cluster: &str,
         placement: usize,
         revision: &str,
         (begins, next): (&mut Vec<Begin>, &mut Option<Timestamp>),
-    ) -> bool {
+    ) -> Option<Option<&'a Mutation>> {
         let Some(plugin) = &self.validated.strategies[placement].plugin else {
-            return true;
+            return Some(None);
         };
-        let carried = self.clusters.get(cluster).and_then(|r| r.carried);
-        if carried.is_some_and(|c| self.rev_name(c) == revision) {
-            return true;
-        }
         let plugins = self.observed.plugins;
         let wait = match plugins.begin_gate(plugin, cluster, revision, self.now) {
-            BeginGate::Go => return true,
+            BeginGate::Go(mutation) => return Some(mutation),
             BeginGate::Ask => {
                 begins.push(Begin {
                     target: self.call_target(plugin, placement),
@@ -202,27 +198,44 @@ impl Pass<'_> {
         if let Some(at) = wait {
             *next = Some(next.map_or(at, |n| n.min(at)));
         }
-        false
+        None
     }
 
-    /// Stage 5, an abort's revert of `cluster` to `revision`: BeginAbort, where a plugin
-    /// is named and it was not sent yet. Never a reason to wait.
+    /// The spec the placementRef's plugin returned for an abort's revert of `cluster`
+    /// to `revision`, if it returned one.
+    pub(super) fn revert_mutation(
+        &self,
+        cluster: &str,
+        placement: usize,
+        revision: &str,
+    ) -> Option<&'a Mutation> {
+        let plugin = self.validated.strategies[placement].plugin.as_ref()?;
+        self.observed
+            .plugins
+            .revert_mutation(plugin, cluster, revision)
+    }
+
+    /// Stage 5, an abort's revert of `cluster` to `revision` (`reverting`: written in
+    /// this pass): BeginAbort, where a plugin is named and it is due ([`Begun`] has the
+    /// rule); else when it will be. Never a reason to wait.
     pub(super) fn abort_notice(
         &self,
         cluster: &str,
         placement: usize,
         revision: &str,
-    ) -> Option<Begin> {
-        let plugin = self.validated.strategies[placement].plugin.as_ref()?;
-        self.observed
-            .plugins
-            .abort_unsent(plugin, cluster, revision)
-            .then(|| Begin {
-                target: self.call_target(plugin, placement),
-                cluster: cluster.to_string(),
-                revision: revision.to_string(),
-                aborting: true,
-            })
+        reverting: bool,
+    ) -> Result<Begin, Option<Timestamp>> {
+        let Some(plugin) = self.validated.strategies[placement].plugin.as_ref() else {
+            return Err(None);
+        };
+        let plugins = self.observed.plugins;
+        plugins.abort_due(plugin, cluster, revision, reverting, self.now)?;
+        Ok(Begin {
+            target: self.call_target(plugin, placement),
+            cluster: cluster.to_string(),
+            revision: revision.to_string(),
+            aborting: true,
+        })
     }
 
     /// ProgressRollout for each placementRef with a plugin whose cluster states changed
@@ -306,4 +319,22 @@ impl Pass<'_> {
             )
         })
     }
+}
+
+/// `a` with the spec a plugin returned in place of its revision's template, and the
+/// digest of that spec, by which a ManifestWork carrying it is known to be current.
+pub(super) fn mutated(mut a: WorkApply, mutation: Option<&Mutation>) -> WorkApply {
+    if let Some(m) = mutation {
+        a.spec = Some(m.spec.clone());
+        a.annotations
+            .insert(labels::PLUGIN_SPEC_DIGEST.into(), m.digest.to_hex());
+    }
+    a
+}
+
+/// Does `work` carry the spec `mutation` asks for? (None asks for nothing more than
+/// the revision's template, which the caller checks.)
+pub(super) fn carries_mutation(work: Option<&WorkView>, mutation: Option<&Mutation>) -> bool {
+    let Some(m) = mutation else { return true };
+    work.and_then(|w| w.annotation(labels::PLUGIN_SPEC_DIGEST)) == Some(m.digest.to_hex().as_str())
 }

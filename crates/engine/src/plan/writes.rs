@@ -15,6 +15,7 @@ use crate::work::WorkView;
 use super::abort::{AbortDecision, AbortState, Hold, stopped_now};
 use super::classify::{Classified, min_recheck};
 use super::cluster_table::{ClusterRow, copied_labels};
+use super::plugin_gate::{carries_mutation, mutated};
 use super::{Pass, WorkApply, WorkChange};
 
 /// Stage 5's answer.
@@ -42,7 +43,7 @@ impl<'a> Pass<'a> {
         let mut w = Writes::default();
         let mut begin_next = None;
         match &abort.state {
-            AbortState::Held => self.revert_to_stable(&hold.target, &mut w),
+            AbortState::Held => begin_next = self.revert_to_stable(&hold.target, &mut w),
             AbortState::Starting(_) => w.recheck = Some(SignedDuration::ZERO),
             AbortState::None | AbortState::Failed(_) => {
                 w.recheck = min_recheck(&seen.verdicts);
@@ -152,6 +153,7 @@ impl<'a> Pass<'a> {
             annotations,
             resource_version: existing
                 .and_then(|w| w.resource_version.as_deref().map(str::to_string)),
+            spec: None,
         })
     }
 
@@ -192,11 +194,12 @@ impl<'a> Pass<'a> {
                 let Some(d) = self.clusters.desired(&c.cluster) else {
                     continue;
                 };
-                if !self.may_begin(&c.cluster, d.placement, update, (&mut w.begins, &mut next)) {
+                let calls = (&mut w.begins, &mut next);
+                let Some(mutation) = self.may_begin(&c.cluster, d.placement, update, calls) else {
                     continue;
-                }
+                };
                 if let Some(a) = self.apply(&c.cluster, d.placement, update, self.now) {
-                    w.works.push(WorkChange::Apply(a));
+                    w.works.push(WorkChange::Apply(mutated(a, mutation)));
                 }
             }
         }
@@ -204,29 +207,34 @@ impl<'a> Pass<'a> {
     }
 
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
-    /// stable revision, all at once, whatever the strategy.
-    pub(super) fn revert_to_stable(&self, target: &str, w: &mut Writes) {
+    /// stable revision, all at once, whatever the strategy. Returns when a BeginAbort
+    /// not answered yet is due again.
+    pub(super) fn revert_to_stable(&self, target: &str, w: &mut Writes) -> Option<Timestamp> {
         let id = self.ids.id(target);
+        let mut next: Option<Timestamp> = None;
         for (cluster, row) in self.clusters.rows.iter() {
-            if self.carries_in(row, id) {
-                continue;
-            }
             let Some(i) = self.placement_index_of(row) else {
                 continue;
             };
-            let Some(a) = self.apply(cluster, i, target, self.now) else {
-                continue;
-            };
             // A plugin hears of a revert, not of a rewrite of the revision it carries.
-            let reverted = row.carried.map(|c| self.rev_name(c)) != Some(target);
-            if let Some(notice) = reverted
-                .then(|| self.abort_notice(cluster, i, target))
-                .flatten()
-            {
-                w.begins.push(notice);
+            let reverting =
+                row.work.is_some() && row.carried.map(|c| self.rev_name(c)) != Some(target);
+            match self.abort_notice(cluster, i, target, reverting) {
+                Ok(notice) => w.begins.push(notice),
+                Err(Some(at)) => next = Some(next.map_or(at, |n| n.min(at))),
+                Err(None) => {}
             }
-            w.works.push(WorkChange::Apply(a));
+            // Written at once, and again with the spec the plugin returns if it returns
+            // one: an abort waits for no plugin.
+            let mutation = self.revert_mutation(cluster, i, target);
+            if self.carries_in(row, id) && carries_mutation(row.work, mutation) {
+                continue;
+            }
+            if let Some(a) = self.apply(cluster, i, target, self.now) {
+                w.works.push(WorkChange::Apply(mutated(a, mutation)));
+            }
         }
+        next
     }
 
     /// The placementRef a cluster belongs to: the one selecting it, else the one its

@@ -347,6 +347,7 @@ impl<'f> Sim<'f> {
                     aborting: b.aborting,
                     at: self.now,
                     acked: true,
+                    mutation: None,
                 },
             );
         }

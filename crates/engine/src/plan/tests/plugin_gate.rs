@@ -11,7 +11,8 @@ use serde_json::json;
 use crate::conditions;
 use crate::plan::WorkChange;
 use crate::plugin::{
-    Begin, Begun, CallTarget, ClusterVerdict, PluginHealth, PluginInputs, Validation, Verdict,
+    Begin, Begun, CallTarget, ClusterVerdict, Mutation, PluginHealth, PluginInputs, Validation,
+    Verdict,
 };
 use crate::rollout::RolloutStatus;
 use mwrs_api::labels;
@@ -414,6 +415,7 @@ fn the_update_revision_is_written_once_the_plugin_answered_begin_rollout() {
         aborting: false,
         at: t0() - secs(4),
         acked: false,
+        mutation: None,
     };
     p.begun.insert("c1".into(), sent.clone());
     let out = plan_with(&f, &p);
@@ -511,6 +513,7 @@ fn an_abort_reverts_at_once_tells_the_plugin_and_validates_each_revert() {
             aborting: true,
             at: t0(),
             acked: false,
+            mutation: None,
         },
     );
     let out = plan_with(&f, &p);
@@ -549,4 +552,119 @@ fn progress_is_sent_when_the_states_change_not_when_they_age() {
     let mut down = plugins(unreachable());
     down.progressed.clear();
     assert!(plan_with(&f, &down).plugin_calls.progress.is_empty());
+}
+
+/// The spec a plugin returns: the template with one more annotation on the ConfigMap.
+fn mutation_of(f: &Fixture) -> Mutation {
+    let mut spec = f.mwrs.spec.manifest_work_template.to_value();
+    spec["workload"]["manifests"][0]["metadata"]["annotations"] = json!({"judge": "was here"});
+    Mutation::new(spec)
+}
+
+/// The spec each applied ManifestWork gets instead of its template: (cluster, digest).
+fn specs(p: &crate::Plan) -> Vec<(String, Option<String>)> {
+    p.works
+        .iter()
+        .filter_map(|w| match w {
+            WorkChange::Apply(a) => Some((
+                a.cluster.clone(),
+                a.spec.as_deref().map(|s| crate::hash::digest(s).to_hex()),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    let mutation = mutation_of(&f);
+    let mut p = plugins(available());
+    p.begun.insert(
+        "c1".into(),
+        Begun {
+            plugin: "judge".into(),
+            revision: update.clone(),
+            aborting: false,
+            at: t0() - secs(1),
+            acked: true,
+            mutation: Some(mutation.clone()),
+        },
+    );
+    let out = plan_with(&f, &p);
+    let hex = mutation.digest.to_hex();
+    assert_eq!(specs(&out), [("c1".to_string(), Some(hex.clone()))]);
+    let WorkChange::Apply(a) = &out.works[0] else {
+        panic!("{:?}", out.works)
+    };
+    assert_eq!(a.annotations.get(labels::PLUGIN_SPEC_DIGEST), Some(&hex));
+    assert_eq!(a.revision, update);
+
+    // Its ManifestWork with that spec carries the revision, also for a controller that
+    // knows nothing of the plugin's answer (a restart): nothing is written again.
+    f.work("c1", &update, secs(30), Reported::Done);
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    w.spec_digest = Some(mutation.digest);
+    let mut annotations = (*w.annotations).clone();
+    annotations.insert(labels::PLUGIN_SPEC_DIGEST.into(), hex);
+    w.annotations = std::sync::Arc::new(annotations);
+    for p in [p.clone(), plugins(available())] {
+        let out = plan_with(&f, &p);
+        assert_eq!(applies(&out), [], "{:?}", out.works);
+        assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Validating);
+    }
+    // A spec edited by hand is not the plugin's: written again, after the plugin is
+    // asked again.
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    w.spec_digest = Some(crate::hash::digest(&json!({"edited": true})));
+    let out = plan_with(&f, &plugins(available()));
+    assert_eq!(applies(&out), []);
+    assert_eq!(out.plugin_calls.begins.len(), 1);
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        specs(&out),
+        [("c1".to_string(), Some(mutation.digest.to_hex()))]
+    );
+}
+
+#[test]
+fn a_revert_is_written_at_once_and_again_with_the_plugins_spec() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.status().aborted_time = Some(mwrs_api::Time(t0() - secs(30)));
+    f.work("c1", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    let out = plan_with(&f, &p);
+    assert_eq!(specs(&out), [("c1".to_string(), None)], "no waiting");
+    assert_eq!(out.plugin_calls.begins.len(), 1);
+
+    // Reverted; BeginAbort unanswered: sent again after the poll interval.
+    f.works.clear();
+    f.work("c1", STABLE, secs(5), Reported::Done);
+    let mut sent = Begun {
+        plugin: "judge".into(),
+        revision: STABLE.into(),
+        aborting: true,
+        at: t0() - secs(4),
+        acked: false,
+        mutation: None,
+    };
+    p.begun.insert("c1".into(), sent.clone());
+    let out = plan_with(&f, &p);
+    assert_eq!((applies(&out), out.plugin_calls.begins.len()), (vec![], 0));
+    assert_eq!(out.recheck, Some(secs(6)));
+    sent.at = t0() - secs(10);
+    p.begun.insert("c1".into(), sent.clone());
+    assert_eq!(plan_with(&f, &p).plugin_calls.begins.len(), 1);
+
+    // Answered with a spec: the revert is written again with it.
+    let mutation = mutation_of(&f);
+    sent.acked = true;
+    sent.mutation = Some(mutation.clone());
+    p.begun.insert("c1".into(), sent);
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        specs(&out),
+        [("c1".to_string(), Some(mutation.digest.to_hex()))]
+    );
+    assert!(out.plugin_calls.begins.is_empty());
 }
