@@ -32,6 +32,8 @@ pub(super) struct Outcome {
     pub(super) unknown: Vec<String>,
     /// `cluster: why` for the first few clusters not done whose report has a note.
     pub(super) notes: Vec<String>,
+    /// `cluster: what its plugin last said` for the first few Validating clusters.
+    pub(super) validating: Vec<String>,
 }
 
 impl Outcome {
@@ -49,6 +51,12 @@ impl Outcome {
         let mut done = 0;
         let notes = reports
             .iter()
+            .filter_map(|c| Some(format!("{}: {}", c.cluster, c.note.as_deref()?)))
+            .take(NAMED_IN_MESSAGES)
+            .collect();
+        let validating = reports
+            .iter()
+            .filter(|c| c.status == RolloutStatus::Validating)
             .filter_map(|c| Some(format!("{}: {}", c.cluster, c.note.as_deref()?)))
             .take(NAMED_IN_MESSAGES)
             .collect();
@@ -90,6 +98,7 @@ impl Outcome {
             current: pass.old.current_revision.clone(),
             unknown,
             notes,
+            validating,
         }
     }
 
@@ -268,7 +277,7 @@ impl Outcome {
                 message,
             );
         }
-        let message = if self.unknown.is_empty() {
+        let mut message = if self.unknown.is_empty() {
             format!("rolling out revision {update}: {done} of {desired} clusters done")
         } else {
             format!(
@@ -277,6 +286,11 @@ impl Outcome {
                 self.unknown.join(", ")
             )
         };
+        // What rollout plugins last said, so that a reader of the hub alone (the CLI)
+        // sees it; it changes at most once a poll interval.
+        if !self.validating.is_empty() {
+            message.push_str(&format!("; validating: {}", self.validating.join("; ")));
+        }
         Cond::new(t, Status::True, in_progress, message)
     }
 

@@ -19,6 +19,7 @@ fn outcome(done: usize, desired: usize) -> Outcome {
         current: Some("s1".into()),
         unknown: vec![],
         notes: vec![],
+        validating: vec![],
     }
 }
 

@@ -225,6 +225,12 @@ fn a_cluster_asked_recently_is_asked_again_after_the_poll_interval() {
         Some(secs(6)),
         "asked again 10 s after the last time"
     );
+    // What the plugin last said is in the status, for the CLI.
+    let (_, _, message) = condition(&out, mwrs_condition::PROGRESSING).unwrap();
+    assert!(
+        message.ends_with("; validating: c1: plugin judge: smoke test IN_PROGRESS"),
+        "{message}"
+    );
 }
 
 #[test]
