@@ -12,7 +12,7 @@
 //! IN_PROGRESS one is asked again, and a BeginRollout not followed by its write is sent
 //! again (the calls are idempotent).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -47,6 +47,10 @@ struct Judged {
     asked: BTreeMap<Arc<str>, Timestamp>,
     begun: BTreeMap<Arc<str>, Begun>,
     progressed: BTreeMap<String, u64>,
+    /// Clusters with a validation, or a Begin, not answered yet: a slow plugin is not
+    /// asked the same again meanwhile.
+    validating: BTreeSet<Arc<str>>,
+    beginning: BTreeSet<Arc<str>>,
 }
 
 /// Every registered plugin and what it said.
@@ -233,7 +237,10 @@ impl Plugins {
         let name = mwrs.metadata.name.clone().unwrap_or_default();
         let key = ObjectRef::<GuardedMwrs>::new(&name).within(&namespace);
         let owner = OwnerKey::new(namespace, name).slashed();
-        self.mark_sent(&owner, &calls, Timestamp::now());
+        let calls = self.mark_sent(&owner, calls, Timestamp::now());
+        if calls.is_empty() {
+            return;
+        }
         let about = MwrsRef::of(mwrs);
         let specs: BTreeMap<String, Arc<[u8]>> = calls
             .begins
@@ -246,7 +253,10 @@ impl Plugins {
             .collect();
         let plugins = self.clone();
         tokio::spawn(async move {
-            if plugins.call(&owner, &about, calls, &specs).await {
+            let in_flight = InFlight::of(&calls);
+            let news = plugins.call(&owner, &about, calls, &specs).await;
+            plugins.landed(&owner, in_flight);
+            if news {
                 let news = plugins.news.lock().ok().and_then(|n| n.clone());
                 if let Some(news) = news {
                     let _ = news.unbounded_send(key);
@@ -255,14 +265,23 @@ impl Plugins {
         });
     }
 
-    fn mark_sent(&self, owner: &str, calls: &PluginCalls, now: Timestamp) {
+    /// Records `calls` as made at `now`, and returns those to make: all but a question
+    /// or a Begin about a cluster that has one in flight (it counts as asked all the
+    /// same, so that the planner's schedule goes on).
+    fn mark_sent(&self, owner: &str, mut calls: PluginCalls, now: Timestamp) -> PluginCalls {
         let Ok(mut judged) = self.judged.lock() else {
-            return;
+            return PluginCalls::default();
         };
         let j = judged.entry(owner.to_string()).or_default();
         for v in &calls.validations {
             j.asked.insert(Arc::from(v.cluster.as_str()), now);
         }
+        calls
+            .validations
+            .retain(|v| j.validating.insert(Arc::from(v.cluster.as_str())));
+        calls
+            .begins
+            .retain(|b| j.beginning.insert(Arc::from(b.cluster.as_str())));
         for b in &calls.begins {
             let begun = Begun {
                 plugin: b.target.plugin.clone(),
@@ -277,6 +296,21 @@ impl Plugins {
         for p in &calls.progress {
             j.progressed
                 .insert(p.target.placement.clone(), p.fingerprint);
+        }
+        calls
+    }
+
+    /// The calls of `in_flight` were answered (or failed).
+    fn landed(&self, owner: &str, in_flight: InFlight) {
+        if let Ok(mut judged) = self.judged.lock()
+            && let Some(j) = judged.get_mut(owner)
+        {
+            for c in &in_flight.validating {
+                j.validating.remove(c);
+            }
+            for c in &in_flight.beginning {
+                j.beginning.remove(c);
+            }
         }
     }
 
@@ -412,6 +446,29 @@ impl Plugins {
             j.verdicts.insert(cluster, new);
         }
         !same
+    }
+}
+
+/// The clusters a batch of calls asks about.
+struct InFlight {
+    validating: Vec<Arc<str>>,
+    beginning: Vec<Arc<str>>,
+}
+
+impl InFlight {
+    fn of(calls: &PluginCalls) -> Self {
+        Self {
+            validating: calls
+                .validations
+                .iter()
+                .map(|v| Arc::from(v.cluster.as_str()))
+                .collect(),
+            beginning: calls
+                .begins
+                .iter()
+                .map(|b| Arc::from(b.cluster.as_str()))
+                .collect(),
+        }
     }
 }
 
@@ -739,7 +796,7 @@ mod tests {
             validations: vec![v.clone()],
             ..PluginCalls::default()
         };
-        p.mark_sent("ns/app", &calls, now);
+        p.mark_sent("ns/app", calls, now);
         assert_eq!(p.inputs("ns/app").asked["c1"], now);
         assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
         p.forget("ns/app");
@@ -779,17 +836,49 @@ mod tests {
             begins: vec![b],
             ..PluginCalls::default()
         };
-        p.mark_sent("ns/app", &calls(begin("abc", false)), now);
+        p.mark_sent("ns/app", calls(begin("abc", false)), now);
         assert!(!p.inputs("ns/app").begun["c1"].acked);
         // An answer about what was sent before the last question does not count.
         assert!(!p.record_begun("ns/app", &begin("old", false), None));
         assert!(p.record_begun("ns/app", &begin("abc", false), None));
         assert!(p.inputs("ns/app").begun["c1"].acked);
         // An abort's: news only when it brings a spec to write.
-        p.mark_sent("ns/app", &calls(begin("abc", true)), now);
+        p.landed("ns/app", InFlight::of(&calls(begin("abc", false))));
+        p.mark_sent("ns/app", calls(begin("abc", true)), now);
         assert!(!p.record_begun("ns/app", &begin("abc", true), None));
         let m = Mutation::new(serde_json::json!({"workload": {}}));
         assert!(p.record_begun("ns/app", &begin("abc", true), Some(m.clone())));
         assert_eq!(p.inputs("ns/app").begun["c1"].mutation, Some(m));
+    }
+
+    #[test]
+    fn a_question_in_flight_is_not_sent_again_until_it_lands() {
+        let p = Plugins::default();
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let ask = |clusters: &[&str]| PluginCalls {
+            validations: clusters.iter().map(|c| validation(c)).collect(),
+            ..PluginCalls::default()
+        };
+        let sent = p.mark_sent("ns/app", ask(&["c1"]), at(10));
+        assert_eq!(sent.validations.len(), 1);
+        let again = p.mark_sent("ns/app", ask(&["c1", "c2"]), at(20));
+        let clusters: Vec<&str> = again
+            .validations
+            .iter()
+            .map(|v| v.cluster.as_str())
+            .collect();
+        assert_eq!(clusters, ["c2"], "c1 is still in flight");
+        assert_eq!(
+            p.inputs("ns/app").asked["c1"],
+            at(20),
+            "counted as asked all the same"
+        );
+        p.landed("ns/app", InFlight::of(&sent));
+        assert_eq!(
+            p.mark_sent("ns/app", ask(&["c1"]), at(30))
+                .validations
+                .len(),
+            1
+        );
     }
 }

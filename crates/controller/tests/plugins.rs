@@ -44,8 +44,9 @@ struct Script {
     asked: Mutex<Vec<(String, String)>>,
     /// ValidateRolloutCompletion takes this long to answer.
     slow: Mutex<Duration>,
-    /// ValidateRolloutCompletion calls not answered yet.
+    /// ValidateRolloutCompletion calls not answered yet, and the most there were.
     in_flight: std::sync::atomic::AtomicUsize,
+    most_in_flight: std::sync::atomic::AtomicUsize,
     /// Every other call, in order.
     calls: Mutex<Vec<Call>>,
     /// MutateManifestWork annotates the first manifest (else it returns nothing).
@@ -158,14 +159,18 @@ impl RolloutPlugin for Served {
     ) -> Result<Response<api::ValidateResponse>, Status> {
         self.0.up()?;
         let r = r.into_inner();
+        let slow = *self.0.slow.lock().unwrap();
+        if !slow.is_zero() {
+            let n = self.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.0.most_in_flight.fetch_max(n, Ordering::SeqCst);
+        }
+        // Logged once counted in flight: a reader of the log sees it counted.
         self.0
             .asked
             .lock()
             .unwrap()
             .push((r.cluster.clone(), r.revision.clone()));
-        let slow = *self.0.slow.lock().unwrap();
         if !slow.is_zero() {
-            self.0.in_flight.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(slow).await;
             self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
@@ -571,6 +576,17 @@ async fn a_slow_plugin_stalls_no_other_mwrs() {
         script.in_flight.load(Ordering::SeqCst) > 0,
         "the other MWRS waited for the slow plugin's answer"
     );
+    // The plugin is due to be asked again every second; a cluster is asked again only
+    // once its last question was answered.
+    wait_for("a cluster asked again", common::WAIT, || async move {
+        match script.asked.lock().unwrap().len() {
+            n if n > CLUSTERS => Ok(()),
+            n => Err(format!("{n} questions")),
+        }
+    })
+    .await;
+    let most = script.most_in_flight.load(Ordering::SeqCst);
+    assert!(most <= CLUSTERS, "{most} questions in flight at once");
 }
 
 fn writes(shared: &Shared, op: &str) -> u64 {
