@@ -6,6 +6,11 @@
 #
 #   scripts/demo.sh [--ocm] [mwrs-demo arguments]
 #
+# --plugin (an mwrs-demo argument) rolls out behind the reference rollout plugin
+# (mwrs-feedback-plugin, in mwrs-demo's process): v2 is reported done everywhere, and the
+# plugin's FAILED on the second group, read from the Deployment's status feedback, sets
+# off the abort.
+#
 # --ocm plays the same story on upstream OCM's components instead of the simulated fleet:
 # e2e/env.sh starts a hub with upstream's placement controller and three spokes (each its
 # own test hub) with upstream's work agent (built from the Go module and cached: the first

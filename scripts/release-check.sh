@@ -12,7 +12,14 @@ dir=$(scripts/release.sh)
 . scripts/release-env.sh
 scripts/helm.sh show chart "$dir/mwrs-controller-$version.tgz" | grep -qx "version: $version" ||
     { echo "release-check.sh: the packaged chart is not version $version" >&2; exit 1; }
-[ -s "$dir/mwrs-controller-$version.oci.tar" ] || { echo "release-check.sh: no image" >&2; exit 1; }
+for package in mwrs-controller mwrs-feedback-plugin; do
+    [ -s "$dir/$package-$version.oci.tar" ] ||
+        { echo "release-check.sh: no image of $package" >&2; exit 1; }
+    # The binary the image packs (the archive's layer holds this very file).
+    got=$("target/x86_64-unknown-linux-musl/release/$package" --version)
+    echo "release-check.sh: $got" >&2
+    [[ $got == *"$commit"* ]] || { echo "release-check.sh: $package: expected commit $commit" >&2; exit 1; }
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 GOBIN=$work/bin go install "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" >&2

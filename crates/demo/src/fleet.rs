@@ -16,7 +16,10 @@ use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour, ocm};
 
 use crate::demo::poll;
+use mwrs_controller::plugins::Plugins;
+use mwrs_plugin::config::WorkConfig;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The name of the MWRS, and of the ConfigMap it puts on every cluster.
 pub const MWRS_NAME: &str = "web-config";
@@ -27,6 +30,10 @@ const CONFIGMAP_NAMESPACE: &str = "default";
 const SIMULATED_GROUPS: [&str; 3] = ["canary", "wave-1", "wave-2"];
 /// The revision that never finishes on the hanging group.
 pub const BAD_VERSION: &str = "v2";
+/// The reference rollout plugin's name in the controller's configuration.
+const PLUGIN: &str = "feedback";
+/// How often the controller asks the plugin again (the demo's pace, not production's).
+const PLUGIN_POLL: Duration = Duration::from_secs(1);
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A real cluster: its name and its own API.
@@ -38,8 +45,13 @@ pub struct Spoke {
 /// The clusters of the demo.
 pub enum Fleet {
     /// Simulated clusters: v2 hangs on the second decision group (the agent never reports
-    /// it finished there).
-    Simulated { groups: Vec<DecisionGroup> },
+    /// it finished there). With `plugin`, the workload has a Deployment, and v2's never
+    /// gets a ready replica there instead: the agent reports it done, and the reference
+    /// rollout plugin, reading the Deployment's status feedback, says FAILED.
+    Simulated {
+        groups: Vec<DecisionGroup>,
+        plugin: bool,
+    },
     /// Upstream's components: v2 carries a CEL condition rule that keeps it Progressing,
     /// so it hangs on the canary group, the first to get it.
     Ocm {
@@ -48,10 +60,12 @@ pub enum Fleet {
     },
 }
 
-/// What runs until the scenario ends: the controller, and the simulated agent if any.
+/// What runs until the scenario ends: the controller, and the simulated agent and the
+/// rollout plugin if any.
 pub struct Running {
     pub _controller: AbortOnDrop,
     pub _agent: Option<AgentHandle>,
+    pub _plugin: Option<AbortOnDrop>,
 }
 
 /// A spawned task, aborted when this is dropped.
@@ -65,8 +79,8 @@ impl Drop for AbortOnDrop {
 
 impl Fleet {
     /// `n` simulated clusters named after `suffix`, split 15% / 35% / 50% into three
-    /// decision groups.
-    pub fn simulated(suffix: &str, n: usize) -> anyhow::Result<Self> {
+    /// decision groups; rolled out behind the reference rollout plugin with `plugin`.
+    pub fn simulated(suffix: &str, n: usize, plugin: bool) -> anyhow::Result<Self> {
         if n < 3 {
             bail!("--clusters must be at least 3 (three decision groups)");
         }
@@ -81,7 +95,7 @@ impl Fleet {
             ),
             DecisionGroup::new(SIMULATED_GROUPS[2], clusters[canary + wave1..].to_vec()),
         ];
-        Ok(Self::Simulated { groups })
+        Ok(Self::Simulated { groups, plugin })
     }
 
     /// Real clusters from `name=kubeconfig,...` (the first is the canary), in the two
@@ -116,7 +130,7 @@ impl Fleet {
 
     pub fn groups(&self) -> &[DecisionGroup] {
         match self {
-            Self::Simulated { groups } | Self::Ocm { groups, .. } => groups,
+            Self::Simulated { groups, .. } | Self::Ocm { groups, .. } => groups,
         }
     }
 
@@ -130,7 +144,7 @@ impl Fleet {
     /// The decision group on which [`BAD_VERSION`] never finishes.
     pub fn hanging_group(&self) -> &DecisionGroup {
         match self {
-            Self::Simulated { groups } => &groups[1],
+            Self::Simulated { groups, .. } => &groups[1],
             Self::Ocm { groups, .. } => &groups[0],
         }
     }
@@ -138,21 +152,43 @@ impl Fleet {
     /// How [`BAD_VERSION`] gets stuck, for the step's header.
     pub fn how_it_hangs(&self) -> &'static str {
         match self {
-            Self::Simulated { .. } => "its simulated agent never reports v2 finished",
+            Self::Simulated { plugin: false, .. } => {
+                "its simulated agent never reports v2 finished"
+            }
+            Self::Simulated { plugin: true, .. } => {
+                "its agent reports v2 done, but v2's Deployment never gets a ready replica, \
+                 which the rollout plugin reads from the status feedback"
+            }
             Self::Ocm { .. } => {
                 "v2 carries a CEL condition rule that keeps the ConfigMap Progressing"
             }
         }
     }
 
+    /// The rollout plugin the MWRS names (None: none).
+    pub fn plugin(&self) -> Option<&'static str> {
+        matches!(self, Self::Simulated { plugin: true, .. }).then_some(PLUGIN)
+    }
+
     /// The MWRS's template for `version`: one ConfigMap; with real clusters, the bad
-    /// version also carries the condition rule that keeps it Progressing.
+    /// version also carries the condition rule that keeps it Progressing; with a plugin,
+    /// a Deployment too, whose readiness the agent reports as status feedback.
     pub fn template(&self, version: &str) -> Value {
         let mut t = json!({"workload": {"manifests": [{
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": MWRS_NAME, "namespace": CONFIGMAP_NAMESPACE},
             "data": {"version": version, "greeting": format!("hello from {version}")},
         }]}});
+        if self.plugin().is_some() {
+            if let Some(m) = t["workload"]["manifests"].as_array_mut() {
+                m.push(deployment(version));
+            }
+            t["manifestConfigs"] = json!([{
+                "resourceIdentifier": {"group": "apps", "resource": "deployments",
+                    "namespace": CONFIGMAP_NAMESPACE, "name": MWRS_NAME},
+                "feedbackRules": [{"type": "WellKnownStatus"}],
+            }]);
+        }
         if matches!(self, Self::Ocm { .. }) && version == BAD_VERSION {
             t["manifestConfigs"] = json!([ocm::configmap_progressing_while(
                 CONFIGMAP_NAMESPACE,
@@ -180,12 +216,18 @@ impl Fleet {
     /// `namespace`, and the simulated agent if any.
     pub async fn set_up(&self, client: &Client, namespace: &str) -> anyhow::Result<Running> {
         let agent = match self {
-            Self::Simulated { groups } => {
+            Self::Simulated { groups, plugin } => {
                 publish_simulated(client, namespace, groups).await?;
+                let bad = match plugin {
+                    true => Behaviour::Unready {
+                        after: Duration::from_millis(300),
+                    },
+                    false => Behaviour::Hang,
+                };
                 Some(start_simulated_agent(
                     client,
                     namespace,
-                    &groups[1],
+                    (&groups[1], bad),
                     &self.clusters(),
                 ))
             }
@@ -194,10 +236,18 @@ impl Fleet {
                 None
             }
         };
-        let controller = start_controller(client, namespace).await?;
+        let (plugin, plugins) = match self.plugin() {
+            Some(_) => {
+                let (task, plugins) = start_plugin(client).await?;
+                (Some(task), plugins)
+            }
+            None => (None, Plugins::default()),
+        };
+        let controller = start_controller(client, namespace, plugins).await?;
         Ok(Running {
             _controller: controller,
             _agent: agent,
+            _plugin: plugin,
         })
     }
 
@@ -294,11 +344,11 @@ async fn publish_simulated(
 }
 
 /// The simulated agent: 300 .. 900 ms per cluster (different per cluster, so the waves
-/// are visible); [`BAD_VERSION`] never finishes on `hanging`.
+/// are visible); [`BAD_VERSION`] behaves as `bad` on `hanging`.
 fn start_simulated_agent(
     client: &Client,
     namespace: &str,
-    hanging: &DecisionGroup,
+    (hanging, bad): (&DecisionGroup, Behaviour),
     clusters: &[String],
 ) -> AgentHandle {
     let hang: BTreeSet<String> = hanging.clusters.iter().cloned().collect();
@@ -310,7 +360,7 @@ fn start_simulated_agent(
     let mut config = AgentConfig::new(clusters.to_vec()).behaviour(move |w| {
         let version = w.spec.pointer("/workload/manifests/0/data/version");
         if hang.contains(w.cluster) && version.and_then(Value::as_str) == Some(BAD_VERSION) {
-            return Behaviour::Hang;
+            return bad;
         }
         let i = index.get(w.cluster).copied().unwrap_or(0);
         Behaviour::Succeed {
@@ -321,10 +371,16 @@ fn start_simulated_agent(
     Agent::start(client.clone(), config)
 }
 
-/// Our controller in this process, scoped to `namespace`; returns once its watches synced.
-async fn start_controller(client: &Client, namespace: &str) -> anyhow::Result<AbortOnDrop> {
+/// Our controller in this process, scoped to `namespace`, knowing `plugins`; returns once
+/// its watches synced.
+async fn start_controller(
+    client: &Client,
+    namespace: &str,
+    plugins: Plugins,
+) -> anyhow::Result<AbortOnDrop> {
     let config = mwrs_controller::Config {
         namespace: Some(namespace.to_string()),
+        plugins: Arc::new(plugins),
         ..mwrs_controller::Config::default()
     };
     let shared = mwrs_controller::Shared::default();
@@ -344,4 +400,53 @@ async fn start_controller(client: &Client, namespace: &str) -> anyhow::Result<Ab
     )
     .await?;
     Ok(task)
+}
+
+/// The demo's Deployment at `version` (two replicas; the simulated agent reports their
+/// readiness).
+fn deployment(version: &str) -> Value {
+    let labels = json!({"app": MWRS_NAME});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": MWRS_NAME, "namespace": CONFIGMAP_NAMESPACE},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": format!("example.com/web:{version}")}]},
+            },
+        },
+    })
+}
+
+/// The reference rollout plugin in this process, on loopback (plaintext, as a sidecar
+/// would be): a cluster passes once its Deployment has every replica ready for 2 s, and
+/// fails when it still has not once that soak is over. Returns it and the controller's
+/// registration of it.
+async fn start_plugin(client: &Client) -> anyhow::Result<(AbortOnDrop, Plugins)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let config = mwrs_feedback_plugin::config::Config::parse(&format!(
+        "listen: {addr}\n\
+         checks:\n\
+         \x20 - resource: {{group: apps, resource: deployments, namespace: {CONFIGMAP_NAMESPACE}, name: {MWRS_NAME}}}\n\
+         \x20   succeedWhen: ReadyReplicas == Replicas\n\
+         \x20   failWhen: ReadyReplicas < Replicas\n\
+         \x20   soak: 2s\n"
+    ))
+    .map_err(|e| anyhow::anyhow!("the plugin's config: {e}"))?;
+    let client = client.clone();
+    let task = AbortOnDrop(tokio::spawn(async move {
+        if let Err(e) = mwrs_feedback_plugin::serve(config, client, listener).await {
+            tracing::error!(error = %e, "the rollout plugin stopped");
+        }
+    }));
+    let work_config = WorkConfig::parse(&format!(
+        "plugins:\n  - name: {PLUGIN}\n    endpoint: http://{addr}\n"
+    ))
+    .map_err(|e| anyhow::anyhow!("the controller's --work-config: {e}"))?;
+    let version = env!("CARGO_PKG_VERSION");
+    let plugins = Plugins::new(&work_config, PLUGIN_POLL, version)?;
+    Ok((task, plugins))
 }

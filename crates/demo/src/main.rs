@@ -44,6 +44,11 @@ struct Args {
     /// agent (`e2e/env.sh up` starts them; `scripts/demo.sh --ocm` does it all).
     #[arg(long, conflicts_with = "clusters")]
     spokes: Option<String>,
+    /// Roll out behind the reference rollout plugin (`mwrs-feedback-plugin`, in this
+    /// process): v2's Deployment never gets a ready replica on the second group, the agent
+    /// reports it done all the same, and the plugin's FAILED sets off the abort.
+    #[arg(long, conflicts_with = "spokes")]
+    plugin: bool,
     /// progressDeadline of the rollout strategy, in seconds.
     #[arg(long, default_value_t = 15)]
     deadline: u64,
@@ -104,7 +109,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let namespace = format!("mwrs-demo-{sfx}");
     let fleet = match &args.spokes {
         Some(spokes) => Fleet::ocm(spokes).await?,
-        None => Fleet::simulated(&sfx, args.clusters)?,
+        None => Fleet::simulated(&sfx, args.clusters, args.plugin)?,
     };
     let mut demo = Demo::new(client.clone(), namespace.clone(), fleet);
 
@@ -159,6 +164,9 @@ fn banner(demo: &Demo, args: &Args) {
     let n = demo.fleet.clusters().len();
     println!("MWRS demo: rollout, automatic abort, undo, rollout");
     let kind = match demo.fleet {
+        Fleet::Simulated { plugin: true, .. } => {
+            "simulated clusters behind the rollout plugin mwrs-feedback-plugin"
+        }
         Fleet::Simulated { .. } => "simulated clusters",
         Fleet::Ocm { .. } => "clusters with upstream OCM's work agent",
     };

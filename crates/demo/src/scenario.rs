@@ -35,11 +35,14 @@ async fn roll_out_v1(
         1,
         "create the MWRS with v1 (ProgressivePerGroup, progressDeadline, AbortAll)",
     );
-    let strategy = json!({
+    let mut strategy = json!({
         "type": "ProgressivePerGroup",
         "progressivePerGroup": {"progressDeadline": format!("{deadline_secs}s")},
         "failureStrategy": "AbortAll",
     });
+    if let Some(plugin) = demo.fleet.plugin() {
+        strategy["plugin"] = json!(plugin);
+    }
     let mwrs = ManifestWorkReplicaSet::new(
         MWRS_NAME,
         ManifestWorkReplicaSetSpec {

@@ -1,5 +1,6 @@
 //! The README's demo passes: on the test hub with the simulated fleet
-//! (`MWRS_TEST_KUBECONFIG`), and on upstream OCM's placement controller and work agents
+//! (`MWRS_TEST_KUBECONFIG`), also behind the reference rollout plugin, and on upstream
+//! OCM's placement controller and work agents
 //! (the e2e environment, `. "$(e2e/env.sh up)"`). Each is skipped without its hub unless
 //! CI=true, where that is a failure.
 
@@ -24,7 +25,8 @@ fn vars<const N: usize>(names: [&str; N]) -> Option<[String; N]> {
 }
 
 /// Runs mwrs-demo with `args`; asserts it passed, printing its whole output if not.
-fn demo_passes(args: &[&str]) {
+/// Returns its output.
+fn demo_passes(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_mwrs-demo"))
         .args(args)
         .env_remove("RUST_LOG")
@@ -37,6 +39,7 @@ fn demo_passes(args: &[&str]) {
         "mwrs-demo {args:?}: {}\n{stdout}\n{stderr}",
         out.status
     );
+    stdout.into_owned()
 }
 
 #[test]
@@ -45,6 +48,16 @@ fn the_demo_passes_with_the_simulated_fleet() {
         return;
     };
     demo_passes(&["--kubeconfig", &hub]);
+}
+
+#[test]
+fn the_demo_passes_behind_the_rollout_plugin() {
+    let Some([hub]) = vars(["MWRS_TEST_KUBECONFIG"]) else {
+        return;
+    };
+    let out = demo_passes(&["--kubeconfig", &hub, "--plugin"]);
+    // v2 is reported done everywhere: only the plugin's FAILED can abort it.
+    assert!(out.contains("MaxFailuresExceeded"), "{out}");
 }
 
 #[test]

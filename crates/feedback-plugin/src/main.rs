@@ -1,27 +1,12 @@
-//! `mwrs-feedback-plugin`: a rollout plugin (issue #18) that judges each cluster from its
-//! ManifestWork's status feedback, read from the hub: e.g. a Deployment's `ReadyReplicas
-//! == Replicas`, held for a soak. Its checks are in its config file ([`config`]); it
-//! keeps no state, so every answer depends on the hub and the question alone.
-
-mod config;
-mod expr;
-mod judge;
+//! `mwrs-feedback-plugin`: serves the reference rollout plugin ([`mwrs_feedback_plugin`])
+//! with the checks of its config file, on the address it names.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
-use jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use mwrs_plugin::v1alpha1 as api;
-use mwrs_plugin::v1alpha1::rollout_plugin_server::{RolloutPlugin, RolloutPluginServer};
-use tonic::transport::{Identity, Server, ServerTlsConfig};
-use tonic::{Request, Response, Status};
-
-use config::{Check, Config};
-use judge::{Asked, Judged};
+use mwrs_feedback_plugin::config::Config;
 
 const VERSION: &str = env!("MWRS_VERSION");
 
@@ -34,135 +19,6 @@ struct Args {
     /// Kubeconfig of the hub (default: in-cluster or $KUBECONFIG).
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-}
-
-struct Feedback {
-    works: WorkReader,
-    checks: Arc<Vec<Check>>,
-}
-
-/// Reads ManifestWorks as JSON (the plugin needs their status feedback only).
-#[derive(Clone)]
-struct WorkReader {
-    client: Client,
-    resource: ApiResource,
-}
-
-impl WorkReader {
-    fn new(client: Client) -> Self {
-        let gvk = GroupVersionKind::gvk("work.open-cluster-management.io", "v1", "ManifestWork");
-        Self {
-            client,
-            resource: ApiResource::from_gvk(&gvk),
-        }
-    }
-
-    /// The ManifestWork as JSON; None when it does not exist (an answer, not an error:
-    /// the controller takes errors for a plugin that does not work).
-    async fn get(&self, namespace: &str, name: &str) -> Result<Option<serde_json::Value>, Status> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &self.resource);
-        let o = api.get_opt(name).await.map_err(|e| {
-            Status::unavailable(format!("reading ManifestWork {namespace}/{name}: {e}"))
-        })?;
-        o.map(|o| serde_json::to_value(o).map_err(|e| Status::internal(e.to_string())))
-            .transpose()
-    }
-}
-
-fn ack() -> Result<Response<api::Ack>, Status> {
-    Ok(Response::new(api::Ack {}))
-}
-
-#[tonic::async_trait]
-impl RolloutPlugin for Feedback {
-    async fn initialize(
-        &self,
-        _: Request<api::InitializeRequest>,
-    ) -> Result<Response<api::InitializeResponse>, Status> {
-        // Answering means the hub answers too (`/version` needs no grant).
-        self.works
-            .client
-            .apiserver_version()
-            .await
-            .map_err(|e| Status::unavailable(format!("the hub does not answer: {e}")))?;
-        Ok(Response::new(api::InitializeResponse {
-            description: format!(
-                "mwrs-feedback-plugin {}, {} check(s)",
-                env!("CARGO_PKG_VERSION"),
-                self.checks.len()
-            ),
-        }))
-    }
-
-    async fn begin_rollout(
-        &self,
-        _: Request<api::RolloutRequest>,
-    ) -> Result<Response<api::Ack>, Status> {
-        ack()
-    }
-
-    async fn progress_rollout(
-        &self,
-        _: Request<api::RolloutRequest>,
-    ) -> Result<Response<api::Ack>, Status> {
-        ack()
-    }
-
-    async fn validate_rollout_completion(
-        &self,
-        r: Request<api::ValidateRequest>,
-    ) -> Result<Response<api::ValidateResponse>, Status> {
-        let r = r.into_inner();
-        let Some(work) = self.works.get(&r.cluster, &r.manifest_work).await? else {
-            return Ok(Response::new(api::ValidateResponse {
-                verdict: api::Verdict::InProgress.into(),
-                message: format!(
-                    "ManifestWork {}/{} does not exist",
-                    r.cluster, r.manifest_work
-                ),
-            }));
-        };
-        let asked = Asked {
-            generation: r.generation,
-            since: r
-                .since
-                .and_then(|t| Timestamp::new(t.seconds, t.nanos).ok()),
-        };
-        let (verdict, message) = match judge::judge(&work, &asked, &self.checks, Timestamp::now()) {
-            Judged::Succeeded(m) => (api::Verdict::Succeeded, m),
-            Judged::Failed(m) => (api::Verdict::Failed, m),
-            Judged::InProgress(m) => (api::Verdict::InProgress, m),
-        };
-        tracing::info!(cluster = %r.cluster, revision = %r.revision, verdict = verdict.as_str_name(), %message, "validated");
-        Ok(Response::new(api::ValidateResponse {
-            verdict: verdict.into(),
-            message,
-        }))
-    }
-
-    async fn mutate_manifest_work(
-        &self,
-        _: Request<api::MutateRequest>,
-    ) -> Result<Response<api::MutateResponse>, Status> {
-        // Written unchanged.
-        Ok(Response::new(api::MutateResponse::default()))
-    }
-
-    async fn begin_abort(
-        &self,
-        _: Request<api::RolloutRequest>,
-    ) -> Result<Response<api::Ack>, Status> {
-        ack()
-    }
-
-    async fn validate_abort_completion(
-        &self,
-        r: Request<api::ValidateRequest>,
-    ) -> Result<Response<api::ValidateResponse>, Status> {
-        // The stable revision is judged by the same checks.
-        self.validate_rollout_completion(r).await
-    }
 }
 
 async fn client(path: Option<&std::path::Path>) -> anyhow::Result<Client> {
@@ -183,32 +39,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let config = Config::parse(&text)
         .map_err(|e| anyhow::anyhow!("--config {}: {e}", args.config.display()))?;
     let client = client(args.kubeconfig.as_deref()).await?;
-    let service = Feedback {
-        works: WorkReader::new(client),
-        checks: Arc::new(config.checks),
-    };
-    let mut server = Server::builder();
-    if let Some(tls) = &config.tls {
-        let cert = std::fs::read(&tls.cert_file)
-            .with_context(|| format!("reading {}", tls.cert_file.display()))?;
-        let key = std::fs::read(&tls.key_file)
-            .with_context(|| format!("reading {}", tls.key_file.display()))?;
-        server =
-            server.tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))?;
-    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     // The bound address on the first line of stdout (a port of 0 picks one).
     println!("listening on {}", listener.local_addr()?);
-    tracing::info!(addr = %listener.local_addr()?, tls = config.tls.is_some(), "serving");
-    server
-        .add_service(RolloutPluginServer::new(service))
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
-        .await?;
-    Ok(())
+    mwrs_feedback_plugin::serve(config, client, listener).await
 }
-
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()

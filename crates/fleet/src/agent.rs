@@ -45,6 +45,10 @@ const FIELD_MANAGER: &str = "mwrs-fleet-agent";
 pub enum Behaviour {
     /// Applies, progresses for `after`, then is done.
     Succeed { after: Duration },
+    /// As [`Behaviour::Succeed`], but its Deployments never get a ready replica: the
+    /// status feedback says so, the conditions do not (a bad image, a crash at start),
+    /// which only a rollout plugin reading the feedback catches.
+    Unready { after: Duration },
     /// Applies, progresses for `after`, then reports Degraded (while still Progressing).
     Degrade { after: Duration },
     /// Applies and stays Progressing forever.
@@ -297,7 +301,10 @@ async fn answer(s: &Shared, mw: ManifestWork) {
         spec: &spec,
     });
     let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
-    let tracked = feedback::tracked(&spec);
+    let mut tracked = feedback::tracked(&spec);
+    if let Behaviour::Unready { .. } = behaviour {
+        feedback::never_ready(&mut tracked);
+    }
 
     if s.config.finalizer && !mw.finalizers().iter().any(|f| f == AGENT_FINALIZER) {
         let body = json!({"metadata": {"finalizers": finalizers_with(&mw)}, });
@@ -345,7 +352,9 @@ async fn answer(s: &Shared, mw: ManifestWork) {
         return;
     }
     let delay = match behaviour {
-        Behaviour::Succeed { after } | Behaviour::Degrade { after } => after,
+        Behaviour::Succeed { after }
+        | Behaviour::Unready { after }
+        | Behaviour::Degrade { after } => after,
         Behaviour::Flap { period } => period,
         _ => Duration::ZERO,
     };
@@ -440,7 +449,7 @@ fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
             (DEGRADED, "False"),
         ];
         let last = match b {
-            Behaviour::Succeed { .. } => Some(vec![
+            Behaviour::Succeed { .. } | Behaviour::Unready { .. } => Some(vec![
                 (APPLIED, "True"),
                 (AVAILABLE, "True"),
                 (PROGRESSING, "False"),
@@ -458,7 +467,9 @@ fn phases(b: Behaviour, rules: bool) -> (Phase, Option<Phase>) {
     } else {
         let first = vec![(APPLIED, "True"), (AVAILABLE, "False")];
         let last = match b {
-            Behaviour::Succeed { .. } => Some(vec![(APPLIED, "True"), (AVAILABLE, "True")]),
+            Behaviour::Succeed { .. } | Behaviour::Unready { .. } => {
+                Some(vec![(APPLIED, "True"), (AVAILABLE, "True")])
+            }
             Behaviour::Degrade { .. } | Behaviour::Flap { .. } => Some(vec![
                 (APPLIED, "True"),
                 (AVAILABLE, "False"),

@@ -15,6 +15,15 @@ pub struct Tracked {
     name: String,
     ordinal: usize,
     replicas: i64,
+    /// No replica ever gets ready ([`never_ready`]).
+    unready: bool,
+}
+
+/// The `tracked` Deployments never get a ready replica, whatever the conditions say.
+pub fn never_ready(tracked: &mut [Tracked]) {
+    for t in tracked {
+        t.unready = true;
+    }
 }
 
 /// The Deployments of `spec` (a ManifestWork spec) that a `manifestConfigs[]` entry
@@ -46,6 +55,7 @@ pub fn tracked(spec: &Value) -> Vec<Tracked> {
                 name: name.to_string(),
                 ordinal,
                 replicas: m["spec"]["replicas"].as_i64().unwrap_or(1),
+                unready: false,
             })
         })
         .collect()
@@ -68,7 +78,7 @@ pub fn resource_status(
     let manifests: Vec<Value> = tracked
         .iter()
         .map(|t| {
-            let ready = if done { t.replicas } else { 0 };
+            let ready = if done && !t.unready { t.replicas } else { 0 };
             let value = |name: &str, n: i64| {
                 json!({"name": name, "fieldValue": {"type": "Integer", "integer": n}})
             };
@@ -156,5 +166,11 @@ mod tests {
         assert_eq!(ready(&done), 3);
         assert_eq!(ready(&degraded), 0);
         assert_eq!(resource_status(&[], &done), None);
+        let mut broken = t.clone();
+        never_ready(&mut broken);
+        let s = resource_status(&broken, &done).unwrap();
+        let values = &s["manifests"][0]["statusFeedback"]["values"];
+        assert_eq!(values[0]["fieldValue"]["integer"], 0, "ReadyReplicas");
+        assert_eq!(values[1]["fieldValue"]["integer"], 3, "Replicas");
     }
 }
