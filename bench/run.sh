@@ -5,6 +5,7 @@
 #   bench/run.sh                       # N = 1,000 and 5,000, with upstream's controller as peer
 #   bench/run.sh --sizes 1000 --no-peer
 #   BENCH_JSON=out.json bench/run.sh   # also write the results as JSON
+#   bench/run.sh --plugin-clusters 1000 --no-peer   # the rollout-plugin run instead
 #
 # Extra arguments go to mwrs-bench (see `mwrs-bench --help`).
 set -euo pipefail
@@ -19,7 +20,7 @@ for a in "$@"; do
   esac
 done
 
-cargo build --release -p mwrs-controller -p mwrs-bench -p mwrs-cli >&2
+cargo build --release -p mwrs-controller -p mwrs-bench -p mwrs-cli -p mwrs-feedback-plugin >&2
 
 peer_args=()
 if [ "$peer" = 1 ]; then
@@ -41,4 +42,5 @@ hub_pid=()
 [ -r "$MWRS_HUB_DIR/hub.pid" ] && hub_pid=(--hub-pid "$(cat "$MWRS_HUB_DIR/hub.pid")")
 target/release/mwrs-bench --kubeconfig "$kubeconfig" \
   --controller "$PWD/target/release/mwrs-controller" --cli "$PWD/target/release/mwrs" \
+  --feedback-plugin "$PWD/target/release/mwrs-feedback-plugin" \
   --workdir "$MWRS_HUB_DIR/bench" "${peer_args[@]}" "${json[@]}" "${hub_pid[@]}" "${args[@]}"

@@ -49,6 +49,7 @@ use crate::cpu::{Role, Sampler, Split};
 
 mod cpu;
 mod many;
+mod plugin;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fleet-scale benchmarks of the MWRS controller against a bare client")]
@@ -91,6 +92,13 @@ struct Args {
     many_clusters: usize,
     /// Abort rounds per size, each just after a bare update of its own (alternated): the
     /// abort ratio is the median of the rounds' ratios.
+    /// Instead of the sizes: the rollout-plugin run over this many clusters
+    /// (bench/src/plugin.rs), with `--feedback-plugin`.
+    #[arg(long, value_name = "N", conflicts_with = "many_mwrs")]
+    plugin_clusters: Option<usize>,
+    /// The `mwrs-feedback-plugin` binary, for `--plugin-clusters`.
+    #[arg(long)]
+    feedback_plugin: Option<PathBuf>,
     #[arg(long, default_value_t = 5, value_name = "K")]
     abort_runs: usize,
     /// The test hub's process (`hub.pid` of its state dir): its CPU is split out of the
@@ -721,9 +729,19 @@ impl Bench {
 
     /// Starts our controller on `ns` and waits until it is ready.
     async fn start_controller(&self, ns: &str, log: &str) -> anyhow::Result<(Proc, String)> {
+        self.start_controller_with(ns, log, &[]).await
+    }
+
+    /// [`Bench::start_controller`] with `extra` arguments.
+    async fn start_controller_with(
+        &self,
+        ns: &str,
+        log: &str,
+        extra: &[String],
+    ) -> anyhow::Result<(Proc, String)> {
         let port = free_port()?;
         let addr = format!("127.0.0.1:{port}");
-        let args = vec![
+        let mut args = vec![
             "--kubeconfig".into(),
             self.args.kubeconfig.display().to_string(),
             "--namespace".into(),
@@ -735,6 +753,7 @@ impl Bench {
             "--log-format".into(),
             "json".into(),
         ];
+        args.extend_from_slice(extra);
         let log = self.args.workdir.join(log);
         let p = Proc::spawn("controller", &self.args.controller, &args, &log)?;
         self.cpu.follow(Role::Controller, p.pid()?);
@@ -1340,9 +1359,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.workdir)?;
     let client = client_from(&args.kubeconfig).await?;
-    let max = match args.many_mwrs {
-        Some(_) => args.many_clusters,
-        None => args.sizes.iter().copied().max().unwrap_or(0),
+    let max = match (args.many_mwrs, args.plugin_clusters) {
+        (Some(_), _) => args.many_clusters,
+        (None, Some(n)) => n,
+        (None, None) => args.sizes.iter().copied().max().unwrap_or(0),
     };
     if max == 0 {
         bail!("--sizes (or --many-clusters) must name at least one positive size");
@@ -1396,6 +1416,19 @@ async fn main() -> anyhow::Result<()> {
         many::print(&row);
         if let Some(path) = &bench.args.json {
             std::fs::write(path, serde_json::to_string_pretty(&many::json(&row))?)?;
+        }
+        return Ok(());
+    }
+    if let Some(n) = bench.args.plugin_clusters {
+        let Some(program) = bench.args.feedback_plugin.clone() else {
+            bail!("--plugin-clusters needs --feedback-plugin");
+        };
+        eprintln!("== the rollout plugin over {n} clusters");
+        let row = bench.plugin_run(&program, n).await?;
+        agent.stop();
+        plugin::print(&row);
+        if let Some(path) = &bench.args.json {
+            std::fs::write(path, serde_json::to_string_pretty(&plugin::json(&row))?)?;
         }
         return Ok(());
     }

@@ -1,0 +1,247 @@
+//! The rollout-plugin benchmark (issue #18): what it costs to have every cluster judged by
+//! the reference plugin, `mwrs-feedback-plugin` (its own process, on loopback, as a
+//! sidecar would be). One controller that registers it, one MWRS over `n` clusters whose
+//! Deployment's status feedback the simulated agent reports, every cluster at once
+//! (`All`), and in the same run:
+//!
+//! - without: v2 with no plugin named, from the change to the promotion (the reference);
+//! - with: v3 naming the plugin, from the change to the promotion: every cluster is
+//!   `Validating` until the plugin, reading its ManifestWork from the hub, says SUCCEEDED;
+//! - the hub requests of each, the plugin's CPU, and the controller's MWRS status writes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_fleet::placement::{self, DecisionGroup};
+use serde_json::{Value, json};
+
+use crate::{Bench, Proc, free_port, http_get, hub_requests, metric_sum_with, template};
+
+const NS: &str = "bench-plugin";
+const NAME: &str = "judged";
+/// The plugin's name in the controller's `--work-config`.
+const PLUGIN: &str = "feedback";
+
+/// What one plugin run measured.
+#[derive(Debug, Default, Clone)]
+pub struct PluginRow {
+    pub clusters: usize,
+    pub without_s: f64,
+    pub with_s: f64,
+    pub requests_without: f64,
+    pub requests_with: f64,
+    pub status_writes_without: f64,
+    pub status_writes_with: f64,
+    pub plugin_cpu_s: f64,
+    pub plugin_peak_rss_bytes: u64,
+}
+
+impl PluginRow {
+    pub fn ratio(&self) -> f64 {
+        self.with_s / self.without_s.max(f64::EPSILON)
+    }
+}
+
+/// The bench's template with a feedback rule on its Deployment (the agent then reports
+/// `ReadyReplicas`, `Replicas` and `AvailableReplicas`).
+fn judged_template(version: &str) -> Value {
+    let mut t = template(version);
+    t["manifestConfigs"] = json!([{
+        "resourceIdentifier": {"group": "apps", "resource": "deployments",
+            "namespace": "web", "name": "web"},
+        "feedbackRules": [{"type": "WellKnownStatus"}],
+    }]);
+    t
+}
+
+fn strategy(plugin: bool) -> Value {
+    let mut s = json!({"type": "All", "all": {"progressDeadline": "10m"}});
+    if plugin {
+        s["plugin"] = json!(PLUGIN);
+    }
+    s
+}
+
+impl Bench {
+    /// The plugin run over the first `n` clusters, with the plugin binary `program`.
+    pub async fn plugin_run(&self, program: &Path, n: usize) -> anyhow::Result<PluginRow> {
+        placement::ensure_namespace(&self.client, NS).await?;
+        let groups = [DecisionGroup::new("", self.clusters[..n].to_vec())];
+        placement::publish(&self.client, NS, "fleet", &groups).await?;
+        let plugin = self.start_plugin(program).await?;
+        let work_config = self.args.workdir.join("work-config.yaml");
+        std::fs::write(
+            &work_config,
+            format!(
+                "plugins:\n  - name: {PLUGIN}\n    endpoint: http://{}\n",
+                plugin.1
+            ),
+        )?;
+        let extra = [
+            "--work-config".to_string(),
+            work_config.display().to_string(),
+            "--plugin-poll".to_string(),
+            "2s".to_string(),
+        ];
+        let (controller, addr) = self
+            .start_controller_with(NS, "controller-plugin.log", &extra)
+            .await?;
+        let mut row = PluginRow {
+            clusters: n,
+            ..PluginRow::default()
+        };
+        let mwrs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": NAME},
+            "spec": {
+                "manifestWorkTemplate": judged_template("v1"),
+                "placementRefs": [{"name": "fleet", "rolloutStrategy": strategy(false)}],
+            },
+        }))?;
+        self.mwrs_api(NS)
+            .create(&PostParams::default(), &mwrs)
+            .await?;
+        self.promoted(n, None).await?;
+
+        eprintln!("   without the plugin: v2");
+        (
+            row.without_s,
+            row.requests_without,
+            row.status_writes_without,
+        ) = self.judged_rollout("v2", false, n, &addr).await?;
+        eprintln!("   with the plugin: v3");
+        (row.with_s, row.requests_with, row.status_writes_with) =
+            self.judged_rollout("v3", true, n, &addr).await?;
+        row.plugin_cpu_s = plugin.0.cpu_secs(self.tck)?;
+        row.plugin_peak_rss_bytes = plugin.0.peak_rss()?;
+
+        self.mwrs_api(NS)
+            .delete(NAME, &DeleteParams::default())
+            .await?;
+        self.wait_no_works().await?;
+        self.wait_gone(NS, NAME).await?;
+        controller.stop().await;
+        plugin.0.stop().await;
+        Ok(row)
+    }
+
+    /// Starts the plugin on a free loopback port; returns it and its address once it
+    /// accepts connections.
+    async fn start_plugin(&self, program: &Path) -> anyhow::Result<(Proc, String)> {
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let config = self.args.workdir.join("feedback-plugin.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: {addr}\nchecks:\n  - resource: {{group: apps, resource: deployments, \
+                 namespace: web, name: web}}\n    succeedWhen: ReadyReplicas == Replicas\n    \
+                 failWhen: ReadyReplicas < Replicas\n"
+            ),
+        )?;
+        let args = vec![
+            "--config".to_string(),
+            config.display().to_string(),
+            "--kubeconfig".to_string(),
+            self.args.kubeconfig.display().to_string(),
+        ];
+        let log = self.args.workdir.join("feedback-plugin.log");
+        let p = Proc::spawn("feedback-plugin", program, &args, &log)?;
+        let t = Instant::now();
+        while tokio::net::TcpStream::connect(&addr).await.is_err() {
+            if t.elapsed() > Duration::from_secs(30) {
+                bail!(
+                    "the plugin does not listen after 30s; see {}",
+                    log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok((p, addr))
+    }
+
+    /// Changes the template to `version` (and names the plugin, with `plugin`), and waits
+    /// until it is promoted on all `n` clusters. Returns the time it took, and the hub
+    /// requests and MWRS status writes meanwhile.
+    async fn judged_rollout(
+        &self,
+        version: &str,
+        plugin: bool,
+        n: usize,
+        addr: &str,
+    ) -> anyhow::Result<(f64, f64, f64)> {
+        let api = self.mwrs_api(NS);
+        let before = api.get(NAME).await?;
+        let old = before.status.and_then(|s| s.current_revision);
+        let status_writes = || async {
+            let m = http_get(addr, "/metrics").await.unwrap_or_default();
+            metric_sum_with(&m, "mwrs_controller_writes_total", &["resource=\"status\""])
+        };
+        let (r0, w0) = (hub_requests(&self.client).await?, status_writes().await);
+        let t0 = Instant::now();
+        let body = json!({"spec": {
+            "manifestWorkTemplate": judged_template(version),
+            "placementRefs": [{"name": "fleet", "rolloutStrategy": strategy(plugin)}],
+        }});
+        api.patch(NAME, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        self.promoted(n, old).await?;
+        let took = t0.elapsed().as_secs_f64();
+        let (r1, w1) = (hub_requests(&self.client).await?, status_writes().await);
+        eprintln!("   {took:.2}s, {:.0} hub requests", r1 - r0);
+        Ok((took, r1 - r0, w1 - w0))
+    }
+
+    /// Waits until a revision other than `old` is promoted on all `n` clusters.
+    async fn promoted(&self, n: usize, old: Option<String>) -> anyhow::Result<()> {
+        self.wait_mwrs(NS, NAME, "promoted", |m| {
+            m.status.as_ref().is_some_and(|s| {
+                s.current_revision.is_some()
+                    && s.current_revision == s.update_revision
+                    && s.current_revision != old
+                    && s.summary.updated == n as i64
+            })
+        })
+        .await
+    }
+}
+
+pub fn print(r: &PluginRow) {
+    println!(
+        "\nRollout plugin, {} clusters (All, every cluster judged by mwrs-feedback-plugin):",
+        r.clusters
+    );
+    println!(
+        "  change → promoted: {:.2}s with the plugin, {:.2}s without: {:.2}x",
+        r.with_s,
+        r.without_s,
+        r.ratio()
+    );
+    println!(
+        "  hub requests: {:.0} with, {:.0} without; MWRS status writes: {:.0} with, {:.0} without",
+        r.requests_with, r.requests_without, r.status_writes_with, r.status_writes_without
+    );
+    println!(
+        "  the plugin: {:.2} cpu-s in all, peak RSS {:.1} MiB",
+        r.plugin_cpu_s,
+        r.plugin_peak_rss_bytes as f64 / 1048576.0
+    );
+}
+
+pub fn json(r: &PluginRow) -> Value {
+    json!({
+        "plugin_clusters": r.clusters,
+        "without_s": r.without_s,
+        "with_s": r.with_s,
+        "ratio": r.ratio(),
+        "hub_requests_without": r.requests_without,
+        "hub_requests_with": r.requests_with,
+        "status_writes_without": r.status_writes_without,
+        "status_writes_with": r.status_writes_with,
+        "plugin_cpu_s": r.plugin_cpu_s,
+        "plugin_peak_rss_bytes": r.plugin_peak_rss_bytes,
+    })
+}
