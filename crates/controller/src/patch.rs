@@ -67,6 +67,17 @@ pub fn work_update(
         annotations,
         &mut ops,
     );
+    // A plugin's spec digest says what the spec is: it goes with a spec it does not
+    // describe.
+    let digest = mwrs_api::labels::PLUGIN_SPEC_DIGEST;
+    let stale = base
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(digest));
+    if stale && !annotations.contains_key(digest) {
+        let path = format!("/metadata/annotations/{}", escape(digest));
+        ops.push(json!({"op": "remove", "path": path}));
+    }
     to_patch(ops)
 }
 
@@ -206,6 +217,26 @@ mod tests {
             json!({"keep": "me", "a/b": "new"})
         );
         assert_eq!(out["metadata"]["annotations"], json!({"x/y": "1"}));
+    }
+
+    #[test]
+    fn a_template_written_over_a_plugins_spec_drops_its_digest() {
+        let digest = mwrs_api::labels::PLUGIN_SPEC_DIGEST;
+        let doc = json!({"metadata": {"name": "w", "annotations": {digest: "abc", "keep": "me"}},
+            "spec": {"mutated": true}});
+        let base = PatchBase {
+            labels: None,
+            annotations: serde_json::from_value(doc["metadata"]["annotations"].clone()).unwrap(),
+        };
+        let none = BTreeMap::new();
+        let p = work_update(&base, &json!({"template": 1}), &none, &none, None).unwrap();
+        let out = apply(&doc, &p).unwrap();
+        assert_eq!(out["metadata"]["annotations"], json!({"keep": "me"}));
+        // Another plugin spec: the digest is replaced, not dropped.
+        let ann = BTreeMap::from([(digest.to_string(), "def".to_string())]);
+        let p = work_update(&base, &json!({"mutated": 2}), &none, &ann, None).unwrap();
+        let out = apply(&doc, &p).unwrap();
+        assert_eq!(out["metadata"]["annotations"][digest], "def");
     }
 
     #[test]

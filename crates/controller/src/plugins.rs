@@ -47,10 +47,10 @@ struct Judged {
     asked: BTreeMap<Arc<str>, Timestamp>,
     begun: BTreeMap<Arc<str>, Begun>,
     progressed: BTreeMap<String, u64>,
-    /// Clusters with a validation, or a Begin, not answered yet: a slow plugin is not
-    /// asked the same again meanwhile.
-    validating: BTreeSet<Arc<str>>,
-    beginning: BTreeSet<Arc<str>>,
+    /// Validations (cluster, revision) and Begins (cluster, revision, aborting) not
+    /// answered yet: a slow plugin is not asked the same again meanwhile.
+    validating: BTreeSet<(Arc<str>, String)>,
+    beginning: BTreeSet<(Arc<str>, String, bool)>,
 }
 
 /// Every registered plugin and what it said.
@@ -276,12 +276,15 @@ impl Plugins {
         for v in &calls.validations {
             j.asked.insert(Arc::from(v.cluster.as_str()), now);
         }
+        let in_flight = InFlight::of(&calls);
+        let mut keys = in_flight.validating.into_iter();
         calls
             .validations
-            .retain(|v| j.validating.insert(Arc::from(v.cluster.as_str())));
+            .retain(|_| keys.next().is_some_and(|k| j.validating.insert(k)));
+        let mut keys = in_flight.beginning.into_iter();
         calls
             .begins
-            .retain(|b| j.beginning.insert(Arc::from(b.cluster.as_str())));
+            .retain(|_| keys.next().is_some_and(|k| j.beginning.insert(k)));
         for b in &calls.begins {
             let begun = Begun {
                 plugin: b.target.plugin.clone(),
@@ -449,10 +452,10 @@ impl Plugins {
     }
 }
 
-/// The clusters a batch of calls asks about.
+/// What a batch of calls asks about, one key per call in order.
 struct InFlight {
-    validating: Vec<Arc<str>>,
-    beginning: Vec<Arc<str>>,
+    validating: Vec<(Arc<str>, String)>,
+    beginning: Vec<(Arc<str>, String, bool)>,
 }
 
 impl InFlight {
@@ -461,12 +464,18 @@ impl InFlight {
             validating: calls
                 .validations
                 .iter()
-                .map(|v| Arc::from(v.cluster.as_str()))
+                .map(|v| (Arc::from(v.cluster.as_str()), v.revision.clone()))
                 .collect(),
             beginning: calls
                 .begins
                 .iter()
-                .map(|b| Arc::from(b.cluster.as_str()))
+                .map(|b| {
+                    (
+                        Arc::from(b.cluster.as_str()),
+                        b.revision.clone(),
+                        b.aborting,
+                    )
+                })
                 .collect(),
         }
     }
@@ -868,6 +877,18 @@ mod tests {
             .map(|v| v.cluster.as_str())
             .collect();
         assert_eq!(clusters, ["c2"], "c1 is still in flight");
+        let mut newer = validation("c1");
+        newer.revision = "def".into();
+        let other = PluginCalls {
+            validations: vec![newer],
+            ..PluginCalls::default()
+        };
+        let sent_newer = p.mark_sent("ns/app", other, at(20));
+        assert_eq!(
+            sent_newer.validations.len(),
+            1,
+            "another revision is another question"
+        );
         assert_eq!(
             p.inputs("ns/app").asked["c1"],
             at(20),

@@ -216,8 +216,9 @@ impl<'a> Pass<'a> {
     }
 
     /// Stage 5, an abort's revert of `cluster` to `revision` (`reverting`: written in
-    /// this pass): BeginAbort, where a plugin is named and it is due ([`Begun`] has the
-    /// rule); else when it will be. Never a reason to wait.
+    /// this pass): BeginAbort, where a plugin is named and it is due
+    /// ([`crate::plugin::PluginInputs::abort_due`] has the rule); else when it will be.
+    /// Never a reason to wait.
     pub(super) fn abort_notice(
         &self,
         cluster: &str,
