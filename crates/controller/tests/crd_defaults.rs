@@ -13,13 +13,12 @@
 
 mod common;
 
-use common::{QUICK, patch_mwrs, start_agent, start_controller_sharing, wait_complete};
+use common::{QUICK, start_agent, start_controller_sharing, wait_complete};
 use futures::FutureExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use mwrs_controller::Shared;
-use mwrs_controller::metrics::WriteLabels;
-use mwrs_testsupport::{TestHub, configmap_template, mwrs, wait_for};
+use mwrs_testsupport::{TestHub, configmap_template, mwrs};
 use serde_json::json;
 
 const MW_CRD: &str = "manifestworks.work.open-cluster-management.io";
@@ -36,18 +35,6 @@ async fn delete_option_path(api: &Api<CustomResourceDefinition>) -> String {
     format!(
         "/spec/versions/{i}/schema/openAPIV3Schema/properties/spec/properties/deleteOption/properties/extraDefaulted"
     )
-}
-
-fn writes(shared: &Shared, op: &str) -> u64 {
-    shared
-        .metrics
-        .writes
-        .get_or_create(&WriteLabels {
-            resource: "manifestwork".into(),
-            op: op.into(),
-            result: "ok".into(),
-        })
-        .get()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,28 +65,15 @@ async fn a_server_default_is_not_a_hand_edit() {
         hub.create_mwrs(&mwrs("app", template, &[("p", json!({"type": "All"}))]))
             .await;
         wait_complete(&hub, "app", None).await;
-        assert_eq!(writes(&shared, "create"), 2);
+        assert_eq!(common::work_writes(&shared, "create"), 2);
         // More passes (one per annotation change, waited for one by one): nothing is
         // rewritten.
-        for i in 0..3 {
-            let before = shared.metrics.reconciles.get();
-            patch_mwrs(
-                &hub,
-                "app",
-                &json!({"metadata": {"annotations": {"poke": i.to_string()}}}),
-            )
-            .await;
-            wait_for("one more pass", common::WAIT, || async {
-                let n = shared.metrics.reconciles.get();
-                if n > before {
-                    Ok(())
-                } else {
-                    Err(format!("{n} passes"))
-                }
-            })
-            .await;
-        }
-        assert_eq!(writes(&shared, "update"), 0, "a ManifestWork was rewritten");
+        common::poke_passes(&hub, &shared, "app", 3).await;
+        assert_eq!(
+            common::work_writes(&shared, "update"),
+            0,
+            "a ManifestWork was rewritten"
+        );
     };
     let outcome = std::panic::AssertUnwindSafe(run).catch_unwind().await;
     let remove = json!([{"op": "remove", "path": path}]);

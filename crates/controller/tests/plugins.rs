@@ -589,36 +589,6 @@ async fn a_slow_plugin_stalls_no_other_mwrs() {
     assert!(most <= CLUSTERS, "{most} questions in flight at once");
 }
 
-fn writes(shared: &Shared, op: &str) -> u64 {
-    shared
-        .metrics
-        .writes
-        .get_or_create(&mwrs_controller::metrics::WriteLabels {
-            resource: "manifestwork".into(),
-            op: op.into(),
-            result: "ok".into(),
-        })
-        .get()
-}
-
-/// Passes of the controller sharing `shared` over MWRS `app`, waited for one by one.
-async fn passes(hub: &TestHub, shared: &Shared, n: usize) {
-    for i in 0..n {
-        let before = shared.metrics.reconciles.get();
-        let poke = json!({"metadata": {"annotations": {"poke": i.to_string()}}});
-        common::patch_mwrs(hub, "app", &poke).await;
-        wait_for("one more pass", common::WAIT, || async {
-            let n = shared.metrics.reconciles.get();
-            if n > before {
-                Ok(())
-            } else {
-                Err(format!("{n} passes"))
-            }
-        })
-        .await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
     let Some(hub) = TestHub::from_env("plugin-mutate", CLUSTERS).await else {
@@ -656,10 +626,10 @@ async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
         );
         assert_eq!(common::hash_label(w).as_deref(), Some(revision.as_str()));
     }
-    assert_eq!(writes(&shared, "create"), CLUSTERS as u64);
-    passes(&hub, &shared, 3).await;
+    assert_eq!(common::work_writes(&shared, "create"), CLUSTERS as u64);
+    common::poke_passes(&hub, &shared, "app", 3).await;
     assert_eq!(
-        writes(&shared, "update"),
+        common::work_writes(&shared, "update"),
         0,
         "a ManifestWork was written again"
     );
@@ -670,8 +640,8 @@ async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
     let shared = Shared::default();
     let config = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
     let _controller = common::start_controller_configured(&hub, config, shared.clone());
-    passes(&hub, &shared, 3).await;
-    let written = ["create", "update"].map(|op| writes(&shared, op));
+    common::poke_passes(&hub, &shared, "app", 3).await;
+    let written = ["create", "update"].map(|op| common::work_writes(&shared, op));
     assert_eq!(written, [0, 0], "written again after a restart");
     let m = wait_complete(&hub, "app", None).await;
     assert_eq!(current(&m), Some(revision));

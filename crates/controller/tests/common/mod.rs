@@ -629,3 +629,36 @@ pub fn counted_writes(shared: &mwrs_controller::Shared) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Successful ManifestWork writes of `op` (create, update, ...) the controller sharing
+/// `shared` made.
+pub fn work_writes(shared: &Shared, op: &str) -> u64 {
+    shared
+        .metrics
+        .writes
+        .get_or_create(&mwrs_controller::metrics::WriteLabels {
+            resource: "manifestwork".into(),
+            op: op.into(),
+            result: "ok".into(),
+        })
+        .get()
+}
+
+/// `n` more passes of the controller sharing `shared` over MWRS `name`, each brought by
+/// an annotation change and waited for.
+pub async fn poke_passes(hub: &TestHub, shared: &Shared, name: &str, n: usize) {
+    for i in 0..n {
+        let before = shared.metrics.reconciles.get();
+        let poke = serde_json::json!({"metadata": {"annotations": {"poke": i.to_string()}}});
+        patch_mwrs(hub, name, &poke).await;
+        wait_for("one more pass", WAIT, || async {
+            let n = shared.metrics.reconciles.get();
+            if n > before {
+                Ok(())
+            } else {
+                Err(format!("{n} passes"))
+            }
+        })
+        .await;
+    }
+}

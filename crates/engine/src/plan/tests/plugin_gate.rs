@@ -72,6 +72,18 @@ fn target(update: &str) -> CallTarget {
     }
 }
 
+/// A Begin (`aborting`: BeginAbort) about `revision`, sent `ago` and not answered.
+fn sent(revision: &str, aborting: bool, ago: i64) -> Begun {
+    Begun {
+        plugin: "judge".into(),
+        revision: revision.into(),
+        aborting,
+        at: t0() - secs(ago),
+        acked: false,
+        mutation: None,
+    }
+}
+
 /// The clusters a plan writes a revision to: (cluster, revision).
 fn applies(p: &crate::Plan) -> Vec<(String, String)> {
     p.works
@@ -415,14 +427,7 @@ fn the_update_revision_is_written_once_the_plugin_answered_begin_rollout() {
     assert_eq!(statuses(&out)["c1"].0, RolloutStatus::ToApply);
 
     // Sent, not answered yet: not sent again before the poll interval.
-    let mut sent = Begun {
-        plugin: "judge".into(),
-        revision: update.clone(),
-        aborting: false,
-        at: t0() - secs(4),
-        acked: false,
-        mutation: None,
-    };
+    let mut sent = sent(&update, false, 4);
     p.begun.insert("c1".into(), sent.clone());
     let out = plan_with(&f, &p);
     assert_eq!((applies(&out), out.plugin_calls.begins.len()), (vec![], 0));
@@ -511,17 +516,7 @@ fn an_abort_reverts_at_once_tells_the_plugin_and_validates_each_revert() {
     assert!(progress[0].aborting);
 
     // Told once; and a plugin that does not answer delays no revert.
-    p.begun.insert(
-        "c1".into(),
-        Begun {
-            plugin: "judge".into(),
-            revision: STABLE.into(),
-            aborting: true,
-            at: t0(),
-            acked: false,
-            mutation: None,
-        },
-    );
+    p.begun.insert("c1".into(), sent(STABLE, true, 0));
     let out = plan_with(&f, &p);
     assert!(out.plugin_calls.begins.is_empty());
     let out = plan_with(&f, &plugins(unreachable()));
@@ -589,12 +584,9 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
     p.begun.insert(
         "c1".into(),
         Begun {
-            plugin: "judge".into(),
-            revision: update.clone(),
-            aborting: false,
-            at: t0() - secs(1),
             acked: true,
             mutation: Some(mutation.clone()),
+            ..sent(&update, false, 1)
         },
     );
     let out = plan_with(&f, &p);
@@ -646,14 +638,7 @@ fn a_revert_is_written_at_once_and_again_with_the_plugins_spec() {
     // Reverted; BeginAbort unanswered: sent again after the poll interval.
     f.works.clear();
     f.work("c1", STABLE, secs(5), Reported::Done);
-    let mut sent = Begun {
-        plugin: "judge".into(),
-        revision: STABLE.into(),
-        aborting: true,
-        at: t0() - secs(4),
-        acked: false,
-        mutation: None,
-    };
+    let mut sent = sent(STABLE, true, 4);
     p.begun.insert("c1".into(), sent.clone());
     let out = plan_with(&f, &p);
     assert_eq!((applies(&out), out.plugin_calls.begins.len()), (vec![], 0));
