@@ -253,21 +253,22 @@ impl Plugins {
             .collect();
         let plugins = self.clone();
         tokio::spawn(async move {
-            let in_flight = InFlight::of(&calls);
-            let news = plugins.call(&owner, &about, calls, &specs).await;
-            plugins.landed(&owner, in_flight);
-            if news {
-                let news = plugins.news.lock().ok().and_then(|n| n.clone());
-                if let Some(news) = news {
-                    let _ = news.unbounded_send(key);
-                }
-            }
+            plugins.call(&owner, &about, calls, &specs, key).await;
         });
     }
 
+    /// Says that MWRS `key` has news from its plugins (the controller's trigger merges
+    /// news about one MWRS that come before its pass).
+    fn announce(&self, key: &ObjectRef<GuardedMwrs>) {
+        let news = self.news.lock().ok().and_then(|n| n.clone());
+        if let Some(news) = news {
+            let _ = news.unbounded_send(key.clone());
+        }
+    }
+
     /// Records `calls` as made at `now`, and returns those to make: all but a question
-    /// or a Begin about a cluster that has one in flight (it counts as asked all the
-    /// same, so that the planner's schedule goes on).
+    /// or a Begin that is in flight already (it counts as asked all the same, so that
+    /// the planner's schedule goes on).
     fn mark_sent(&self, owner: &str, mut calls: PluginCalls, now: Timestamp) -> PluginCalls {
         let Ok(mut judged) = self.judged.lock() else {
             return PluginCalls::default();
@@ -303,29 +304,38 @@ impl Plugins {
         calls
     }
 
-    /// The calls of `in_flight` were answered (or failed).
-    fn landed(&self, owner: &str, in_flight: InFlight) {
-        if let Ok(mut judged) = self.judged.lock()
-            && let Some(j) = judged.get_mut(owner)
-        {
-            for c in &in_flight.validating {
-                j.validating.remove(c);
+    /// The call `answer` answers landed: it may be made again.
+    fn landed(&self, owner: &str, answer: &Answer) {
+        let Ok(mut judged) = self.judged.lock() else {
+            return;
+        };
+        let Some(j) = judged.get_mut(owner) else {
+            return;
+        };
+        match answer {
+            Answer::Validated(v, _) => {
+                j.validating
+                    .remove(&(Arc::from(v.cluster.as_str()), v.revision.clone()));
             }
-            for c in &in_flight.beginning {
-                j.beginning.remove(c);
+            Answer::Begun(b, _) => {
+                let cluster = Arc::from(b.cluster.as_str());
+                j.beginning
+                    .remove(&(cluster, b.revision.clone(), b.aborting));
             }
+            Answer::Progressed(..) => {}
         }
     }
 
-    /// Makes `calls`, at most [`ASK_CONCURRENCY`] at once, and records the answers;
-    /// true when any answer differs from what was known.
+    /// Makes `calls`, at most [`ASK_CONCURRENCY`] at once, and records each answer as it
+    /// comes; MWRS `key` is announced whenever one differs from what was known.
     async fn call(
         &self,
         owner: &str,
         about: &MwrsRef,
         calls: PluginCalls,
         specs: &BTreeMap<String, Arc<[u8]>>,
-    ) -> bool {
+        key: ObjectRef<GuardedMwrs>,
+    ) {
         let client = |plugin: &str| self.clients.get(plugin).cloned();
         let mut jobs: Vec<Job> = Vec::new();
         for v in calls.validations {
@@ -342,30 +352,31 @@ impl Plugins {
             let request = rollout_request(about, &p.target, "", &p.clusters, p.aborting);
             jobs.push(Job::Progress(client(&p.target.plugin), p, request));
         }
-        let answers: Vec<Answer> = futures::stream::iter(jobs)
+        let mut answers = futures::stream::iter(jobs)
             .map(Job::run)
-            .buffer_unordered(ASK_CONCURRENCY)
-            .collect()
-            .await;
-        let now = Timestamp::now();
-        let mut changed = false;
-        for answer in answers {
-            changed |= match answer {
-                Answer::Validated(v, Ok(r)) => self.record(owner, &v, r, now),
-                Answer::Begun(b, Ok(mutation)) => self.record_begun(owner, &b, mutation),
-                Answer::Progressed(_, Ok(())) => false,
-                Answer::Validated(v, Err(s)) => {
-                    self.unreachable(&v.target.plugin, v.call_name(), &s)
-                }
-                Answer::Begun(b, Err((call, s))) => self.unreachable(&b.target.plugin, call, &s),
-                Answer::Progressed(p, Err(s)) => {
-                    // Told again once the plugin is back.
-                    self.forget_progress(owner, &p.target.placement);
-                    self.unreachable(&p.target.plugin, "ProgressRollout", &s)
-                }
-            };
+            .buffer_unordered(ASK_CONCURRENCY);
+        while let Some(answer) = answers.next().await {
+            self.landed(owner, &answer);
+            if self.record_answer(owner, answer) {
+                self.announce(&key);
+            }
         }
-        changed
+    }
+
+    /// Records one answer; true when it differs from what was known.
+    fn record_answer(&self, owner: &str, answer: Answer) -> bool {
+        match answer {
+            Answer::Validated(v, Ok(r)) => self.record(owner, &v, r, Timestamp::now()),
+            Answer::Begun(b, Ok(mutation)) => self.record_begun(owner, &b, mutation),
+            Answer::Progressed(_, Ok(())) => false,
+            Answer::Validated(v, Err(s)) => self.unreachable(&v.target.plugin, v.call_name(), &s),
+            Answer::Begun(b, Err((call, s))) => self.unreachable(&b.target.plugin, call, &s),
+            Answer::Progressed(p, Err(s)) => {
+                // Told again once the plugin is back.
+                self.forget_progress(owner, &p.target.placement);
+                self.unreachable(&p.target.plugin, "ProgressRollout", &s)
+            }
+        }
     }
 
     fn unreachable(&self, plugin: &str, call: &str, s: &tonic::Status) -> bool {
@@ -852,7 +863,8 @@ mod tests {
         assert!(p.record_begun("ns/app", &begin("abc", false), None));
         assert!(p.inputs("ns/app").begun["c1"].acked);
         // An abort's: news only when it brings a spec to write.
-        p.landed("ns/app", InFlight::of(&calls(begin("abc", false))));
+        let ok = Answer::Begun(begin("abc", false), Ok(None));
+        p.landed("ns/app", &ok);
         p.mark_sent("ns/app", calls(begin("abc", true)), now);
         assert!(!p.record_begun("ns/app", &begin("abc", true), None));
         let m = Mutation::new(serde_json::json!({"workload": {}}));
@@ -894,7 +906,8 @@ mod tests {
             at(20),
             "counted as asked all the same"
         );
-        p.landed("ns/app", InFlight::of(&sent));
+        let answered = Answer::Validated(validation("c1"), Err(tonic::Status::unavailable("")));
+        p.landed("ns/app", &answered);
         assert_eq!(
             p.mark_sent("ns/app", ask(&["c1"]), at(30))
                 .validations

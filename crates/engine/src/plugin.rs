@@ -11,11 +11,13 @@
 //! abort. A final verdict it gave before stands.
 //!
 //! The other calls, all made at the edge from what a pass plans ([`PluginCalls`]):
-//! BeginRollout before the update revision is first written to a cluster (the write waits
-//! for its answer); ProgressRollout whenever a placementRef's cluster states change;
-//! BeginAbort as an abort's reverts are written, and ValidateAbortCompletion about each
-//! cluster the abort reverted (its revert counts as done on SUCCEEDED). An abort never
-//! waits for a plugin: its reverts are written whatever the plugin says or does.
+//! BeginRollout, then MutateManifestWork, before the update revision is written to a
+//! cluster (the write waits for both answers, and carries the spec the plugin returned);
+//! ProgressRollout whenever a placementRef's cluster states change; BeginAbort and
+//! MutateManifestWork as an abort's reverts are written, and ValidateAbortCompletion about
+//! each cluster the abort reverted (its revert counts as done on SUCCEEDED). An abort
+//! never waits for a plugin: its reverts are written whatever the plugin says or does,
+//! and written again with the plugin's spec when one comes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -428,9 +430,10 @@ impl PluginInputs {
         )
     }
 
-    /// May `revision` be written to `cluster`, which does not carry it yet, behind
-    /// `plugin`? Only once BeginRollout about it was answered; it is sent again `poll`
-    /// after an unanswered one.
+    /// May `revision` be written to `cluster` behind `plugin`? Only once BeginRollout
+    /// and MutateManifestWork about it were answered; they are sent again `poll` after
+    /// an unanswered one. A rewrite of the same revision (a hand edit) reuses the answer
+    /// while it is known here.
     pub(crate) fn begin_gate(
         &self,
         plugin: &str,
