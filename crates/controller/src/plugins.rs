@@ -6,8 +6,10 @@
 //! next pass, which an answer that changes something brings at once. Nothing here
 //! decides a rollout.
 //!
-//! Any error answer (or none within the time bound) marks the plugin unreachable: its
-//! clusters are held until an `Initialize` succeeds again ([`Plugins::probe`]). Final
+//! No answer within the time bound, or a status saying the plugin does not work
+//! (UNAVAILABLE, UNIMPLEMENTED, ...), marks the plugin unreachable: its clusters are held
+//! until an `Initialize` succeeds again ([`Plugins::probe`]). Any other error status is
+//! about the one call: its cluster is held, with the error as its note, and asked again. Final
 //! verdicts outlive a restart on the ManifestWorks (the planner writes them there); an
 //! IN_PROGRESS one is asked again, and a BeginRollout not followed by its write is sent
 //! again (the calls are idempotent).
@@ -369,7 +371,16 @@ impl Plugins {
             Answer::Validated(v, Ok(r)) => self.record(owner, &v, r, Timestamp::now()),
             Answer::Begun(b, Ok(mutation)) => self.record_begun(owner, &b, mutation),
             Answer::Progressed(_, Ok(())) => false,
+            Answer::Validated(v, Err(s)) if is_about_the_call(&s) => {
+                let message = format!("{}: {}", v.call_name(), status_line(&s));
+                self.record_verdict(owner, &v, (Verdict::Erred, message), Timestamp::now())
+            }
             Answer::Validated(v, Err(s)) => self.unreachable(&v.target.plugin, v.call_name(), &s),
+            Answer::Begun(b, Err((call, s))) if is_about_the_call(&s) => {
+                // Left unanswered: sent again after the poll interval, the cluster waits.
+                tracing::warn!(plugin = %b.target.plugin, cluster = %b.cluster, call, status = %status_line(&s), "rollout plugin refused a call");
+                false
+            }
             Answer::Begun(b, Err((call, s))) => self.unreachable(&b.target.plugin, call, &s),
             Answer::Progressed(p, Err(s)) => {
                 // Told again once the plugin is back.
@@ -428,6 +439,18 @@ impl Plugins {
             // An unspecified or unknown verdict says nothing final.
             _ => Verdict::InProgress,
         };
+        self.record_verdict(owner, v, (verdict, r.message), now)
+    }
+
+    /// Records `verdict` with its message about `v`; true when it differs from the last
+    /// one.
+    fn record_verdict(
+        &self,
+        owner: &str,
+        v: &Validation,
+        (verdict, message): (Verdict, String),
+        now: Timestamp,
+    ) -> bool {
         let Ok(mut judged) = self.judged.lock() else {
             return false;
         };
@@ -438,7 +461,7 @@ impl Plugins {
             revision: v.revision.clone(),
             generation: v.generation,
             verdict,
-            message: r.message,
+            message,
             at: now,
         };
         let same = j.verdicts.get(&cluster).is_some_and(|old| {
@@ -711,6 +734,24 @@ fn cluster_state(c: &ClusterState) -> api::ClusterState {
     }
 }
 
+/// Is `s` the plugin's answer about this one call (it works, but refuses or cannot do
+/// it), rather than a sign that the plugin does not work (unreachable, too slow, not
+/// implementing the API, refusing us)? The first holds one cluster; the second, every
+/// cluster behind the plugin.
+fn is_about_the_call(s: &tonic::Status) -> bool {
+    use tonic::Code;
+    !matches!(
+        s.code(),
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::Unknown
+            | Code::Unimplemented
+            | Code::Unauthenticated
+            | Code::PermissionDenied
+    )
+}
+
 /// `CODE: message` of a gRPC status, in a line.
 fn status_line(s: &tonic::Status) -> String {
     let message = s.message().lines().next().unwrap_or_default();
@@ -914,5 +955,36 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn an_error_about_one_cluster_holds_that_cluster_not_the_plugin() {
+        let p = Plugins::default();
+        let up = PluginHealth::Available {
+            description: "judge 1.0".into(),
+            since: Timestamp::from_second(10).unwrap(),
+        };
+        p.set_health("judge", up.clone());
+        let internal = tonic::Status::internal("no metrics for c1");
+        let news = p.record_answer("ns/app", Answer::Validated(validation("c1"), Err(internal)));
+        assert!(news);
+        let inputs = p.inputs("ns/app");
+        assert_eq!(
+            inputs.health["judge"], up,
+            "the plugin answers: it is not down"
+        );
+        let v = &inputs.verdicts["c1"];
+        assert_eq!(v.verdict, Verdict::Erred);
+        assert_eq!(
+            v.message,
+            "ValidateRolloutCompletion: Internal: no metrics for c1"
+        );
+        // No answer at all: the plugin is down.
+        let gone = tonic::Status::unavailable("connection refused");
+        assert!(p.record_answer("ns/app", Answer::Validated(validation("c2"), Err(gone))));
+        assert!(matches!(
+            p.inputs("ns/app").health["judge"],
+            PluginHealth::Unreachable { .. }
+        ));
     }
 }

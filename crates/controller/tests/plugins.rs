@@ -51,6 +51,8 @@ struct Script {
     calls: Mutex<Vec<Call>>,
     /// MutateManifestWork annotates the first manifest (else it returns nothing).
     mutate: AtomicBool,
+    /// Clusters ValidateRolloutCompletion answers INTERNAL about.
+    erring: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What the scripted plugin's MutateManifestWork adds to the first manifest.
@@ -173,6 +175,9 @@ impl RolloutPlugin for Served {
         if !slow.is_zero() {
             tokio::time::sleep(slow).await;
             self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+        if self.0.erring.lock().unwrap().contains(&r.cluster) {
+            return Err(Status::internal(format!("no metrics for {}", r.cluster)));
         }
         let verdict = self
             .0
@@ -535,6 +540,37 @@ async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
 
 /// A plugin slow to answer holds only its own clusters: with a single worker, another
 /// MWRS without a plugin rolls out while a question is still waiting for its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_about_one_cluster_holds_that_cluster_only() {
+    let Some((hub, script, _tasks)) = started("plugin-erring").await else {
+        return;
+    };
+    let erring = hub.clusters[0].clone();
+    script.erring.lock().unwrap().insert(erring.clone());
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let strategy = judged(json!({"type": "All", "all": {"progressDeadline": "2s"}}));
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    let note = format!("ValidateRolloutCompletion: Internal: no metrics for {erring}");
+    let m = wait_mwrs(&hub, "app", "the error in Progressing", |m| {
+        common::message(m, "Progressing").contains(&note)
+    })
+    .await;
+    let revision = update(&m).unwrap();
+    // Asked again past the 2 s deadline: held, not timed out; the plugin is up.
+    let before = script.asked_about(&erring, &revision);
+    let m = wait_mwrs(&hub, "app", "the erring cluster asked again", |_| {
+        script.asked_about(&erring, &revision) > before + 2
+    })
+    .await;
+    assert_eq!(plugin_loaded(&m), Some(("True".into(), "Available".into())));
+    assert_eq!(current(&m), None, "not promoted");
+    assert_eq!(aborted(&m), None, "not aborted");
+    script.erring.lock().unwrap().clear();
+    let m = wait_complete(&hub, "app", None).await;
+    assert_eq!(current(&m), Some(revision));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_plugin_stalls_no_other_mwrs() {
     let one_worker = Config {

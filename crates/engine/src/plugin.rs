@@ -33,6 +33,10 @@ pub enum Verdict {
     Succeeded,
     Failed,
     InProgress,
+    /// The plugin answered the question with an error status (its message says which):
+    /// it works, but could not judge this cluster. The cluster is held, as behind a
+    /// plugin that is down, and asked again.
+    Erred,
 }
 
 impl Verdict {
@@ -41,12 +45,13 @@ impl Verdict {
             Verdict::Succeeded => "SUCCEEDED",
             Verdict::Failed => "FAILED",
             Verdict::InProgress => "IN_PROGRESS",
+            Verdict::Erred => "ERROR",
         }
     }
 
     /// SUCCEEDED and FAILED are final for the revision and generation they judged.
     pub fn is_final(self) -> bool {
-        self != Verdict::InProgress
+        matches!(self, Verdict::Succeeded | Verdict::Failed)
     }
 }
 
@@ -331,11 +336,13 @@ pub(crate) enum Gate {
     /// The plugin said FAILED at this time, for this reason.
     Failed(Timestamp, String),
     /// Waiting for a verdict, which the plugin has been able to give since `since`;
-    /// `ask` when a question is due now.
+    /// `ask` when a question is due now; `held` when its last answer was an error (no
+    /// deadline runs meanwhile).
     Validating {
         note: Option<String>,
         ask: bool,
         since: Timestamp,
+        held: bool,
     },
     /// The plugin does not answer (or is not registered): the cluster stays where it is.
     Held(String),
@@ -381,6 +388,7 @@ impl PluginInputs {
                     .map(|v| format!("plugin {plugin}: {}", v.message)),
                 ask: self.ask_due(cluster, now).is_none(),
                 since: *since,
+                held: verdict.is_some_and(|v| v.verdict == Verdict::Erred),
             },
         }
     }
@@ -587,7 +595,8 @@ mod tests {
                 Gate::Validating {
                     note: None,
                     ask: true,
-                    since: t(0)
+                    since: t(0),
+                    held: false,
                 }
             );
         }
@@ -637,7 +646,8 @@ mod tests {
             Gate::Validating {
                 note: Some("plugin judge: said IN_PROGRESS".into()),
                 ask: false,
-                since: t(0)
+                since: t(0),
+                held: false,
             }
         );
         assert_eq!(p.ask_due("c1", t(105)), Some(t(110)));

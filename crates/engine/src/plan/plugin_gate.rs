@@ -100,6 +100,7 @@ impl<'a> Pass<'a> {
                 note: said,
                 ask,
                 since: answering,
+                held,
             } => {
                 if ask {
                     let about = (work, revision, since);
@@ -115,7 +116,7 @@ impl<'a> Pass<'a> {
                     status: RolloutStatus::Validating,
                     since: since.max(Some(answering)),
                     note: said.or(note),
-                    held: false,
+                    held,
                 }
             }
             Gate::Held(why) => {

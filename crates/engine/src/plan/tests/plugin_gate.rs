@@ -659,3 +659,37 @@ fn a_revert_is_written_at_once_and_again_with_the_plugins_spec() {
     );
     assert!(out.plugin_calls.begins.is_empty());
 }
+
+#[test]
+fn a_call_the_plugin_answers_with_an_error_holds_that_cluster_only() {
+    let strategy = json!({"type": "All", "plugin": "judge", "all": {"progressDeadline": "0s"}});
+    let (mut f, update) = fixture(strategy, &["c1", "c2"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Erred, t0() - secs(4));
+    p.verdicts.get_mut("c1").unwrap().message =
+        "ValidateRolloutCompletion: Internal: no metrics for c1".into();
+    p.asked.insert("c1".into(), t0() - secs(4));
+    said(&mut p, "c2", &update, Verdict::Succeeded, t0() - secs(4));
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        statuses(&out)["c1"],
+        (
+            RolloutStatus::Validating,
+            Some("plugin judge: ValidateRolloutCompletion: Internal: no metrics for c1".into())
+        ),
+        "held, not timed out, even at a zero deadline"
+    );
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Succeeded);
+    let status = out.status.as_ref().unwrap();
+    assert!(status.aborted_time.is_none());
+    assert_ne!(status.current_revision.as_deref(), Some(update.as_str()));
+    assert_eq!(
+        out.recheck,
+        Some(secs(6)),
+        "asked again after the poll interval"
+    );
+    let (s, _, _) = condition(&out, mwrs_condition::PLUGIN_LOADED).unwrap();
+    assert_eq!(s, "True", "the plugin answers: it is not down");
+}
