@@ -116,6 +116,10 @@ Examples:
         #[command(subcommand)]
         command: Rollout,
     },
+    /// Rollouts in a browser, on loopback, behind a one-time token (in progress: hidden
+    /// until its pages are built).
+    #[command(hide = true)]
+    Dashboard(DashboardArgs),
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
@@ -251,6 +255,17 @@ Examples:
   kubectl mwrs rollout plan -f app.yaml
   kubectl mwrs rollout plan -f app.yaml --fail cluster-2 --fail cluster-7")]
     Plan(PlanArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DashboardArgs {
+    /// The address to listen on; one beyond loopback lets anyone with the URL read the
+    /// hub as you.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
+    /// The port (0: any free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,7 @@
 //! One module per command; [`run`] dispatches.
 
 pub mod control;
+pub mod dashboard;
 pub mod diff;
 pub mod get;
 pub mod history;
@@ -35,6 +36,7 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
             Ok(Exit::Ok)
         }
         Command::Get(a) => get::run(&HubClient::connect(g, false).await?, g, out, a).await,
+        Command::Dashboard(a) => dashboard::run(HubClient::connect(g, false).await?, g, a).await,
         Command::Rollout { command } => {
             let watch = matches!(command, Rollout::Status(s) if s.watch);
             let hub = HubClient::connect(g, watch).await?;

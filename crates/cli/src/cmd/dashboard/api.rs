@@ -1,0 +1,121 @@
+//! The dashboard's data, read from the hub as the user on each request: every MWRS of the
+//! namespace (or of every namespace) with its state, as `get` shows it, and one MWRS as
+//! `rollout status` shows it (the same [`View`], computed by the same engine stages).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::phase::{Phase, phase};
+use serde::Serialize;
+
+use crate::cmd::status::View;
+use crate::error::{CliError, Exit};
+use crate::hub::HubClient;
+
+/// Where the dashboard reads from.
+#[derive(Clone)]
+pub struct Source {
+    pub client: Client,
+    /// The namespace shown; None: every namespace.
+    pub namespace: Option<String>,
+    pub url: String,
+}
+
+/// One line of the list: an MWRS and where its rollout stands.
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub namespace: String,
+    pub name: String,
+    pub state: Phase,
+    pub message: String,
+    pub desired: i64,
+    pub updated: i64,
+    pub current_revision: Option<String>,
+    pub update_revision: Option<String>,
+}
+
+impl Row {
+    pub fn of(m: &ManifestWorkReplicaSet) -> Self {
+        let (state, message) = phase(m);
+        let status = m.status.clone().unwrap_or_default();
+        Self {
+            namespace: m.namespace().unwrap_or_default(),
+            name: m.name_any(),
+            state,
+            message,
+            desired: status.summary.desired_total,
+            updated: status.summary.updated,
+            current_revision: status.current_revision,
+            update_revision: status.update_revision,
+        }
+    }
+}
+
+/// A failed read, answered with the status its cause maps to and `{"error": why}`.
+pub struct ApiError(CliError);
+
+impl From<CliError> for ApiError {
+    fn from(e: CliError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match self.0.code {
+            Exit::NotFound => StatusCode::NOT_FOUND,
+            Exit::Forbidden => StatusCode::FORBIDDEN,
+            Exit::Unreachable => StatusCode::BAD_GATEWAY,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let body = serde_json::json!({"error": self.0.message});
+        (status, Json(body)).into_response()
+    }
+}
+
+/// `GET /api/mwrs`: every MWRS shown, by namespace and name.
+pub async fn list(State(s): State<Arc<Source>>) -> Result<Json<Vec<Row>>, ApiError> {
+    let api: Api<ManifestWorkReplicaSet> = match &s.namespace {
+        Some(ns) => Api::namespaced(s.client.clone(), ns),
+        None => Api::all(s.client.clone()),
+    };
+    let items = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| CliError::kube("listing manifestworkreplicasets", e))?
+        .items;
+    let mut rows: Vec<Row> = items.iter().map(Row::of).collect();
+    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(Json(rows))
+}
+
+/// `GET /api/mwrs/{namespace}/{name}`: one MWRS as `rollout status -o json` shows it.
+pub async fn one(
+    State(s): State<Arc<Source>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<View>, ApiError> {
+    if s.namespace.as_ref().is_some_and(|ns| *ns != namespace) {
+        let why = format!("namespace {namespace} is not shown (use -n {namespace} or -A)");
+        return Err(CliError::new(Exit::NotFound, why).into());
+    }
+    let hub = HubClient {
+        client: s.client.clone(),
+        namespace,
+        url: s.url.clone(),
+    };
+    let (_, read) = hub.read(&name).await?;
+    let view = View::of(
+        &read.snapshot,
+        read.works_hidden.as_deref(),
+        Timestamp::now(),
+    );
+    Ok(Json(view))
+}
