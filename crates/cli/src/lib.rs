@@ -7,6 +7,7 @@
 //! - [`error`]: errors with the exit code they map to;
 //! - [`hub`]: connecting (kubeconfig, context, namespace) and reading what belongs to an MWRS;
 //! - [`streamed`]: lists decoded while the API server still sends them;
+//! - [`watch`]: watches on one MWRS and what it owns, for views that follow a rollout;
 //! - [`state`]: the rollout state of an MWRS (the STATUS column) and per-placement progress;
 //! - [`output`]: tables, colour, ages, YAML and JSON;
 //! - [`cmd`]: one module per command;
@@ -20,6 +21,7 @@ pub mod hub;
 pub mod output;
 pub mod state;
 pub mod streamed;
+pub mod watch;
 
 use std::process::ExitCode;
 

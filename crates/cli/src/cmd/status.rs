@@ -6,31 +6,24 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
-use mwrs_api::placement::{Placement, PlacementDecision};
 use mwrs_engine::phase::{Phase, phase};
 use mwrs_engine::plan::clusters;
 use mwrs_engine::plugin::PluginInputs;
-use mwrs_engine::snapshot::{Snapshot, owner_of};
-use mwrs_engine::stored_work::StoredWork;
+use mwrs_engine::snapshot::Snapshot;
 use mwrs_engine::{Observed, PlanConfig};
 use serde::Serialize;
-use tokio::sync::mpsc;
 
 use crate::args::StatusArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::hub::{HubClient, hidden_note, owned_by, parse_timeout, placement_selector};
+use crate::hub::{HubClient, hidden_note, parse_timeout};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
 use crate::state::{
     ClusterLine, PlacementProgress, abort_line, ordered, placements, published_placements,
 };
+use crate::watch::MwrsWatch;
 
 /// Most redraws per second on a terminal.
 const REDRAW_EVERY: Duration = Duration::from_millis(250);
@@ -281,85 +274,6 @@ fn changes(prev: Option<&View>, v: &View) -> Vec<String> {
     lines
 }
 
-/// Drives a reflector for `api`/`cfg`; every applied event is signalled on `tx`.
-fn reflect<K>(api: Api<K>, cfg: watcher::Config, tx: mpsc::UnboundedSender<()>) -> Store<K>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store::<K>();
-    let stream = reflector::reflector(writer, watcher(api, cfg)).default_backoff();
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while stream.next().await.is_some() {
-            if tx.send(()).is_err() {
-                break;
-            }
-        }
-    });
-    reader
-}
-
-struct Stores {
-    mwrs: Store<ManifestWorkReplicaSet>,
-    /// None when the user may not list ManifestWorks.
-    works: Option<Store<StoredWork>>,
-    works_hidden: Option<String>,
-    placements: Store<Placement>,
-    decisions: Store<PlacementDecision>,
-    revisions: Store<ControllerRevision>,
-}
-
-impl Stores {
-    async fn ready(&self) -> bool {
-        self.mwrs.wait_until_ready().await.is_ok()
-            && match &self.works {
-                Some(w) => w.wait_until_ready().await.is_ok(),
-                None => true,
-            }
-            && self.placements.wait_until_ready().await.is_ok()
-            && self.decisions.wait_until_ready().await.is_ok()
-            && self.revisions.wait_until_ready().await.is_ok()
-    }
-
-    /// None once the MWRS is gone.
-    fn snapshot(&self) -> Option<Snapshot> {
-        let m = self.mwrs.state().into_iter().next()?;
-        let placements: Vec<Placement> = self
-            .placements
-            .state()
-            .iter()
-            .map(|p| (**p).clone())
-            .collect();
-        let decisions: Vec<PlacementDecision> = self
-            .decisions
-            .state()
-            .iter()
-            .map(|p| (**p).clone())
-            .collect();
-        let works: Vec<StoredWork> = self
-            .works
-            .iter()
-            .flat_map(|w| w.state())
-            .map(|p| (*p).clone())
-            .collect();
-        let revisions: Vec<ControllerRevision> = self
-            .revisions
-            .state()
-            .iter()
-            .filter(|cr| owned_by(cr, &m))
-            .map(|p| (**p).clone())
-            .collect();
-        Some(Snapshot::from_objects(
-            &m,
-            &placements,
-            &decisions,
-            &works,
-            &revisions,
-        ))
-    }
-}
-
 async fn watch(
     hub: &HubClient,
     out: &Out,
@@ -369,42 +283,7 @@ async fn watch(
 ) -> Result<Exit> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let name = m.name_any();
-    let ns = hub.namespace.clone();
-    let client = hub.client.clone();
-    let (k, v) = owner_of(m).selector();
-    let owner = format!("{k}={v}");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let works_hidden = hub.works_hidden(m).await?;
-    let stores = Stores {
-        mwrs: reflect(
-            Api::namespaced(client.clone(), &ns),
-            watcher::Config::default().fields(&format!("metadata.name={name}")),
-            tx.clone(),
-        ),
-        works: works_hidden.is_none().then(|| {
-            reflect(
-                Api::all(client.clone()),
-                watcher::Config::default().labels(&owner),
-                tx.clone(),
-            )
-        }),
-        works_hidden,
-        placements: reflect(
-            Api::namespaced(client.clone(), &ns),
-            watcher::Config::default(),
-            tx.clone(),
-        ),
-        decisions: reflect(
-            Api::namespaced(client.clone(), &ns),
-            watcher::Config::default().labels(&placement_selector(m)),
-            tx.clone(),
-        ),
-        revisions: reflect(
-            Api::namespaced(client.clone(), &ns),
-            watcher::Config::default().labels(&owner),
-            tx,
-        ),
-    };
+    let (stores, mut rx) = MwrsWatch::start(hub, m).await?;
     let remaining = |d: Option<Instant>| d.map(|d| d.saturating_duration_since(Instant::now()));
     let ready = match remaining(deadline) {
         Some(r) => tokio::time::timeout(r, stores.ready()).await.ok(),
