@@ -1,6 +1,8 @@
 //! `mwrs dashboard` on the test hub (issue #19, first part): the binary prints its URL with
-//! the token on its first line, refuses a request without the token, and serves the same
-//! data `get` and `rollout status -o json` print.
+//! the token on its first line, refuses a request without the token, serves the same data
+//! `get` and `rollout status -o json` print, and streams a rollout live: the whole view,
+//! then what changed, resumed from the last event a page got, and `stale` when the MWRS
+//! goes.
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
 
@@ -122,4 +124,166 @@ async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
     let (status, body) = get(&d.addr, &missing, &bearer).await;
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("error"), "{body}");
+}
+
+/// A Server-Sent Events stream read off a raw connection (HTTP/1.1, chunked).
+struct Events {
+    stream: BufReader<tokio::net::TcpStream>,
+    text: String,
+}
+
+/// One event: its kind, id and JSON data.
+#[derive(Debug)]
+struct Sse {
+    kind: String,
+    id: Option<u64>,
+    data: Value,
+}
+
+impl Events {
+    async fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> Self {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
+        for (k, v) in headers {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut stream = BufReader::new(s);
+        let mut line = String::new();
+        stream.read_line(&mut line).await.unwrap();
+        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+        loop {
+            line.clear();
+            stream.read_line(&mut line).await.unwrap();
+            if line == "\r\n" {
+                break;
+            }
+        }
+        Self {
+            stream,
+            text: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped), within 60 s.
+    async fn next(&mut self) -> Sse {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                if let Some(end) = self.text.find("\n\n") {
+                    let block: String = self.text.drain(..end + 2).collect();
+                    if let Some(e) = parse(&block) {
+                        return e;
+                    }
+                    continue;
+                }
+                let mut size = String::new();
+                self.stream.read_line(&mut size).await.unwrap();
+                let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                let mut chunk = vec![0u8; n + 2];
+                self.stream.read_exact(&mut chunk).await.unwrap();
+                self.text.push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        })
+        .await
+        .expect("an event within 60 s")
+    }
+}
+
+fn parse(block: &str) -> Option<Sse> {
+    let (mut kind, mut id, mut data) = (None, None, String::new());
+    for line in block.lines() {
+        if let Some(v) = line.strip_prefix("event:") {
+            kind = Some(v.trim().to_string());
+        } else if let Some(v) = line.strip_prefix("id:") {
+            id = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push_str(v.trim_start());
+        }
+    }
+    Some(Sse {
+        kind: kind?,
+        id,
+        data: serde_json::from_str(&data).unwrap_or(Value::Null),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_stream_sends_the_view_then_what_changed_and_resumes() {
+    let Some(hub) = TestHub::from_env("cli-dashboard-live", 4).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = agent_succeeding(&hub, Duration::from_millis(300));
+    hub.publish_all("p").await;
+    create_v1(
+        &hub,
+        "app",
+        json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}}),
+    )
+    .await;
+    assert_eq!(watch(&hub, "app").await.code, 0);
+
+    let d = start(&hub).await;
+    let auth = format!("Bearer {}", d.token);
+    let path = format!("/api/mwrs/{}/app/events", hub.namespace);
+    let mut live = Events::open(&d.addr, &path, &[("Authorization", &auth)]).await;
+    let first = live.next().await;
+    assert_eq!(first.kind, "snapshot", "{first:?}");
+    assert_eq!(first.data["view"]["state"], "Complete");
+    assert_eq!(first.data["view"]["clusters"].as_array().unwrap().len(), 4);
+    let v1 = first.data["view"]["currentRevision"].clone();
+
+    hub.set_template("app", mwrs_testsupport::configmap_template("v2"))
+        .await;
+    // One cluster at a time: changes carry a few clusters, never the whole fleet again.
+    let mut changes = Vec::new();
+    loop {
+        let e = live.next().await;
+        assert_eq!(e.kind, "change", "{e:?}");
+        let done =
+            e.data["header"]["state"] == "Complete" && e.data["header"]["currentRevision"] != v1;
+        changes.push(e);
+        if done {
+            break;
+        }
+    }
+    assert!(changes.len() >= 2, "{changes:?}");
+    let sizes: Vec<usize> = changes
+        .iter()
+        .map(|e| e.data["clusters"].as_array().unwrap().len())
+        .collect();
+    assert!(sizes.iter().any(|n| (1..4).contains(n)), "{sizes:?}");
+    let ids: Vec<u64> = changes.iter().filter_map(|e| e.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+
+    // A page back from a lost connection gets what changed since its last event.
+    let before_last = ids[ids.len() - 2].to_string();
+    let resume = [
+        ("Authorization", auth.as_str()),
+        ("Last-Event-ID", before_last.as_str()),
+    ];
+    let mut again = Events::open(&d.addr, &path, &resume).await;
+    let e = again.next().await;
+    assert_eq!(
+        (e.kind.as_str(), e.id),
+        ("change", ids.last().copied()),
+        "{e:?}"
+    );
+    // One too old for the server gets the whole view.
+    let old = [("Authorization", auth.as_str()), ("Last-Event-ID", "0")];
+    let e = Events::open(&d.addr, &path, &old).await.next().await;
+    assert_eq!(e.kind, "snapshot", "{e:?}");
+
+    hub.mwrs_api()
+        .delete("app", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    // The deletion's own changes (the finalizer, the ManifestWorks going), then `stale`.
+    let mut e = live.next().await;
+    while e.kind == "change" {
+        e = live.next().await;
+    }
+    assert_eq!(e.kind, "stale", "{e:?}");
+    assert!(e.data["why"].as_str().unwrap().contains("deleted"), "{e:?}");
 }

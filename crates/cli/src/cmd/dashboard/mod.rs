@@ -4,10 +4,12 @@
 //! answers only requests with the one-time token printed, with the URL, on the first line
 //! of stdout ([`guard`]).
 //!
-//! Built so far: the guard and the data as JSON ([`api`]). The pages, the live stream and
-//! the actions are not built yet; the command is hidden from `--help` until they are.
+//! Built so far: the guard, the data as JSON ([`api`]) and the live stream ([`feed`]).
+//! The pages and the actions are not built yet; the command is hidden from `--help`
+//! until they are.
 
 pub mod api;
+pub mod feed;
 pub mod guard;
 
 use std::net::SocketAddr;
@@ -22,10 +24,16 @@ use crate::hub::HubClient;
 
 /// The dashboard's routes behind `g`, reading from `source`.
 pub fn router(source: api::Source, g: guard::Guard) -> Router {
+    let source = Arc::new(source);
+    let feeds = Arc::new(feed::Feeds::new(source.clone()));
+    let live = Router::new()
+        .route("/api/mwrs/{namespace}/{name}/events", get(feed::events))
+        .with_state(feeds);
     Router::new()
         .route("/api/mwrs", get(api::list))
         .route("/api/mwrs/{namespace}/{name}", get(api::one))
-        .with_state(Arc::new(source))
+        .with_state(source)
+        .merge(live)
         .layer(axum::middleware::from_fn_with_state(g, guard::guard))
 }
 
