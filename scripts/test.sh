@@ -2,7 +2,8 @@
 # The whole test suite: builds and starts the test hub (a real kube-apiserver + etcd from
 # Go modules), upstream OCM's cluster-manager operator, the end-to-end environment
 # (e2e/env.sh), Helm (scripts/helm.sh) and the controller's image (scripts/image.sh), runs
-# every Rust test against them, and stops what it started.
+# every Rust test against them and the dashboard page's JavaScript tests (node --test),
+# and stops what it started.
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh -p mwrs-engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +40,15 @@ fi
 
 # kubectl at the hub's version, for the README walkthrough's script (examples/).
 PATH="$(dirname "$(scripts/hub.sh kubectl)"):$PATH"
+
+# The dashboard page's pure logic (crates/cli/src/cmd/dashboard/assets/view.js).
+if command -v node >/dev/null; then
+    node --test crates/cli/src/cmd/dashboard/assets/
+elif [ "${CI:-}" = true ]; then
+    echo "test.sh: node is needed for the dashboard page's tests" >&2
+    exit 1
+else
+    echo "test.sh: WARNING: no node: the dashboard page's tests do not run" >&2
+fi
 
 cargo test --workspace --all-targets "$@"

@@ -144,6 +144,9 @@ pub fn ordered(reports: &[ClusterReport]) -> Vec<&ClusterReport> {
 pub struct ClusterLine {
     pub cluster: String,
     pub placement: String,
+    /// The placement's decision group it is in (the rollout's order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupLine>,
     pub revision: Option<String>,
     pub state: String,
     pub since: Option<Timestamp>,
@@ -154,11 +157,22 @@ pub struct ClusterLine {
     pub note: Option<String>,
 }
 
+/// A decision group: its name (empty when it has none) and index.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct GroupLine {
+    pub name: String,
+    pub index: i32,
+}
+
 impl From<&ClusterReport> for ClusterLine {
     fn from(r: &ClusterReport) -> Self {
         Self {
             cluster: r.cluster.to_string(),
             placement: r.placement.to_string(),
+            group: r.group.as_ref().map(|g| GroupLine {
+                name: g.name.clone(),
+                index: g.index,
+            }),
             revision: r.revision.as_deref().map(str::to_string),
             state: r.status.as_str().to_string(),
             since: r.since,

@@ -58,6 +58,12 @@ async fn start(hub: &TestHub) -> Dashboard {
 
 /// GET `path` with `headers`; (status, body).
 async fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let (status, _, body) = get_with_head(addr, path, headers).await;
+    (status, body)
+}
+
+/// GET `path` with `headers`; (status, head, body).
+async fn get_with_head(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
@@ -82,7 +88,7 @@ async fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) 
         }
         _ => body.to_string(),
     };
-    (status, body)
+    (status, head.to_string(), body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,6 +105,28 @@ async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
     let d = start(&hub).await;
     let (status, _) = get(&d.addr, "/api/mwrs", &[]).await;
     assert_eq!(status, 401, "no token");
+    // The URL printed: the page, and the cookie its own requests then carry.
+    let (status, head, body) = get_with_head(&d.addr, &format!("/?token={}", d.token), &[]).await;
+    assert_eq!(status, 200, "{head}");
+    assert!(
+        body.contains(r#"<script type="module" src="/app.js">"#),
+        "{body}"
+    );
+    assert!(
+        head.to_lowercase()
+            .contains("content-security-policy: default-src 'none'"),
+        "{head}"
+    );
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect(&head)
+        .to_string();
+    for asset in ["/app.js", "/view.js", "/app.css"] {
+        let (status, _) = get(&d.addr, asset, &[("Cookie", &cookie)]).await;
+        assert_eq!(status, 200, "{asset}");
+    }
     let auth = format!("Bearer {}", d.token);
     let bearer = [("Authorization", auth.as_str())];
     let (status, body) = get(&d.addr, "/api/mwrs", &bearer).await;
@@ -265,6 +293,17 @@ async fn the_live_stream_sends_the_view_then_what_changed_and_resumes() {
     ];
     let mut again = Events::open(&d.addr, &path, &resume).await;
     let e = again.next().await;
+    assert_eq!(
+        (e.kind.as_str(), e.id),
+        ("change", ids.last().copied()),
+        "{e:?}"
+    );
+    // A page shown again after it was hidden resumes with `?last=`.
+    let shown = format!("{path}?last={before_last}");
+    let e = Events::open(&d.addr, &shown, &[("Authorization", &auth)])
+        .await
+        .next()
+        .await;
     assert_eq!(
         (e.kind.as_str(), e.id),
         ("change", ids.last().copied()),

@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
@@ -189,6 +189,15 @@ pub fn event(from: Option<&View>, frame: &Frame) -> Option<Event> {
         .ok()
 }
 
+/// The `last` parameter of a query string.
+fn last_of(query: &str) -> Option<&str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "last")
+        .map(|(_, v)| v)
+}
+
 /// What changed from `old` to `new`: everything but the clusters whole, and the clusters
 /// whose line changed or that went.
 pub fn change(old: &View, new: &View) -> Value {
@@ -221,6 +230,7 @@ pub fn change(old: &View, new: &View) -> Value {
 pub async fn events(
     State(feeds): State<Arc<Feeds>>,
     Path((namespace, name)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     if feeds
@@ -233,9 +243,12 @@ pub async fn events(
         return Err(CliError::new(Exit::NotFound, why).into());
     }
     let rx = feeds.subscribe(&namespace, &name);
+    // The browser's own reconnection sends the header; a page shown again after it was
+    // hidden opens a new stream with `?last=`.
     let resumed = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
+        .or_else(|| query.as_deref().and_then(|q| last_of(q)))
         .and_then(|v| v.parse::<u64>().ok());
     // State: the receiver, the number of the last frame the page has, and whether to
     // wait for a change before looking (not at first: a resumed page may be behind).
@@ -277,6 +290,7 @@ mod tests {
         ClusterLine {
             cluster: cluster.into(),
             placement: "p".into(),
+            group: None,
             revision: Some("abc".into()),
             state: state.into(),
             since: None,

@@ -4,9 +4,11 @@
 //! answers only requests with the one-time token printed, with the URL, on the first line
 //! of stdout ([`guard`]).
 //!
-//! Built so far: the guard, the data as JSON ([`api`]) and the live stream ([`feed`]).
-//! The pages and the actions are not built yet; the command is hidden from `--help`
-//! until they are.
+//! Built so far: the guard, the data as JSON ([`api`]), the live stream ([`feed`]) and
+//! the page (`assets/`: `view.js` is its pure logic, tested with `node --test`). Not yet:
+//! the real-browser test, the live budgets of the strategy, a cluster's ManifestWork
+//! conditions, `--open` and the actions; the command is hidden from `--help` until they
+//! are built.
 
 pub mod api;
 pub mod feed;
@@ -16,6 +18,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::args::{DashboardArgs, Global};
@@ -30,11 +34,34 @@ pub fn router(source: api::Source, g: guard::Guard) -> Router {
         .route("/api/mwrs/{namespace}/{name}/events", get(feed::events))
         .with_state(feeds);
     Router::new()
+        .route("/", get(|| asset(INDEX, "text/html; charset=utf-8")))
+        .route(
+            "/app.js",
+            get(|| asset(APP_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/view.js",
+            get(|| asset(VIEW_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/app.css",
+            get(|| asset(APP_CSS, "text/css; charset=utf-8")),
+        )
         .route("/api/mwrs", get(api::list))
         .route("/api/mwrs/{namespace}/{name}", get(api::one))
         .with_state(source)
         .merge(live)
         .layer(axum::middleware::from_fn_with_state(g, guard::guard))
+}
+
+// The page, compiled in: the binary serves nothing from disk or from the internet.
+const INDEX: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const VIEW_JS: &str = include_str!("assets/view.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+async fn asset(body: &'static str, content_type: &'static str) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, content_type)], body)
 }
 
 /// Serves until interrupted; the URL with the token is the first line of stdout.

@@ -1,0 +1,276 @@
+// The dashboard page: routes (#/ the list, #/NAMESPACE/NAME one MWRS), the live stream of
+// the MWRS shown, and drawing. What the data means is view.js's; this file only fetches,
+// listens and draws. Every text from the hub goes in as text, never as markup.
+import * as V from './view.js';
+
+const main = document.getElementById('main');
+const conn = document.getElementById('conn');
+const redraw = document.getElementById('redraw');
+
+/** The MWRS page's live connection and what it holds. */
+const page = { source: null, state: null, key: null, cells: new Map(), table: false, listTimer: null };
+/** Redraw times in ms, for the footer and the browser test. */
+const timing = { last: 0, max: 0, count: 0 };
+window.mwrsRedraw = timing;
+
+function el(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function setConn(kind, text) {
+  conn.className = `conn ${kind}`;
+  conn.textContent = text;
+}
+
+function route() {
+  const [path, query] = (location.hash.slice(1) || '/').split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts.length !== 2) return null;
+  return { namespace: parts[0], name: parts[1], filters: V.parseFilters(query) };
+}
+
+function stop() {
+  if (page.source) page.source.close();
+  page.source = null;
+  clearInterval(page.listTimer);
+  page.listTimer = null;
+}
+
+// ---- the list -------------------------------------------------------------------------
+
+async function showList() {
+  stop();
+  page.state = null;
+  page.key = null;
+  const draw = async () => {
+    let rows;
+    try {
+      const r = await fetch('/api/mwrs');
+      if (!r.ok) throw new Error((await r.json()).error || r.statusText);
+      rows = await r.json();
+      setConn('live', `updated ${new Date().toLocaleTimeString()}`);
+    } catch (e) {
+      setConn('stale', `stale: ${e.message}`);
+      return;
+    }
+    const body = el('tbody');
+    for (const m of rows) {
+      const link = el('a', { href: `#/${encodeURIComponent(m.namespace)}/${encodeURIComponent(m.name)}`, text: m.name });
+      const pct = m.desired ? Math.round((100 * m.updated) / m.desired) : 0;
+      const bar = el('span', { class: 'bar', title: `${m.updated} of ${m.desired}` }, el('span'));
+      bar.firstChild.style.width = `${pct}%`;
+      body.append(el('tr', {},
+        el('td', { text: m.namespace }), el('td', {}, link),
+        el('td', { class: 'state', text: m.state }), el('td', {}, bar),
+        el('td', { text: `${m.updated}/${m.desired}` }), el('td', { text: m.message })));
+    }
+    const head = el('tr', {}, ...['NAMESPACE', 'NAME', 'STATE', 'PROGRESS', 'UPDATED', 'MESSAGE'].map((t) => el('th', { text: t })));
+    main.replaceChildren(el('h2', { text: 'ManifestWorkReplicaSets' }), el('table', {}, el('thead', {}, head), body));
+  };
+  await draw();
+  page.listTimer = setInterval(() => { if (!document.hidden) draw(); }, 5000);
+}
+
+// ---- one MWRS -------------------------------------------------------------------------
+
+function showMwrs(r) {
+  const key = `${r.namespace}/${r.name}`;
+  if (page.key === key && page.state) {
+    drawAll();
+    return;
+  }
+  stop();
+  page.key = key;
+  page.state = null;
+  main.replaceChildren(el('p', { text: `reading ${key} ...` }));
+  listen();
+}
+
+/** Opens the live stream, resuming from the frame held (a tab shown again). */
+function listen() {
+  const [namespace, name] = page.key.split('/');
+  let url = `/api/mwrs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/events`;
+  if (page.state) url += `?last=${page.state.seq}`;
+  const s = new EventSource(url);
+  page.source = s;
+  s.addEventListener('open', () => setConn('live', 'live'));
+  s.addEventListener('error', () => setConn('', 'reconnecting ...'));
+  s.addEventListener('stale', (e) => setConn('stale', `stale: ${JSON.parse(e.data).why}`));
+  s.addEventListener('snapshot', (e) => {
+    const d = JSON.parse(e.data);
+    timed(() => { page.state = V.fromSnapshot(d.view, d.seq); drawAll(); });
+    setConn('live', 'live');
+  });
+  s.addEventListener('change', (e) => {
+    const d = JSON.parse(e.data);
+    if (!page.state) return;
+    timed(() => {
+      const before = page.state;
+      page.state = V.applyChange(before, d);
+      drawChanges(before);
+    });
+    setConn('live', 'live');
+  });
+}
+
+function timed(f) {
+  const t0 = performance.now();
+  f();
+  const ms = performance.now() - t0;
+  timing.last = ms;
+  timing.max = Math.max(timing.max, ms);
+  timing.count += 1;
+  redraw.textContent = `last redraw ${ms.toFixed(1)} ms (${timing.count} redraws, slowest ${timing.max.toFixed(1)} ms)`;
+}
+
+function drawAll() {
+  const s = page.state;
+  if (!s) return;
+  const r = route();
+  const filters = r ? r.filters : V.parseFilters('');
+  page.cells = new Map();
+  const grid = el('section', { id: 'grid', 'aria-hidden': 'true' });
+  for (const b of V.bands(s)) {
+    const cells = el('div', { class: 'grid' });
+    for (const name of b.clusters) {
+      const cell = el('span', { class: 'cell', 'data-cluster': name, onclick: () => detail(name) });
+      page.cells.set(name, cell);
+      paint(cell, s.clusters.get(name), s.header);
+      cells.append(cell);
+    }
+    const title = b.group ? `${b.placement} / ${b.group}` : `${b.placement} / group ${b.index}`;
+    grid.append(el('div', { class: 'band' }, el('h3', { text: `${title} (${b.clusters.length})` }), cells));
+  }
+  const legend = el('div', { class: 'legend' }, ...V.STATES.map((st) =>
+    el('span', {}, el('span', { class: `cell s-${st}` }), V.LABELS[st])));
+  main.replaceChildren(
+    el('section', { id: 'head' }), legend, controls(filters),
+    el('p', { id: 'summary', class: 'summary' }), grid,
+    el('section', { id: 'table', class: page.table ? '' : 'hidden' }),
+    el('section', { id: 'detail', class: 'detail hidden' }));
+  drawHead();
+  drawTable(filters);
+}
+
+function drawChanges(before) {
+  const s = page.state;
+  if (!s || V.bands(before).length !== V.bands(s).length
+      || [...s.clusters.keys()].some((c) => !page.cells.has(c))) {
+    drawAll();
+    return;
+  }
+  for (const name of V.changedCells(before, s)) paint(page.cells.get(name), s.clusters.get(name), s.header);
+  drawHead();
+  if (page.table) drawTable(route().filters);
+}
+
+function paint(cell, line, header) {
+  const st = V.cellState(line, header);
+  const rev = V.reverting(page.state);
+  cell.className = `cell s-${st}${rev && rev.causes.includes(line.cluster) ? ' cause' : ''}`;
+  cell.title = `${line.cluster}: ${V.LABELS[st]} (${line.state} on ${line.revision || 'no revision'}${line.since ? `, since ${line.since}` : ''})`;
+}
+
+function drawHead() {
+  const s = page.state;
+  const h = s.header;
+  const head = document.getElementById('head');
+  const rev = V.reverting(s);
+  const parts = [
+    el('h2', {}, `mwrs/${h.name} `, el('span', { class: 'state', text: h.state })),
+    el('p', { text: h.message }),
+    el('p', { text: `revisions: current ${h.currentRevision || '<none>'}, update ${h.updateRevision || '<none>'}` }),
+  ];
+  if (h.lastAbort) {
+    const a = h.lastAbort;
+    const causes = [...(a.failedClusters || []), ...(a.timedOutClusters || [])].join(', ');
+    const text = `aborted at ${a.time} (${a.trigger}) on revision ${a.revision}${causes ? `, set off by ${causes}` : ''}`
+      + (rev ? `; reverting: ${rev.back} of ${rev.of} back on the stable revision` : '');
+    parts.push(el('p', { class: 'abort', id: 'abort', text }));
+  }
+  if (h.note) parts.push(el('p', { text: h.note }));
+  const budgets = el('div', { class: 'budgets' });
+  for (const p of h.placements || []) {
+    const bar = el('span', { class: 'bar' }, el('span'));
+    bar.firstChild.style.width = `${p.desired ? Math.round((100 * p.done) / p.desired) : 0}%`;
+    const extra = [p.progressing && `${p.progressing} progressing`, p.validating && `${p.validating} validating`,
+      p.failed && `${p.failed} failed`, p.timeOut && `${p.timeOut} timed out`].filter(Boolean).join(', ');
+    budgets.append(el('span', {}, `${p.name} `, bar, ` ${p.done}/${p.desired}${extra ? ` (${extra})` : ''}`));
+  }
+  parts.push(budgets);
+  head.replaceChildren(...parts);
+  document.getElementById('summary').textContent = V.summary(s);
+}
+
+function controls(f) {
+  const go = (patch) => {
+    const r = route();
+    const next = { ...r.filters, ...patch };
+    location.hash = `#/${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}${V.formatFilters(next)}`;
+  };
+  const state = el('select', { 'aria-label': 'state', onchange: (e) => go({ state: e.target.value }) },
+    el('option', { value: '', text: 'every state' }), ...V.STATES.map((st) => el('option', { value: st, text: V.LABELS[st] })));
+  state.value = f.state;
+  const q = el('input', { type: 'search', placeholder: 'cluster name', 'aria-label': 'cluster name', value: f.q,
+    onchange: (e) => go({ q: e.target.value }) });
+  const attention = el('input', { type: 'checkbox', id: 'attention', onchange: (e) => go({ attention: e.target.checked }) });
+  attention.checked = f.attention;
+  const table = el('button', { type: 'button', text: page.table ? 'hide the table' : 'show as a table',
+    onclick: () => { page.table = !page.table; drawAll(); } });
+  return el('div', { class: 'filters' }, state, q, el('label', { for: 'attention' }, attention, ' needs attention'), table);
+}
+
+function drawTable(f) {
+  const t = document.getElementById('table');
+  if (!t || !page.table) return;
+  const body = el('tbody');
+  for (const { line, cell } of V.rows(page.state, f)) {
+    body.append(el('tr', { 'data-cluster': line.cluster },
+      el('td', { text: line.cluster }), el('td', { text: line.placement }),
+      el('td', { text: line.group ? line.group.name || String(line.group.index) : '' }),
+      el('td', { text: line.revision || '<none>' }), el('td', { text: line.state }),
+      el('td', { text: V.LABELS[cell] }), el('td', { text: line.note || '' })));
+  }
+  const head = el('tr', {}, ...['CLUSTER', 'PLACEMENT', 'GROUP', 'REVISION', 'STATE', 'CELL', 'NOTE'].map((x) => el('th', { text: x })));
+  t.replaceChildren(el('table', {}, el('thead', {}, head), body));
+}
+
+function detail(name) {
+  const line = page.state && page.state.clusters.get(name);
+  const d = document.getElementById('detail');
+  if (!line || !d) return;
+  d.classList.remove('hidden');
+  d.replaceChildren(
+    el('h3', { text: name }),
+    el('p', { text: `${line.state} on ${line.revision || 'no revision'} since ${line.since || '-'}` }),
+    el('p', { text: line.note ? `note: ${line.note}` : 'no note' }));
+}
+
+// ---- wiring ---------------------------------------------------------------------------
+
+function navigate() {
+  const r = route();
+  if (r) showMwrs(r);
+  else showList();
+}
+
+window.addEventListener('hashchange', navigate);
+document.addEventListener('visibilitychange', () => {
+  if (!page.key) return;
+  if (document.hidden) {
+    if (page.source) page.source.close();
+    page.source = null;
+    setConn('', 'paused while hidden');
+  } else if (!page.source) {
+    listen();
+  }
+});
+navigate();

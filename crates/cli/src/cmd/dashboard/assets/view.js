@@ -1,0 +1,170 @@
+// The dashboard page's pure logic: what a view (the JSON `rollout status -o json` prints,
+// and the server's live stream) means on screen. No DOM and no network here, so that
+// `node --test` checks it (view.test.mjs); app.js draws what these functions return.
+
+/** The colour class of a cluster: where it stands against the revisions in `header`. */
+export function cellState(line, header) {
+  const aborted = header.state === 'Aborted';
+  const stable = header.currentRevision;
+  switch (line.state) {
+    case 'Failed':
+      return 'failed';
+    case 'TimeOut':
+      return 'timedout';
+    case 'Progressing':
+      return 'progressing';
+    case 'Validating':
+      return 'validating';
+    case 'Succeeded':
+      if (line.soakUntil) return 'soaking';
+      // During an abort the target is the stable revision: done there is "back".
+      return aborted || line.revision !== header.updateRevision ? 'stable' : 'updated';
+    default:
+      if (!line.revision) return 'none';
+      return line.revision === stable ? 'stable' : 'waiting';
+  }
+}
+
+/** Every cell state, in the order a legend and a summary list them. */
+export const STATES = [
+  'failed', 'timedout', 'progressing', 'validating', 'soaking',
+  'waiting', 'updated', 'stable', 'none',
+];
+
+/** What a page holds of one MWRS: the header and the clusters by name. */
+export function fromSnapshot(view, seq) {
+  const { clusters, ...header } = view;
+  return { seq, header, clusters: new Map(clusters.map((c) => [c.cluster, c])) };
+}
+
+/**
+ * The state after a `change` event: the new header, the clusters that changed, those
+ * that went. The server sends each page the changes from the frame that page has.
+ */
+export function applyChange(state, change) {
+  const clusters = new Map(state.clusters);
+  for (const c of change.clusters) clusters.set(c.cluster, c);
+  for (const name of change.removed) clusters.delete(name);
+  return { seq: change.seq, header: change.header, clusters };
+}
+
+/** The clusters whose cell differs between two states (the cells to redraw). */
+export function changedCells(before, after) {
+  const out = [];
+  for (const [name, line] of after.clusters) {
+    const old = before && before.clusters.get(name);
+    if (!old || cellState(old, before.header) !== cellState(line, after.header)) out.push(name);
+  }
+  return out;
+}
+
+/**
+ * The grid's bands: one per placement (in the spec's order), then per decision group (in
+ * rollout order), each with its clusters by name.
+ */
+export function bands(state) {
+  const order = (state.header.placements || []).map((p) => p.name);
+  const byKey = new Map();
+  for (const line of state.clusters.values()) {
+    const group = line.group || { name: '', index: 0 };
+    const key = `${line.placement}\u0000${group.index}`;
+    if (!byKey.has(key)) {
+      byKey.set(key, { placement: line.placement, group: group.name, index: group.index, clusters: [] });
+    }
+    byKey.get(key).clusters.push(line.cluster);
+  }
+  const rank = (p) => {
+    const i = order.indexOf(p);
+    return i < 0 ? order.length : i;
+  };
+  const out = [...byKey.values()];
+  out.sort((a, b) => rank(a.placement) - rank(b.placement) || a.index - b.index);
+  for (const b of out) b.clusters.sort();
+  return out;
+}
+
+/** Counts of cells by state. */
+export function counts(state) {
+  const n = Object.fromEntries(STATES.map((s) => [s, 0]));
+  for (const line of state.clusters.values()) n[cellState(line, state.header)] += 1;
+  return n;
+}
+
+/** The text alternative of the grid, in a line. */
+export function summary(state) {
+  const n = counts(state);
+  const total = state.clusters.size;
+  const parts = STATES.filter((s) => n[s] > 0).map((s) => `${n[s]} ${LABELS[s]}`);
+  const head = `${state.header.name}: ${state.header.state}, ${total} clusters`;
+  return parts.length ? `${head}: ${parts.join(', ')}` : head;
+}
+
+export const LABELS = {
+  failed: 'failed',
+  timedout: 'timed out',
+  progressing: 'progressing',
+  validating: 'validating',
+  soaking: 'soaking',
+  waiting: 'waiting',
+  updated: 'on the update revision',
+  stable: 'on the stable revision',
+  none: 'without a ManifestWork',
+};
+
+/**
+ * During an abort: how many clusters are back on the stable revision of how many, and
+ * the clusters that set it off.
+ */
+export function reverting(state) {
+  const h = state.header;
+  if (h.state !== 'Aborted' || !h.lastAbort) return null;
+  let back = 0;
+  for (const line of state.clusters.values()) {
+    if (line.revision === h.currentRevision && line.state === 'Succeeded') back += 1;
+  }
+  const causes = [...(h.lastAbort.failedClusters || []), ...(h.lastAbort.timedOutClusters || [])];
+  return { back, of: state.clusters.size, causes };
+}
+
+/** Does `line` need attention (failed, timed out, held with a note)? */
+export function needsAttention(line, header) {
+  const s = cellState(line, header);
+  return s === 'failed' || s === 'timedout' || Boolean(line.note);
+}
+
+/** The filters a URL hash carries: `#/ns/name?state=failed&group=canary&q=eu-`. */
+export function parseFilters(query) {
+  const p = new URLSearchParams(query || '');
+  return {
+    state: p.get('state') || '',
+    group: p.get('group') || '',
+    q: p.get('q') || '',
+    attention: p.get('attention') === '1',
+  };
+}
+
+export function formatFilters(f) {
+  const p = new URLSearchParams();
+  if (f.state) p.set('state', f.state);
+  if (f.group) p.set('group', f.group);
+  if (f.q) p.set('q', f.q);
+  if (f.attention) p.set('attention', '1');
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
+/** The rows of the table view under filters `f`: attention first, then by name. */
+export function rows(state, f) {
+  const out = [];
+  for (const line of state.clusters.values()) {
+    const cell = cellState(line, state.header);
+    if (f.state && cell !== f.state) continue;
+    if (f.group && (line.group ? line.group.name || String(line.group.index) : '') !== f.group) continue;
+    if (f.q && !line.cluster.includes(f.q)) continue;
+    if (f.attention && !needsAttention(line, state.header)) continue;
+    out.push({ line, cell });
+  }
+  const rank = (r) => (needsAttention(r.line, state.header) ? 0 : 1);
+  out.sort((a, b) => rank(a) - rank(b) || a.line.cluster.localeCompare(b.line.cluster));
+  return out;
+}

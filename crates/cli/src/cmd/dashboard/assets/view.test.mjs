@@ -1,0 +1,101 @@
+// node --test crates/cli/src/cmd/dashboard/assets/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  applyChange, bands, cellState, changedCells, counts, formatFilters, fromSnapshot,
+  parseFilters, reverting, rows, summary,
+} from './view.js';
+
+const header = {
+  name: 'app', namespace: 'ns', state: 'Progressing', message: '',
+  currentRevision: 'v1', updateRevision: 'v2',
+  placements: [{ name: 'canary' }, { name: 'fleet' }],
+};
+
+const line = (cluster, state, revision, extra = {}) => ({
+  cluster, placement: 'fleet', group: { name: 'g', index: 0 }, revision, state, since: null, ...extra,
+});
+
+test('a cell says where its cluster stands against the two revisions', () => {
+  assert.equal(cellState(line('a', 'Succeeded', 'v2'), header), 'updated');
+  assert.equal(cellState(line('a', 'Succeeded', 'v2', { soakUntil: '2026-12-05T00:00:00Z' }), header), 'soaking');
+  assert.equal(cellState(line('a', 'ToApply', 'v1'), header), 'stable');
+  assert.equal(cellState(line('a', 'ToApply', null), header), 'none');
+  assert.equal(cellState(line('a', 'ToApply', 'v0'), header), 'waiting');
+  assert.equal(cellState(line('a', 'Progressing', 'v2'), header), 'progressing');
+  assert.equal(cellState(line('a', 'Validating', 'v2'), header), 'validating');
+  assert.equal(cellState(line('a', 'Failed', 'v2'), header), 'failed');
+  assert.equal(cellState(line('a', 'TimeOut', 'v2'), header), 'timedout');
+  // Aborted: done on the stable revision is back, not updated.
+  const aborted = { ...header, state: 'Aborted' };
+  assert.equal(cellState(line('a', 'Succeeded', 'v1'), aborted), 'stable');
+});
+
+test('a change replaces the header, the clusters that changed, and drops those gone', () => {
+  const s0 = fromSnapshot({ ...header, clusters: [line('a', 'ToApply', 'v1'), line('b', 'ToApply', 'v1')] }, 4);
+  const s1 = applyChange(s0, {
+    seq: 5, header: { ...header, message: 'going' },
+    clusters: [line('a', 'Progressing', 'v2')], removed: ['b'],
+  });
+  assert.equal(s1.seq, 5);
+  assert.equal(s1.header.message, 'going');
+  assert.deepEqual([...s1.clusters.keys()], ['a']);
+  assert.equal(s0.clusters.size, 2, 'the old state is left as it was');
+  assert.deepEqual(changedCells(s0, s1), ['a']);
+  assert.deepEqual(changedCells(s1, s1), []);
+});
+
+test('bands follow the placements, then the decision groups in rollout order', () => {
+  const s = fromSnapshot({
+    ...header,
+    clusters: [
+      line('f2', 'ToApply', 'v1', { group: { name: 'wave-2', index: 2 } }),
+      line('f1', 'ToApply', 'v1', { group: { name: 'wave-1', index: 1 } }),
+      line('c1', 'ToApply', 'v1', { placement: 'canary', group: { name: '', index: 0 } }),
+      line('f0', 'ToApply', 'v1', { group: { name: 'wave-1', index: 1 } }),
+    ],
+  }, 1);
+  const b = bands(s);
+  assert.deepEqual(b.map((x) => [x.placement, x.group, x.clusters]), [
+    ['canary', '', ['c1']],
+    ['fleet', 'wave-1', ['f0', 'f1']],
+    ['fleet', 'wave-2', ['f2']],
+  ]);
+});
+
+test('the summary and the table say what the grid shows', () => {
+  const s = fromSnapshot({
+    ...header,
+    clusters: [
+      line('a', 'Succeeded', 'v2'), line('b', 'Failed', 'v2', { note: 'apply error' }),
+      line('c', 'ToApply', 'v1'), line('d', 'Progressing', 'v2'),
+    ],
+  }, 1);
+  assert.equal(counts(s).failed, 1);
+  assert.equal(summary(s),
+    'app: Progressing, 4 clusters: 1 failed, 1 progressing, 1 on the update revision, 1 on the stable revision');
+  assert.deepEqual(rows(s, parseFilters('')).map((r) => r.line.cluster), ['b', 'a', 'c', 'd'],
+    'attention first');
+  assert.deepEqual(rows(s, parseFilters('state=stable')).map((r) => r.line.cluster), ['c']);
+  assert.deepEqual(rows(s, parseFilters('q=d')).map((r) => r.line.cluster), ['d']);
+  assert.deepEqual(rows(s, parseFilters('attention=1')).map((r) => r.line.cluster), ['b']);
+});
+
+test('filters go to the URL and back', () => {
+  const f = { state: 'failed', group: 'canary', q: 'eu-', attention: true };
+  assert.deepEqual(parseFilters(formatFilters(f).slice(1)), f);
+  assert.equal(formatFilters({ state: '', group: '', q: '', attention: false }), '');
+});
+
+test('an abort counts the clusters back on the stable revision and names its causes', () => {
+  const aborted = {
+    ...header, state: 'Aborted',
+    lastAbort: { failedClusters: ['b'], timedOutClusters: ['c'] },
+  };
+  const s = fromSnapshot({
+    ...aborted,
+    clusters: [line('a', 'Succeeded', 'v1'), line('b', 'Progressing', 'v1'), line('c', 'ToApply', 'v2')],
+  }, 1);
+  assert.deepEqual(reverting(s), { back: 1, of: 3, causes: ['b', 'c'] });
+  assert.equal(reverting(fromSnapshot({ ...header, clusters: [] }, 1)), null);
+});
