@@ -41,6 +41,15 @@ fi
 # kubectl at the hub's version, for the README walkthrough's script (examples/).
 PATH="$(dirname "$(scripts/hub.sh kubectl)"):$PATH"
 
+# Chromium and its WebDriver, for the dashboard's browser test (crates/cli/tests/browser.rs):
+# Debian's packages, installed when run as root; elsewhere that test skips, and says so.
+if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "test.sh: installing chromium and chromium-driver" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2 ||
+        { apt-get update -qq >&2 &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2; }
+fi
+
 # The dashboard page's pure logic (crates/cli/src/cmd/dashboard/assets/view.js).
 if command -v node >/dev/null; then
     node --test crates/cli/src/cmd/dashboard/assets/

@@ -1,0 +1,241 @@
+//! The dashboard in a real browser (issue #19): headless Chromium driven over WebDriver
+//! (`browser/webdriver.rs`), against the test hub, the simulated fleet (1,000 clusters in
+//! three decision groups) and the controller. The grid fills as a rollout progresses; a
+//! bad revision shows the abort and the revert counting up, with the clusters that set it
+//! off marked; the text alternative agrees with `mwrs get`; a request without the token
+//! is refused. It saves a screenshot (`target/dashboard.png`) and prints the page's
+//! redraw times (measured, never asserted).
+//!
+//! Needs `MWRS_TEST_KUBECONFIG` and Chromium's driver (`chromedriver` on PATH or
+//! `MWRS_CHROMEDRIVER`; `scripts/test.sh` installs Debian's `chromium-driver`); skipped
+//! without them unless CI=true.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "browser/webdriver.rs"]
+mod webdriver;
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{mwrs, rows, start_controller};
+use mwrs_fleet::placement::DecisionGroup;
+use mwrs_testsupport::{TestHub, configmap_template};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use webdriver::Browser;
+
+const CLUSTERS: usize = 1000;
+/// Clusters of the second group on which v3 degrades.
+const BAD: usize = 5;
+
+fn chromedriver() -> Option<String> {
+    let found = std::env::var("MWRS_CHROMEDRIVER")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .or_else(|| {
+            let out = std::process::Command::new("sh")
+                .args(["-c", "command -v chromedriver"])
+                .output()
+                .ok()?;
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (!path.is_empty()).then_some(path)
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and no chromedriver (scripts/test.sh installs it)"
+        );
+        eprintln!("SKIPPED: no chromedriver");
+    }
+    found
+}
+
+/// `mwrs dashboard` for the test's namespace: the process and its URL.
+async fn dashboard(hub: &TestHub) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mwrs"))
+        .arg("--kubeconfig")
+        .arg(&hub.kubeconfig)
+        .args(["-n", &hub.namespace, "dashboard"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .await
+        .unwrap();
+    (child, url.trim().to_string())
+}
+
+/// Waits, up to `limit`, until `probe` (a script run in the page) returns something
+/// `done` accepts; returns every distinct value seen on the way.
+async fn watch_page(
+    b: &Browser,
+    probe: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let t = Instant::now();
+    let mut seen: Vec<Value> = Vec::new();
+    loop {
+        let v = b.eval(probe).await;
+        if seen.last() != Some(&v) {
+            seen.push(v.clone());
+        }
+        if done(&v) {
+            return seen;
+        }
+        assert!(t.elapsed() < limit, "timed out; the page showed {seen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Counts of the grid's cells by class, as the page draws them.
+const CELLS: &str = "const n = {}; \
+    for (const c of document.querySelectorAll('#grid .cell')) { \
+      const s = [...c.classList].find((k) => k.startsWith('s-')); n[s] = (n[s] || 0) + 1; } \
+    return {cells: n, summary: (document.getElementById('summary') || {}).textContent || '', \
+      abort: (document.getElementById('abort') || {}).textContent || '', \
+      causes: document.querySelectorAll('#grid .cell.cause').length, \
+      revisions: (document.querySelector('#head p:nth-of-type(2)') || {}).textContent || '', \
+      conn: document.getElementById('conn').textContent};";
+
+fn count(v: &Value, class: &str) -> u64 {
+    v["cells"][class].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
+    let Some(driver) = chromedriver() else {
+        return;
+    };
+    let Some(hub) = TestHub::from_env("cli-browser", CLUSTERS).await else {
+        return;
+    };
+    let c = &hub.clusters;
+    hub.publish(
+        "p",
+        &[
+            DecisionGroup::new("canary", c[..100].to_vec()),
+            DecisionGroup::new("wave-1", c[100..400].to_vec()),
+            DecisionGroup::new("wave-2", c[400..].to_vec()),
+        ],
+    )
+    .await;
+    let bad: BTreeSet<String> = c[100..100 + BAD].iter().cloned().collect();
+    let _agent = mwrs_fleet::Agent::start(
+        hub.client.clone(),
+        mwrs_fleet::AgentConfig::new(c.clone()).behaviour(move |w| {
+            let v3 = w.spec.to_string().contains("\"version\":\"v3\"");
+            let after = Duration::from_millis(200);
+            if v3 && bad.contains(w.cluster) {
+                mwrs_fleet::Behaviour::Degrade { after }
+            } else {
+                mwrs_fleet::Behaviour::Succeed { after }
+            }
+        }),
+    );
+    let _controller = start_controller(&hub);
+    let strategy = json!({"type": "ProgressivePerGroup", "failureStrategy": "AbortAll",
+        "progressivePerGroup": {"progressDeadline": "60s"}});
+    hub.create_mwrs(&mwrs_testsupport::mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", strategy)],
+    ))
+    .await;
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "180s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let (_dash, url) = dashboard(&hub).await;
+    let base = url.split_once("/?token=").unwrap().0.to_string();
+    let b = Browser::start(&driver).await;
+    // Without the token: refused, and the page says how to get in.
+    b.goto(&format!("{base}/")).await;
+    let text = b.eval("return document.body.textContent").await;
+    assert!(text.as_str().unwrap().contains("no token"), "{text}");
+
+    b.goto(&url).await;
+    b.goto(&format!("{base}/#/{}/app", hub.namespace)).await;
+    let all_updated = |v: &Value| count(v, "s-updated") == CLUSTERS as u64;
+    let seen = watch_page(&b, CELLS, Duration::from_secs(60), all_updated).await;
+    let v1 = seen.last().unwrap()["revisions"].clone();
+
+    // v2: the grid fills group by group.
+    hub.set_template("app", configmap_template("v2")).await;
+    let seen = watch_page(&b, CELLS, Duration::from_secs(180), |v| {
+        v["revisions"] != v1
+            && all_updated(v)
+            && v["summary"].as_str().unwrap().contains("Complete")
+    })
+    .await;
+    let partway = seen.iter().any(|v| {
+        let updated = count(v, "s-updated");
+        updated > 0 && updated < CLUSTERS as u64 && count(v, "s-stable") > 0
+    });
+    assert!(
+        partway,
+        "the grid never showed the rollout partway: {seen:?}"
+    );
+
+    // v3 degrades on five clusters of wave-1: the abort, and the revert counting up.
+    hub.set_template("app", configmap_template("v3")).await;
+    let seen = watch_page(&b, CELLS, Duration::from_secs(180), |v| {
+        v["abort"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{CLUSTERS} of {CLUSTERS} back"))
+    })
+    .await;
+    let reverts: BTreeSet<&str> = seen
+        .iter()
+        .filter_map(|v| v["abort"].as_str())
+        .filter(|a| a.contains("reverting"))
+        .collect();
+    assert!(
+        reverts.len() >= 2,
+        "the revert never counted up: {reverts:?}"
+    );
+    let last = seen.last().unwrap();
+    assert!(last["causes"].as_u64().unwrap() >= 1, "{last}");
+    assert_eq!(count(last, "s-stable"), CLUSTERS as u64, "{last}");
+
+    // The text alternative agrees with `mwrs get`.
+    let got = mwrs(&hub, &["get", "app"]).await;
+    let row = &rows(&got.out)[0];
+    let summary = last["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(&format!(
+            "app: {}, {} clusters",
+            row["STATUS"], row["DESIRED"]
+        )),
+        "{summary} vs {row:?}"
+    );
+    b.eval("document.querySelector('.filters button').click(); return 1")
+        .await;
+    let table = b
+        .eval("return document.querySelectorAll('#table tbody tr').length")
+        .await;
+    assert_eq!(table.as_u64(), Some(CLUSTERS as u64));
+
+    let png = b.screenshot().await;
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard.png");
+    std::fs::write(&out, &png).unwrap();
+    let redraw = b.eval("return window.mwrsRedraw").await;
+    eprintln!(
+        "dashboard at {CLUSTERS} clusters: redraws {}, last {:.1} ms, slowest {:.1} ms; screenshot {}",
+        redraw["count"],
+        redraw["last"].as_f64().unwrap_or_default(),
+        redraw["max"].as_f64().unwrap_or_default(),
+        out.display()
+    );
+    assert!(redraw["count"].as_u64().unwrap_or(0) > 0);
+}
