@@ -266,6 +266,9 @@ pub struct DashboardArgs {
     /// The port (0: any free one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// Open the URL in a browser (xdg-open, or open on macOS).
+    #[arg(long)]
+    pub open: bool,
 }
 
 #[derive(Args, Debug)]

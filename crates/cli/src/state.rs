@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
+use mwrs_api::rollout::RolloutStrategy;
 use mwrs_engine::plan::ClusterReport;
 use mwrs_engine::rollout::RolloutStatus;
 use serde::Serialize;
@@ -42,7 +43,7 @@ pub fn abort_line(a: &AbortRecord, now: Timestamp) -> String {
 }
 
 /// Counts of one placement's clusters by state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementProgress {
     pub name: String,
@@ -57,6 +58,10 @@ pub struct PlacementProgress {
     pub succeeded: usize,
     pub failed: usize,
     pub time_out: usize,
+    /// The placementRef's `rolloutStrategy` as the spec gives it (the budgets the counts
+    /// are held against).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<RolloutStrategy>,
 }
 
 /// Per placementRef (in spec order), counts from the planner's reports.
@@ -84,6 +89,7 @@ pub fn placements(m: &ManifestWorkReplicaSet, reports: &[ClusterReport]) -> Vec<
         .iter()
         .map(|r| PlacementProgress {
             name: r.name.clone(),
+            strategy: r.rollout_strategy.clone(),
             ..by.remove(r.name.as_str()).unwrap_or_default()
         })
         .collect()
@@ -116,6 +122,12 @@ pub fn published_placements(m: &ManifestWorkReplicaSet) -> Vec<PlacementProgress
                 succeeded: done,
                 failed,
                 time_out: 0,
+                strategy: m
+                    .spec
+                    .placement_refs
+                    .iter()
+                    .find(|r| r.name == p.name)
+                    .and_then(|r| r.rollout_strategy.clone()),
             }
         })
         .collect()

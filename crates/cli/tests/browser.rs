@@ -186,6 +186,17 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         "the grid never showed the rollout partway: {seen:?}"
     );
 
+    // The strategy's budgets next to the counts.
+    let budget = b
+        .eval("return document.querySelector('.budget').textContent")
+        .await;
+    let budget = budget.as_str().unwrap();
+    assert!(
+        budget.starts_with("ProgressivePerGroup · failures 0 of maxFailures 0")
+            && budget.contains("progressDeadline 60s"),
+        "{budget}"
+    );
+
     // v3 degrades on five clusters of wave-1: the abort, and the revert counting up.
     hub.set_template("app", configmap_template("v3")).await;
     let seen = watch_page(&b, CELLS, Duration::from_secs(180), |v| {

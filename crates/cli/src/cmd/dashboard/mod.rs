@@ -4,11 +4,12 @@
 //! answers only requests with the one-time token printed, with the URL, on the first line
 //! of stdout ([`guard`]).
 //!
-//! Built so far: the guard, the data as JSON ([`api`]), the live stream ([`feed`]) and
-//! the page (`assets/`: `view.js` is its pure logic, tested with `node --test`). Not yet:
-//! the real-browser test, the live budgets of the strategy, a cluster's ManifestWork
-//! conditions, `--open` and the actions; the command is hidden from `--help` until they
-//! are built.
+//! Built so far: the guard, the data as JSON ([`api`]), the live stream ([`feed`]), the
+//! page (`assets/`: `view.js` is its pure logic, tested with `node --test`) with the
+//! strategy's budgets, and `--open`. Not yet:
+//! a cluster's ManifestWork conditions, the planned waves, the actions and the
+//! measurements at 5,000 clusters; the command is hidden from `--help` until they are
+//! built.
 
 pub mod api;
 pub mod feed;
@@ -79,7 +80,11 @@ pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> 
         namespace: (!g.all_namespaces).then(|| hub.namespace.clone()),
         url: hub.url.clone(),
     };
-    println!("http://{bound}/?token={}", guard.token());
+    let url = format!("http://{bound}/?token={}", guard.token());
+    println!("{url}");
+    if a.open {
+        open_browser(&url);
+    }
     if !bound.ip().is_loopback() {
         eprintln!(
             "warning: listening on {bound}, beyond this machine: anyone with the URL reads the \
@@ -93,4 +98,21 @@ pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> 
         .await
         .map_err(|e| CliError::error(format!("serving on {bound}: {e}")))?;
     Ok(Exit::Ok)
+}
+
+/// Opens `url` in the desktop's browser; says so when it cannot (the URL is printed).
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let started = std::process::Command::new(opener)
+        .arg(url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = started {
+        eprintln!("cannot open a browser ({opener}: {e}): open the URL above");
+    }
 }

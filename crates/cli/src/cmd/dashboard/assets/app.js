@@ -197,13 +197,15 @@ function drawHead() {
     parts.push(el('p', { class: 'abort', id: 'abort', text }));
   }
   if (h.note) parts.push(el('p', { text: h.note }));
-  const budgets = el('div', { class: 'budgets' });
+  const budgets = el('div', { class: 'budgets', id: 'budgets' });
   for (const p of h.placements || []) {
     const bar = el('span', { class: 'bar' }, el('span'));
     bar.firstChild.style.width = `${p.desired ? Math.round((100 * p.done) / p.desired) : 0}%`;
     const extra = [p.progressing && `${p.progressing} progressing`, p.validating && `${p.validating} validating`,
       p.failed && `${p.failed} failed`, p.timeOut && `${p.timeOut} timed out`].filter(Boolean).join(', ');
-    budgets.append(el('span', {}, `${p.name} `, bar, ` ${p.done}/${p.desired}${extra ? ` (${extra})` : ''}`));
+    budgets.append(el('div', {},
+      el('span', {}, `${p.name} `, bar, ` ${p.done}/${p.desired}${extra ? ` (${extra})` : ''}`),
+      el('div', { class: 'budget', 'data-placement': p.name, text: V.budgetText(V.budgets(p, s, Date.now())) })));
   }
   parts.push(budgets);
   head.replaceChildren(...parts);
@@ -254,7 +256,18 @@ function detail(name) {
     el('p', { text: line.note ? `note: ${line.note}` : 'no note' }));
 }
 
+/** Moves the deadline countdowns once a second (nothing else changes with time alone). */
+function tick() {
+  if (!page.state || document.hidden) return;
+  for (const p of page.state.header.placements || []) {
+    const line = document.querySelector(`.budget[data-placement="${CSS.escape(p.name)}"]`);
+    if (line) line.textContent = V.budgetText(V.budgets(p, page.state, Date.now()));
+  }
+}
+
 // ---- wiring ---------------------------------------------------------------------------
+
+setInterval(tick, 1000);
 
 function navigate() {
   const r = route();

@@ -168,3 +168,67 @@ export function rows(state, f) {
   out.sort((a, b) => rank(a) - rank(b) || a.line.cluster.localeCompare(b.line.cluster));
   return out;
 }
+
+/** A Go duration ("90s", "1m30s", "1h", "250ms") in ms; null for none or "Never". */
+export function parseDuration(s) {
+  if (!s || s === 'Never') return null;
+  const re = /(\d+(?:\.\d+)?)(ms|h|m|s)/gy;
+  let total = 0;
+  let m;
+  let at = 0;
+  while ((m = re.exec(s)) !== null) {
+    const n = Number(m[1]);
+    total += n * { h: 3600000, m: 60000, s: 1000, ms: 1 }[m[2]];
+    at = re.lastIndex;
+  }
+  return at === s.length && at > 0 ? total : null;
+}
+
+/**
+ * A placementRef's budgets at `now` (ms): its strategy's limits next to what its clusters
+ * use of them, and when the first in-flight cluster's deadline passes.
+ */
+export function budgets(placement, state, now) {
+  const st = placement.strategy || {};
+  const type = st.type || 'All';
+  const key = { All: 'all', Progressive: 'progressive', ProgressivePerGroup: 'progressivePerGroup' }[type];
+  const cfg = (key && st[key]) || {};
+  const deadline = parseDuration(cfg.progressDeadline);
+  let inFlight = 0;
+  let next = null;
+  for (const line of state.clusters.values()) {
+    if (line.placement !== placement.name) continue;
+    if (line.state !== 'Progressing' && line.state !== 'Validating') continue;
+    inFlight += 1;
+    if (deadline !== null && line.since) {
+      const at = Date.parse(line.since) + deadline;
+      if (next === null || at < next) next = at;
+    }
+  }
+  return {
+    type,
+    failures: placement.failed + placement.timeOut,
+    maxFailures: cfg.maxFailures === undefined ? 0 : cfg.maxFailures,
+    inFlight,
+    maxConcurrency: cfg.maxConcurrency === undefined ? null : cfg.maxConcurrency,
+    progressDeadline: cfg.progressDeadline || null,
+    deadlineInMs: next === null ? null : next - now,
+    minSuccessTime: cfg.minSuccessTime || null,
+  };
+}
+
+/** `budgets` in words. */
+export function budgetText(b) {
+  const parts = [b.type, `failures ${b.failures} of maxFailures ${b.maxFailures}`];
+  parts.push(b.maxConcurrency === null ? `${b.inFlight} in flight`
+    : `${b.inFlight} in flight of maxConcurrency ${b.maxConcurrency}`);
+  if (b.progressDeadline) {
+    let d = `progressDeadline ${b.progressDeadline}`;
+    if (b.deadlineInMs !== null) {
+      d += b.deadlineInMs > 0 ? ` (the first passes in ${Math.ceil(b.deadlineInMs / 1000)}s)` : ' (passed)';
+    }
+    parts.push(d);
+  }
+  if (b.minSuccessTime) parts.push(`minSuccessTime ${b.minSuccessTime}`);
+  return parts.join(' · ');
+}

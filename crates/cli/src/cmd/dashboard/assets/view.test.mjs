@@ -99,3 +99,41 @@ test('an abort counts the clusters back on the stable revision and names its cau
   assert.deepEqual(reverting(s), { back: 1, of: 3, causes: ['b', 'c'] });
   assert.equal(reverting(fromSnapshot({ ...header, clusters: [] }, 1)), null);
 });
+
+test('durations read as Go writes them', async () => {
+  const { parseDuration } = await import('./view.js');
+  assert.equal(parseDuration('90s'), 90000);
+  assert.equal(parseDuration('1m30s'), 90000);
+  assert.equal(parseDuration('1h'), 3600000);
+  assert.equal(parseDuration('250ms'), 250);
+  assert.equal(parseDuration('Never'), null);
+  assert.equal(parseDuration('ten'), null);
+  assert.equal(parseDuration('10x'), null);
+});
+
+test('budgets hold the counts against the strategy, with the next deadline', async () => {
+  const { budgets, budgetText } = await import('./view.js');
+  const placement = {
+    name: 'fleet', failed: 1, timeOut: 0,
+    strategy: { type: 'Progressive', progressive: { maxConcurrency: 2, maxFailures: '10%', progressDeadline: '1m', minSuccessTime: '30s' } },
+  };
+  const t0 = Date.parse('2026-12-05T00:00:00Z');
+  const s = fromSnapshot({
+    ...header,
+    clusters: [
+      line('a', 'Progressing', 'v2', { since: '2026-12-05T00:00:00Z' }),
+      line('b', 'Progressing', 'v2', { since: '2026-12-05T00:00:20Z' }),
+      line('c', 'Failed', 'v2'),
+      line('d', 'Progressing', 'v2', { placement: 'canary', since: '2026-12-04T00:00:00Z' }),
+    ],
+  }, 1);
+  const b = budgets(placement, s, t0 + 15000);
+  assert.deepEqual({ ...b }, {
+    type: 'Progressive', failures: 1, maxFailures: '10%', inFlight: 2, maxConcurrency: 2,
+    progressDeadline: '1m', deadlineInMs: 45000, minSuccessTime: '30s',
+  });
+  assert.equal(budgetText(b),
+    'Progressive · failures 1 of maxFailures 10% · 2 in flight of maxConcurrency 2 · progressDeadline 1m (the first passes in 45s) · minSuccessTime 30s');
+  assert.equal(budgetText(budgets({ name: 'x', failed: 0, timeOut: 0 }, s, t0)),
+    'All · failures 0 of maxFailures 0 · 0 in flight');
+});
