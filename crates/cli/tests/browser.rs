@@ -237,6 +237,25 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         .await;
     assert_eq!(table.as_u64(), Some(CLUSTERS as u64));
 
+    // A click on a cell shows its ManifestWork's conditions.
+    b.eval("document.querySelector('#grid .cell.cause').click(); return 1")
+        .await;
+    let conditions = watch_page(
+        &b,
+        "return (document.getElementById('conditions') || {}).textContent || ''",
+        Duration::from_secs(30),
+        |v| v.as_str().is_some_and(|t| t.contains("Applied")),
+    )
+    .await;
+    assert!(
+        conditions
+            .last()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("Degraded")
+    );
+
     let png = b.screenshot().await;
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard.png");
     std::fs::write(&out, &png).unwrap();

@@ -146,6 +146,28 @@ async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
         .json();
     assert_eq!(served, printed);
 
+    // A cluster's ManifestWork, as its agent reports it.
+    let work = format!(
+        "/api/mwrs/{}/app/clusters/{}",
+        hub.namespace, hub.clusters[0]
+    );
+    let (status, body) = get(&d.addr, &work, &bearer).await;
+    assert_eq!(status, 200, "{body}");
+    let work: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(work["revision"], printed["currentRevision"]);
+    let types: Vec<&str> = work["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert!(
+        types.contains(&"Applied") && types.contains(&"Available"),
+        "{types:?}"
+    );
+    let none = format!("/api/mwrs/{}/app/clusters/no-such-cluster", hub.namespace);
+    assert_eq!(get(&d.addr, &none, &bearer).await.0, 404);
+
     let (status, body) = get(&d.addr, "/api/mwrs/elsewhere/app", &bearer).await;
     assert_eq!(status, 404, "{body}");
     let missing = format!("/api/mwrs/{}/nope", hub.namespace);

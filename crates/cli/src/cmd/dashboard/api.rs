@@ -1,6 +1,7 @@
 //! The dashboard's data, read from the hub as the user on each request: every MWRS of the
-//! namespace (or of every namespace) with its state, as `get` shows it, and one MWRS as
-//! `rollout status` shows it (the same [`View`], computed by the same engine stages).
+//! namespace (or of every namespace) with its state, as `get` shows it, one MWRS as
+//! `rollout status` shows it (the same [`View`], computed by the same engine stages), and
+//! one cluster's ManifestWork conditions.
 
 use std::sync::Arc;
 
@@ -11,7 +12,10 @@ use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::work::ManifestWork;
+use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::phase::{Phase, phase};
 use serde::Serialize;
 
@@ -118,4 +122,40 @@ pub async fn one(
         Timestamp::now(),
     );
     Ok(Json(view))
+}
+
+/// One cluster's ManifestWork of an MWRS: its name, the revision it carries and the
+/// conditions its agent reports (with their messages).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkDetail {
+    pub name: String,
+    pub revision: Option<String>,
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+}
+
+/// `GET /api/mwrs/{namespace}/{name}/clusters/{cluster}`: that cluster's ManifestWork.
+pub async fn cluster(
+    State(s): State<Arc<Source>>,
+    Path((namespace, name, cluster)): Path<(String, String, String)>,
+) -> Result<Json<WorkDetail>, ApiError> {
+    if s.namespace.as_ref().is_some_and(|ns| *ns != namespace) {
+        let why = format!("namespace {namespace} is not shown (use -n {namespace} or -A)");
+        return Err(CliError::new(Exit::NotFound, why).into());
+    }
+    let (k, v) = OwnerKey::new(namespace, name.as_str()).selector();
+    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+    let list = api
+        .list(&ListParams::default().labels(&format!("{k}={v}")))
+        .await
+        .map_err(|e| CliError::kube(&format!("listing manifestworks in {cluster}"), e))?;
+    let Some(w) = list.items.into_iter().next() else {
+        let why = format!("mwrs/{name} has no ManifestWork in cluster {cluster}");
+        return Err(CliError::new(Exit::NotFound, why).into());
+    };
+    Ok(Json(WorkDetail {
+        name: w.name_any(),
+        revision: w.labels().get(labels::CONTROLLER_HASH).cloned(),
+        conditions: w.status.and_then(|st| st.conditions).unwrap_or_default(),
+    }))
 }

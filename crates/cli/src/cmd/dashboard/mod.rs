@@ -6,8 +6,8 @@
 //!
 //! Built so far: the guard, the data as JSON ([`api`]), the live stream ([`feed`]), the
 //! page (`assets/`: `view.js` is its pure logic, tested with `node --test`) with the
-//! strategy's budgets, and `--open`. Not yet:
-//! a cluster's ManifestWork conditions, the planned waves, the actions and the
+//! strategy's budgets and a cluster's ManifestWork conditions, and `--open`. Not yet:
+//! the planned waves, the actions and the
 //! measurements at 5,000 clusters; the command is hidden from `--help` until they are
 //! built.
 
@@ -50,6 +50,10 @@ pub fn router(source: api::Source, g: guard::Guard) -> Router {
         )
         .route("/api/mwrs", get(api::list))
         .route("/api/mwrs/{namespace}/{name}", get(api::one))
+        .route(
+            "/api/mwrs/{namespace}/{name}/clusters/{cluster}",
+            get(api::cluster),
+        )
         .with_state(source)
         .merge(live)
         .layer(axum::middleware::from_fn_with_state(g, guard::guard))

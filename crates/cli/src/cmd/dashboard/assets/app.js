@@ -245,7 +245,7 @@ function drawTable(f) {
   t.replaceChildren(el('table', {}, el('thead', {}, head), body));
 }
 
-function detail(name) {
+async function detail(name) {
   const line = page.state && page.state.clusters.get(name);
   const d = document.getElementById('detail');
   if (!line || !d) return;
@@ -253,7 +253,27 @@ function detail(name) {
   d.replaceChildren(
     el('h3', { text: name }),
     el('p', { text: `${line.state} on ${line.revision || 'no revision'} since ${line.since || '-'}` }),
-    el('p', { text: line.note ? `note: ${line.note}` : 'no note' }));
+    el('p', { text: line.note ? `note: ${line.note}` : 'no note' }),
+    el('p', { text: 'reading its ManifestWork ...' }));
+  const [namespace, mwrs] = page.key.split('/');
+  const url = `/api/mwrs/${encodeURIComponent(namespace)}/${encodeURIComponent(mwrs)}/clusters/${encodeURIComponent(name)}`;
+  let work;
+  try {
+    const r = await fetch(url);
+    work = await r.json();
+    if (!r.ok) throw new Error(work.error || r.statusText);
+  } catch (e) {
+    d.lastChild.textContent = `its ManifestWork cannot be read: ${e.message}`;
+    return;
+  }
+  const body = el('tbody');
+  for (const c of work.conditions) {
+    body.append(el('tr', {}, el('td', { text: c.type }), el('td', { text: c.status }),
+      el('td', { text: c.reason }), el('td', { text: c.lastTransitionTime }), el('td', { text: c.message })));
+  }
+  const head = el('tr', {}, ...['CONDITION', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'].map((x) => el('th', { text: x })));
+  d.lastChild.replaceWith(el('p', { text: `ManifestWork ${work.name} (revision ${work.revision || '-'})` }),
+    el('table', { id: 'conditions' }, el('thead', {}, head), body));
 }
 
 /** Moves the deadline countdowns once a second (nothing else changes with time alone). */
