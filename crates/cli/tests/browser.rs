@@ -17,14 +17,12 @@ mod common;
 mod webdriver;
 
 use std::collections::BTreeSet;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{mwrs, rows, start_controller};
 use mwrs_fleet::placement::DecisionGroup;
 use mwrs_testsupport::{TestHub, configmap_template};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use webdriver::Browser;
 
 const CLUSTERS: usize = 1000;
@@ -51,24 +49,6 @@ fn chromedriver() -> Option<String> {
         eprintln!("SKIPPED: no chromedriver");
     }
     found
-}
-
-/// `mwrs dashboard` for the test's namespace: the process and its URL.
-async fn dashboard(hub: &TestHub) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mwrs"))
-        .arg("--kubeconfig")
-        .arg(&hub.kubeconfig)
-        .args(["-n", &hub.namespace, "dashboard"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .await
-        .unwrap();
-    (child, url.trim().to_string())
 }
 
 /// Waits, up to `limit`, until `probe` (a script run in the page) returns something
@@ -155,7 +135,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     .await;
     assert_eq!(r.code, 0, "{r:?}");
 
-    let (_dash, url) = dashboard(&hub).await;
+    let (_dash, url) = common::start_dashboard(&hub).await;
     let base = url.split_once("/?token=").unwrap().0.to_string();
     let b = Browser::start(&driver).await;
     // Without the token: refused, and the page says how to get in.

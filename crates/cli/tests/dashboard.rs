@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{agent_succeeding, create_v1, mwrs, start_controller, watch};
@@ -26,24 +25,8 @@ struct Dashboard {
 }
 
 async fn start(hub: &TestHub) -> Dashboard {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mwrs"))
-        .arg("--kubeconfig")
-        .arg(&hub.kubeconfig)
-        .args(["-n", &hub.namespace, "dashboard"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run mwrs dashboard");
-    let stdout = child.stdout.take().unwrap();
-    let mut first = String::new();
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(stdout).read_line(&mut first),
-    )
-    .await
-    .expect("the URL within 30 s")
-    .unwrap();
-    let rest = first.trim().strip_prefix("http://").expect(&first);
+    let (child, first) = common::start_dashboard(hub).await;
+    let rest = first.strip_prefix("http://").expect(&first);
     let (addr, token) = rest.split_once("/?token=").expect(&first);
     assert!(
         addr.starts_with("127.0.0.1:"),

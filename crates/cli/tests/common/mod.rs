@@ -172,3 +172,27 @@ pub fn version_of(spec: &Value) -> Option<&str> {
     spec.pointer("/workload/manifests/0/data/version")
         .and_then(Value::as_str)
 }
+
+/// `mwrs dashboard` for the test's namespace: the process (killed on drop) and the URL
+/// with the token, the first line it prints (within 30 s).
+pub async fn start_dashboard(hub: &TestHub) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mwrs"))
+        .arg("--kubeconfig")
+        .arg(&hub.kubeconfig)
+        .args(["-n", &hub.namespace, "dashboard"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run mwrs dashboard");
+    let stdout = child.stdout.take().expect("its stdout");
+    let mut first = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::BufReader::new(stdout).read_line(&mut first),
+    )
+    .await
+    .expect("the URL within 30 s")
+    .expect("read the URL");
+    (child, first.trim().to_string())
+}
