@@ -6,6 +6,7 @@
 #   bench/run.sh --sizes 1000 --no-peer
 #   BENCH_JSON=out.json bench/run.sh   # also write the results as JSON
 #   bench/run.sh --plugin-clusters 1000 --no-peer   # the rollout-plugin run instead
+#   bench/run.sh --dashboard-clusters 5000 --no-peer   # the dashboard run instead
 #
 # Extra arguments go to mwrs-bench (see `mwrs-bench --help`).
 set -euo pipefail

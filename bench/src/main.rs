@@ -48,6 +48,7 @@ use tokio::process::{Child, Command};
 use crate::cpu::{Role, Sampler, Split};
 
 mod cpu;
+mod dashboard;
 mod many;
 mod plugin;
 
@@ -99,6 +100,10 @@ struct Args {
     /// The `mwrs-feedback-plugin` binary, for `--plugin-clusters`.
     #[arg(long)]
     feedback_plugin: Option<PathBuf>,
+    /// Instead of the sizes: the dashboard run over this many clusters
+    /// (bench/src/dashboard.rs), with `--cli`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["many_mwrs", "plugin_clusters"])]
+    dashboard_clusters: Option<usize>,
     #[arg(long, default_value_t = 5, value_name = "K")]
     abort_runs: usize,
     /// The test hub's process (`hub.pid` of its state dir): its CPU is split out of the
@@ -1359,7 +1364,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.workdir)?;
     let client = client_from(&args.kubeconfig).await?;
-    let max = match (args.many_mwrs, args.plugin_clusters) {
+    let max = match (
+        args.many_mwrs,
+        args.plugin_clusters.or(args.dashboard_clusters),
+    ) {
         (Some(_), _) => args.many_clusters,
         (None, Some(n)) => n,
         (None, None) => args.sizes.iter().copied().max().unwrap_or(0),
@@ -1429,6 +1437,19 @@ async fn main() -> anyhow::Result<()> {
         plugin::print(&row);
         if let Some(path) = &bench.args.json {
             std::fs::write(path, serde_json::to_string_pretty(&plugin::json(&row))?)?;
+        }
+        return Ok(());
+    }
+    if let Some(n) = bench.args.dashboard_clusters {
+        let Some(cli) = bench.args.cli.clone() else {
+            bail!("--dashboard-clusters needs --cli");
+        };
+        eprintln!("== the dashboard over {n} clusters");
+        let row = bench.dashboard_run(&cli, n).await?;
+        agent.stop();
+        dashboard::print(&row);
+        if let Some(path) = &bench.args.json {
+            std::fs::write(path, serde_json::to_string_pretty(&dashboard::json(&row))?)?;
         }
         return Ok(());
     }
