@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use kube::api::{DeleteParams, PostParams};
 use mwrs_fleet::placement::{self, DecisionGroup};
+use mwrs_testsupport::sse::{SseEvent, SseStream};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::{Bench, Proc};
 
@@ -30,64 +30,6 @@ pub struct DashboardRow {
     pub snapshots_bytes: usize,
     pub cpu_s: f64,
     pub peak_rss_bytes: u64,
-}
-
-/// The SSE stream of a page, read off a raw connection (HTTP/1.1, chunked).
-struct Stream {
-    r: BufReader<tokio::net::TcpStream>,
-    text: String,
-    /// Bytes of event data received.
-    bytes: usize,
-}
-
-impl Stream {
-    async fn open(addr: &str, path: &str, token: &str) -> anyhow::Result<Self> {
-        let mut s = tokio::net::TcpStream::connect(addr).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n");
-        s.write_all(request.as_bytes()).await?;
-        let mut r = BufReader::new(s);
-        let mut line = String::new();
-        r.read_line(&mut line).await?;
-        if !line.starts_with("HTTP/1.1 200") {
-            bail!("the stream answered {line}");
-        }
-        while line != "\r\n" {
-            line.clear();
-            r.read_line(&mut line).await?;
-        }
-        Ok(Self {
-            r,
-            text: String::new(),
-            bytes: 0,
-        })
-    }
-
-    /// The next event: its kind and data.
-    async fn next(&mut self) -> anyhow::Result<(String, Value)> {
-        loop {
-            if let Some(end) = self.text.find("\n\n") {
-                let block: String = self.text.drain(..end + 2).collect();
-                let kind = block.lines().find_map(|l| l.strip_prefix("event:"));
-                let data: String = block
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                if let Some(kind) = kind {
-                    self.bytes += data.len();
-                    return Ok((kind.trim().to_string(), serde_json::from_str(&data)?));
-                }
-                continue;
-            }
-            let mut size = String::new();
-            self.r.read_line(&mut size).await?;
-            let n = usize::from_str_radix(size.trim(), 16).context("a chunk size")?;
-            let mut chunk = vec![0u8; n + 2];
-            self.r.read_exact(&mut chunk).await?;
-            self.text.push_str(&String::from_utf8_lossy(&chunk[..n]));
-        }
-    }
 }
 
 impl Bench {
@@ -115,8 +57,10 @@ impl Bench {
             clusters: n,
             ..DashboardRow::default()
         };
-        let mut page = Stream::open(&addr, &format!("/api/mwrs/{NS}/app/events"), &token).await?;
-        let (_, first) = page.next().await?;
+        let auth = format!("Bearer {token}");
+        let path = format!("/api/mwrs/{NS}/app/events");
+        let mut page = SseStream::open(&addr, &path, &[("Authorization", &auth)]).await?;
+        let first = page.next().await?.data;
         row.snapshot_bytes = page.bytes;
         let mut view = first["view"].clone();
         let old = view["currentRevision"].clone();
@@ -125,7 +69,7 @@ impl Bench {
         self.set_version(NS, "app", "v2").await?;
         let deadline = t0 + self.timeout();
         loop {
-            let (kind, data) = tokio::time::timeout_at(deadline.into(), page.next())
+            let SseEvent { kind, data, .. } = tokio::time::timeout_at(deadline.into(), page.next())
                 .await
                 .context("the fan-out never showed complete on the stream")??;
             if kind != "change" {

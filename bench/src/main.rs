@@ -1346,6 +1346,14 @@ fn report(rows: &[Row]) {
     }
 }
 
+/// Writes a run's results to `--json`, if given.
+fn write_json(bench: &Bench, results: &Value) -> anyhow::Result<()> {
+    if let Some(path) = &bench.args.json {
+        std::fs::write(path, serde_json::to_string_pretty(results)?)?;
+    }
+    Ok(())
+}
+
 async fn client_from(path: &Path) -> anyhow::Result<Client> {
     let kc = Kubeconfig::read_from(path)?;
     let config = KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
@@ -1422,10 +1430,7 @@ async fn main() -> anyhow::Result<()> {
         let row = bench.many(count, max).await?;
         agent.stop();
         many::print(&row);
-        if let Some(path) = &bench.args.json {
-            std::fs::write(path, serde_json::to_string_pretty(&many::json(&row))?)?;
-        }
-        return Ok(());
+        return write_json(&bench, &many::json(&row));
     }
     if let Some(n) = bench.args.plugin_clusters {
         let Some(program) = bench.args.feedback_plugin.clone() else {
@@ -1435,10 +1440,7 @@ async fn main() -> anyhow::Result<()> {
         let row = bench.plugin_run(&program, n).await?;
         agent.stop();
         plugin::print(&row);
-        if let Some(path) = &bench.args.json {
-            std::fs::write(path, serde_json::to_string_pretty(&plugin::json(&row))?)?;
-        }
-        return Ok(());
+        return write_json(&bench, &plugin::json(&row));
     }
     if let Some(n) = bench.args.dashboard_clusters {
         let Some(cli) = bench.args.cli.clone() else {
@@ -1448,10 +1450,7 @@ async fn main() -> anyhow::Result<()> {
         let row = bench.dashboard_run(&cli, n).await?;
         agent.stop();
         dashboard::print(&row);
-        if let Some(path) = &bench.args.json {
-            std::fs::write(path, serde_json::to_string_pretty(&dashboard::json(&row))?)?;
-        }
-        return Ok(());
+        return write_json(&bench, &dashboard::json(&row));
     }
     let mut rows = Vec::new();
     let sizes = bench.args.sizes.clone();
@@ -1476,9 +1475,6 @@ async fn main() -> anyhow::Result<()> {
         "fleet: {max} simulated clusters in this process, {agent_writes} status writes, peak RSS {:.1} MiB (agent + a watch cache of every ManifestWork)",
         peak as f64 / 1024.0
     );
-    if let Some(path) = &bench.args.json {
-        let v: Vec<Value> = rows.iter().map(json_row).collect();
-        std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
-    }
-    Ok(())
+    let v: Vec<Value> = rows.iter().map(json_row).collect();
+    write_json(&bench, &Value::Array(v))
 }

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use common::{agent_succeeding, create_v1, mwrs, start_controller, watch};
 use mwrs_testsupport::TestHub;
+use mwrs_testsupport::sse::{SseEvent, SseStream};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A running `mwrs dashboard`, killed on drop; its URL is `http://{addr}/?token={token}`.
 struct Dashboard {
@@ -159,86 +160,21 @@ async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
     assert!(body.contains("error"), "{body}");
 }
 
-/// A Server-Sent Events stream read off a raw connection (HTTP/1.1, chunked).
-struct Events {
-    stream: BufReader<tokio::net::TcpStream>,
-    text: String,
-}
-
-/// One event: its kind, id and JSON data.
-#[derive(Debug)]
-struct Sse {
-    kind: String,
-    id: Option<u64>,
-    data: Value,
-}
+/// A page's live stream.
+struct Events(SseStream);
 
 impl Events {
     async fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> Self {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
-        for (k, v) in headers {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        s.write_all(request.as_bytes()).await.unwrap();
-        let mut stream = BufReader::new(s);
-        let mut line = String::new();
-        stream.read_line(&mut line).await.unwrap();
-        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
-        loop {
-            line.clear();
-            stream.read_line(&mut line).await.unwrap();
-            if line == "\r\n" {
-                break;
-            }
-        }
-        Self {
-            stream,
-            text: String::new(),
-        }
+        Self(SseStream::open(addr, path, headers).await.unwrap())
     }
 
-    /// The next event (keep-alive comments skipped), within 60 s.
-    async fn next(&mut self) -> Sse {
-        tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                if let Some(end) = self.text.find("\n\n") {
-                    let block: String = self.text.drain(..end + 2).collect();
-                    if let Some(e) = parse(&block) {
-                        return e;
-                    }
-                    continue;
-                }
-                let mut size = String::new();
-                self.stream.read_line(&mut size).await.unwrap();
-                let n = usize::from_str_radix(size.trim(), 16).unwrap();
-                let mut chunk = vec![0u8; n + 2];
-                self.stream.read_exact(&mut chunk).await.unwrap();
-                self.text.push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-        })
-        .await
-        .expect("an event within 60 s")
+    /// The next event, within 60 s.
+    async fn next(&mut self) -> SseEvent {
+        tokio::time::timeout(Duration::from_secs(60), self.0.next())
+            .await
+            .expect("an event within 60 s")
+            .unwrap()
     }
-}
-
-fn parse(block: &str) -> Option<Sse> {
-    let (mut kind, mut id, mut data) = (None, None, String::new());
-    for line in block.lines() {
-        if let Some(v) = line.strip_prefix("event:") {
-            kind = Some(v.trim().to_string());
-        } else if let Some(v) = line.strip_prefix("id:") {
-            id = v.trim().parse().ok();
-        } else if let Some(v) = line.strip_prefix("data:") {
-            data.push_str(v.trim_start());
-        }
-    }
-    Some(Sse {
-        kind: kind?,
-        id,
-        data: serde_json::from_str(&data).unwrap_or(Value::Null),
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

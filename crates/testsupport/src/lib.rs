@@ -7,7 +7,10 @@
 //! - [`wait_for`]: polling with a deadline — tests synchronise on conditions, never on
 //!   fixed sleeps;
 //! - [`TaskGuard`] (an in-process controller or agent, aborted on drop) and
-//!   [`ChildProcess`] (the controller binary, killed on drop, for restart tests).
+//!   [`ChildProcess`] (the controller binary, killed on drop, for restart tests);
+//! - [`sse`]: a Server-Sent Events stream, as a dashboard page reads it.
+
+pub mod sse;
 
 use std::collections::BTreeMap;
 use std::future::Future;

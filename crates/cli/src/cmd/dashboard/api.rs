@@ -32,6 +32,19 @@ pub struct Source {
     pub url: String,
 }
 
+impl Source {
+    /// Is `namespace` one this dashboard shows? (Not found otherwise.)
+    pub fn shows(&self, namespace: &str) -> Result<(), ApiError> {
+        match &self.namespace {
+            Some(ns) if ns != namespace => {
+                let why = format!("namespace {namespace} is not shown (use -n {namespace} or -A)");
+                Err(CliError::new(Exit::NotFound, why).into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// One line of the list: an MWRS and where its rollout stands.
 #[derive(Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -106,10 +119,7 @@ pub async fn one(
     State(s): State<Arc<Source>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<View>, ApiError> {
-    if s.namespace.as_ref().is_some_and(|ns| *ns != namespace) {
-        let why = format!("namespace {namespace} is not shown (use -n {namespace} or -A)");
-        return Err(CliError::new(Exit::NotFound, why).into());
-    }
+    s.shows(&namespace)?;
     let hub = HubClient {
         client: s.client.clone(),
         namespace,
@@ -139,10 +149,7 @@ pub async fn cluster(
     State(s): State<Arc<Source>>,
     Path((namespace, name, cluster)): Path<(String, String, String)>,
 ) -> Result<Json<WorkDetail>, ApiError> {
-    if s.namespace.as_ref().is_some_and(|ns| *ns != namespace) {
-        let why = format!("namespace {namespace} is not shown (use -n {namespace} or -A)");
-        return Err(CliError::new(Exit::NotFound, why).into());
-    }
+    s.shows(&namespace)?;
     let (k, v) = OwnerKey::new(namespace, name.as_str()).selector();
     let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
     let list = api

@@ -233,15 +233,7 @@ pub async fn events(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    if feeds
-        .source
-        .namespace
-        .as_ref()
-        .is_some_and(|ns| *ns != namespace)
-    {
-        let why = format!("namespace {namespace} is not shown (use -n {namespace} or -A)");
-        return Err(CliError::new(Exit::NotFound, why).into());
-    }
+    feeds.source.shows(&namespace)?;
     let rx = feeds.subscribe(&namespace, &name);
     // The browser's own reconnection sends the header; a page shown again after it was
     // hidden opens a new stream with `?last=`.
