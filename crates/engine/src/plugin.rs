@@ -26,6 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 
 use crate::hash::Digest;
+use crate::rollout::RolloutStatus;
 
 /// A plugin's answer about one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,7 +255,7 @@ pub struct Begin {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterState {
     pub cluster: Arc<str>,
-    pub status: crate::rollout::RolloutStatus,
+    pub status: RolloutStatus,
     /// The revision its ManifestWork carries (None: no ManifestWork).
     pub revision: Option<Arc<str>>,
     pub since: Option<Timestamp>,
@@ -508,24 +509,27 @@ impl PluginInputs {
         }
     }
 
-    /// Are `states` news for `placement`'s plugin? (None: they are not, or the plugin
-    /// does not answer.) The fingerprint ignores the times: a state is news when it
-    /// changes, not when it ages.
-    pub(crate) fn progress_news(
+    /// Are the cluster states `(cluster, status, revision)` news for `placement`'s
+    /// plugin? Their fingerprint when they are (None: they are not, or the plugin does not
+    /// answer). The fingerprint ignores the times: a state is news when it changes, not
+    /// when it ages; nothing is built on a pass that has no news.
+    pub(crate) fn progress_news<'s>(
         &self,
         plugin: &str,
         placement: &str,
-        states: &[ClusterState],
+        states: impl Iterator<Item = (&'s str, RolloutStatus, Option<&'s str>)>,
     ) -> Option<u64> {
+        if !self.available(plugin) {
+            return None;
+        }
         let fingerprint = fingerprint(states);
-        let known = self.progressed.get(placement) == Some(&fingerprint);
-        (!known && self.available(plugin)).then_some(fingerprint)
+        (self.progressed.get(placement) != Some(&fingerprint)).then_some(fingerprint)
     }
 }
 
 /// FNV-1a over the clusters' names, statuses and revisions: stable across processes and
 /// versions, unlike the standard library's hasher.
-fn fingerprint(states: &[ClusterState]) -> u64 {
+fn fingerprint<'s>(states: impl Iterator<Item = (&'s str, RolloutStatus, Option<&'s str>)>) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
     let mut h = OFFSET;
@@ -536,10 +540,10 @@ fn fingerprint(states: &[ClusterState]) -> u64 {
         // A separator, so that ("ab", "c") and ("a", "bc") differ.
         h = (h ^ 0xff).wrapping_mul(PRIME);
     };
-    for s in states {
-        eat(s.cluster.as_bytes());
-        eat(s.status.as_str().as_bytes());
-        eat(s.revision.as_deref().unwrap_or_default().as_bytes());
+    for (cluster, status, revision) in states {
+        eat(cluster.as_bytes());
+        eat(status.as_str().as_bytes());
+        eat(revision.unwrap_or_default().as_bytes());
     }
     h
 }

@@ -249,9 +249,13 @@ impl<'a> Pass<'a> {
             let Some(plugin) = &self.validated.strategies[i].plugin else {
                 continue;
             };
-            let clusters: Vec<ClusterState> = reports
-                .iter()
-                .filter(|c| *c.placement == *r.name)
+            let mine = || reports.iter().filter(|c| *c.placement == *r.name);
+            let states = mine().map(|c| (&*c.cluster, c.status, c.revision.as_deref()));
+            let plugins = self.observed.plugins;
+            let Some(fingerprint) = plugins.progress_news(plugin, &r.name, states) else {
+                continue;
+            };
+            let clusters = mine()
                 .map(|c| ClusterState {
                     cluster: c.cluster.clone(),
                     status: c.status,
@@ -259,15 +263,12 @@ impl<'a> Pass<'a> {
                     since: c.since,
                 })
                 .collect();
-            let plugins = self.observed.plugins;
-            if let Some(fingerprint) = plugins.progress_news(plugin, &r.name, &clusters) {
-                out.push(Progress {
-                    target: self.call_target(plugin, i),
-                    clusters,
-                    aborting: target != self.resolution.hash(),
-                    fingerprint,
-                });
-            }
+            out.push(Progress {
+                target: self.call_target(plugin, i),
+                clusters,
+                aborting: target != self.resolution.hash(),
+                fingerprint,
+            });
         }
         out
     }
