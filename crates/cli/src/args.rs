@@ -269,6 +269,10 @@ pub struct DashboardArgs {
     /// Open the URL in a browser (xdg-open, or open on macOS).
     #[arg(long)]
     pub open: bool,
+    /// Offer pause, resume, abort, retry and undo on the page (each after a
+    /// confirmation, writing what the `rollout` command of the same name writes).
+    #[arg(long)]
+    pub enable_actions: bool,
 }
 
 #[derive(Args, Debug)]

@@ -82,6 +82,8 @@ const CELLS: &str = "const n = {}; \
       abort: (document.getElementById('abort') || {}).textContent || '', \
       causes: document.querySelectorAll('#grid .cell.cause').length, \
       revisions: (document.querySelector('#head p:nth-of-type(2)') || {}).textContent || '', \
+      waves: document.querySelectorAll('#plan tbody tr').length, \
+      bands: [...document.querySelectorAll('#grid .band h3')].map((h) => h.textContent.replace(/\\s+/g, ' ')), \
       conn: document.getElementById('conn').textContent};";
 
 fn count(v: &Value, class: &str) -> u64 {
@@ -135,7 +137,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     .await;
     assert_eq!(r.code, 0, "{r:?}");
 
-    let (_dash, url) = common::start_dashboard(&hub).await;
+    let (_dash, url) = common::start_dashboard(&hub, &["--enable-actions"]).await;
     let base = url.split_once("/?token=").unwrap().0.to_string();
     let b = Browser::start(&driver).await;
     // Without the token: refused, and the page says how to get in.
@@ -164,6 +166,20 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     assert!(
         partway,
         "the grid never showed the rollout partway: {seen:?}"
+    );
+    // The planned waves while it rolled; each group's bar, full at the end.
+    assert!(
+        seen.iter().any(|v| v["waves"].as_u64() > Some(0)),
+        "no planned wave shown while rolling: {seen:?}"
+    );
+    let bands = seen.last().unwrap()["bands"].clone();
+    assert_eq!(
+        bands,
+        json!([
+            "p / canary 100/100",
+            "p / wave-1 300/300",
+            "p / wave-2 600/600"
+        ])
     );
 
     // The strategy's budgets next to the counts.
@@ -248,4 +264,36 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         out.display()
     );
     assert!(redraw["count"].as_u64().unwrap_or(0) > 0);
+
+    // Undo from the page: its dry run in the confirmation, then the write `rollout undo`
+    // makes, back to v2.
+    b.eval("document.querySelector('[data-action=undo]').click(); return 1")
+        .await;
+    let dry = watch_page(
+        &b,
+        "return (document.getElementById('undo-diff') || {}).textContent || ''",
+        Duration::from_secs(30),
+        |v| v.as_str().is_some_and(|t| t.contains("dry run")),
+    )
+    .await;
+    let dry = dry.last().unwrap().as_str().unwrap();
+    assert!(dry.contains("would go to revision 2"), "{dry}");
+    b.eval("document.getElementById('confirm-go').click(); return 1")
+        .await;
+    let acted = watch_page(
+        &b,
+        "return (document.getElementById('acted') || {}).textContent || ''",
+        Duration::from_secs(30),
+        |v| v.as_str().is_some_and(|t| !t.is_empty()),
+    )
+    .await;
+    let acted = acted.last().unwrap().as_str().unwrap();
+    assert!(acted.contains("rolled back to revision 2"), "{acted}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    let spec = serde_json::to_value(&m.spec.manifest_work_template).unwrap();
+    assert_eq!(common::version_of(&spec), Some("v2"));
+    watch_page(&b, CELLS, Duration::from_secs(60), |v| {
+        v["summary"].as_str().unwrap().contains("Complete") && all_updated(v)
+    })
+    .await;
 }

@@ -13,6 +13,9 @@ mod common;
 use std::time::Duration;
 
 use common::{agent_succeeding, create_v1, mwrs, start_controller, watch};
+use kube::ResourceExt;
+use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_testsupport::TestHub;
 use mwrs_testsupport::sse::{SseEvent, SseStream};
 use serde_json::{Value, json};
@@ -26,7 +29,11 @@ struct Dashboard {
 }
 
 async fn start(hub: &TestHub) -> Dashboard {
-    let (child, first) = common::start_dashboard(hub).await;
+    start_with(hub, &[]).await
+}
+
+async fn start_with(hub: &TestHub, flags: &[&str]) -> Dashboard {
+    let (child, first) = common::start_dashboard(hub, flags).await;
     let rest = first.strip_prefix("http://").expect(&first);
     let (addr, token) = rest.split_once("/?token=").expect(&first);
     assert!(
@@ -48,12 +55,33 @@ async fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) 
 
 /// GET `path` with `headers`; (status, head, body).
 async fn get_with_head(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+    send(addr, "GET", path, headers, "").await
+}
+
+/// POST `body` to `path` with `headers`; (status, body).
+async fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let (status, _, body) = send(addr, "POST", path, headers, body).await;
+    (status, body)
+}
+
+/// One HTTP/1.1 request; (status, head, body).
+async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }
     request.push_str("\r\n");
+    request.push_str(body);
     s.write_all(request.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).await.unwrap();
@@ -129,6 +157,21 @@ async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
         .await
         .json();
     assert_eq!(served, printed);
+
+    // The planned waves and the revisions, as `rollout plan` and `rollout history` print them.
+    for (rest, command, field) in [
+        ("plan", "plan", None),
+        ("history", "history", Some("revisions")),
+    ] {
+        let (status, body) = get(&d.addr, &format!("{path}/{rest}"), &bearer).await;
+        assert_eq!(status, 200, "{body}");
+        let served: Value = serde_json::from_str(&body).unwrap();
+        let printed = mwrs(&hub, &["rollout", command, "app", "-o", "json"])
+            .await
+            .json();
+        let served = field.map_or(served.clone(), |f| served[f].clone());
+        assert_eq!(served, printed, "{rest}");
+    }
 
     // A cluster's ManifestWork, as its agent reports it.
     let work = format!(
@@ -266,4 +309,141 @@ async fn the_live_stream_sends_the_view_then_what_changed_and_resumes() {
     }
     assert_eq!(e.kind, "stale", "{e:?}");
     assert!(e.data["why"].as_str().unwrap().contains("deleted"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabled() {
+    let Some(hub) = TestHub::from_env("cli-dashboard-actions", 3).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = agent_succeeding(&hub, Duration::from_millis(200));
+    hub.publish_all("p").await;
+    create_v1(&hub, "app", json!({"type": "All"})).await;
+    assert_eq!(watch(&hub, "app").await.code, 0);
+    hub.set_template("app", mwrs_testsupport::configmap_template("v2"))
+        .await;
+    assert_eq!(watch(&hub, "app").await.code, 0);
+    let v2 = common::status(&hub.get_mwrs("app").await.unwrap())
+        .update_revision
+        .unwrap();
+    let annotation = |m: &ManifestWorkReplicaSet, key: &str| m.annotations().get(key).cloned();
+    let path = |action: &str| format!("/api/mwrs/{}/app/actions/{action}", hub.namespace);
+
+    // Read-only unless asked.
+    let ro = start(&hub).await;
+    let auth = format!("Bearer {}", ro.token);
+    let page = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (status, body) = post(&ro.addr, &path("pause"), &page, "{}").await;
+    assert_eq!(status, 405, "{body}");
+    let (_, body) = get(&ro.addr, "/api/settings", &page[..1]).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["actions"],
+        false
+    );
+
+    let d = start_with(&hub, &["--enable-actions"]).await;
+    let auth = format!("Bearer {}", d.token);
+    let page = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (_, body) = get(&d.addr, "/api/settings", &page[..1]).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["actions"],
+        true
+    );
+    // Only from the dashboard's own page: nothing else may write, nor get written.
+    let before = hub.get_mwrs("app").await.unwrap().resource_version();
+    let in_url = format!("{}?token={}", path("pause"), d.token);
+    let not_the_page: [(&str, Vec<(&str, &str)>); 3] = [
+        (
+            "a form's body",
+            vec![page[0], ("Content-Type", "text/plain")],
+        ),
+        (
+            "another origin",
+            vec![page[0], page[1], ("Origin", "http://evil.example")],
+        ),
+        ("the token in the URL only", vec![page[1]]),
+    ];
+    for (what, headers) in &not_the_page {
+        let at = if what.contains("URL") {
+            &in_url
+        } else {
+            &path("pause")
+        };
+        let (status, body) = post(&d.addr, at, headers, "{}").await;
+        assert_eq!(status, 403, "{what}: {body}");
+    }
+    assert_eq!(post(&d.addr, &path("delete"), &page, "{}").await.0, 404);
+    assert_eq!(
+        post(&d.addr, &path("undo"), &page, r#"{"to": 1}"#).await.0,
+        422
+    );
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(m.resource_version(), before, "nothing written");
+
+    // Pause and resume: the annotation `rollout pause` writes, once.
+    let (status, body) = post(&d.addr, &path("pause"), &page, "{}").await;
+    assert_eq!(status, 200, "{body}");
+    let done: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(done["said"], "mwrs/app paused");
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(
+        annotation(&m, labels::CONTROL_PAUSE).as_deref(),
+        Some("true")
+    );
+    let (_, body) = post(&d.addr, &path("pause"), &page, "{}").await;
+    assert!(body.contains("already paused"), "{body}");
+    let (_, body) = post(&d.addr, &path("resume"), &page, "{}").await;
+    assert!(body.contains("mwrs/app resumed"), "{body}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(annotation(&m, labels::CONTROL_PAUSE), None);
+
+    // Abort: the request `rollout abort` writes, with its note.
+    let (_, body) = post(&d.addr, &path("abort"), &page, "{}").await;
+    let done: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        done["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("already the stable revision"),
+        "{body}"
+    );
+    let m = hub.get_mwrs("app").await.unwrap();
+    let request = annotation(&m, labels::CONTROL_ABORT).expect("abort requested");
+    assert!(request.ends_with(&v2), "{request} names revision {v2}");
+    let managers: Vec<String> = m
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|f| f.manager)
+        .collect();
+    assert!(managers.iter().any(|f| f == "kubectl-mwrs"), "{managers:?}");
+
+    // Undo: its dry run writes nothing; then the template of revision 1.
+    let generation = m.metadata.generation;
+    let (status, body) = post(&d.addr, &path("undo"), &page, r#"{"dryRun": true}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let said = serde_json::from_str::<Value>(&body).unwrap()["said"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        said.contains("v2") && said.contains("dry run: mwrs/app would go to revision 1"),
+        "{said}"
+    );
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(m.metadata.generation, generation);
+    let (status, body) = post(&d.addr, &path("undo"), &page, r#"{"toRevision": "1"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("rolled back to revision 1"), "{body}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    let spec = serde_json::to_value(&m.spec.manifest_work_template).unwrap();
+    assert_eq!(common::version_of(&spec), Some("v1"));
 }

@@ -37,60 +37,87 @@ fn token(update: Option<&str>) -> String {
     }
 }
 
-fn note(out: &Out, s: &str) {
-    eprintln!("{}", out.paint(Paint::Yellow, &format!("note: {s}")));
+/// What a control request did: the line that says so and the notes that warn about it.
+/// The CLI prints them; the dashboard answers with them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Done {
+    pub said: String,
+    pub notes: Vec<String>,
 }
 
-pub async fn abort(hub: &HubClient, out: &Out, name: &str) -> Result<Exit> {
+impl Done {
+    pub fn said(said: String) -> Self {
+        Self {
+            said,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Prints the notes to stderr and the line to stdout.
+    pub fn print(&self, out: &Out) -> Exit {
+        for n in &self.notes {
+            eprintln!("{}", out.paint(Paint::Yellow, &format!("note: {n}")));
+        }
+        println!("{}", self.said);
+        Exit::Ok
+    }
+}
+
+/// Requests an abort of the update revision mwrs/`name` rolls out.
+pub async fn abort(hub: &HubClient, name: &str) -> Result<Done> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
-    match (&s.current_revision, &s.update_revision) {
-        (None, _) => note(
-            out,
+    let note = match (&s.current_revision, &s.update_revision) {
+        (None, _) => Some(
             "no stable revision yet (the first rollout never completed): nothing to go back \
              to, so the controller stops the rollout where it is (AbortFailed) until a \
-             `rollout retry` or a new template",
+             `rollout retry` or a new template"
+                .to_string(),
         ),
-        (Some(c), Some(u)) if c == u => note(
-            out,
-            &format!("revision {u} is already the stable revision: there is nothing to abort"),
-        ),
-        _ if s.aborted_time.is_some() => note(out, "an abort already holds this rollout"),
-        _ => {}
-    }
+        (Some(c), Some(u)) if c == u => Some(format!(
+            "revision {u} is already the stable revision: there is nothing to abort"
+        )),
+        _ if s.aborted_time.is_some() => Some("an abort already holds this rollout".into()),
+        _ => None,
+    };
     let t = token(s.update_revision.as_deref());
     annotate(hub, name, labels::CONTROL_ABORT, Value::String(t.clone())).await?;
-    println!("mwrs/{name} abort requested (request {t})");
-    Ok(Exit::Ok)
+    Ok(Done {
+        said: format!("mwrs/{name} abort requested (request {t})"),
+        notes: note.into_iter().collect(),
+    })
 }
 
-pub async fn retry(hub: &HubClient, out: &Out, name: &str) -> Result<Exit> {
+/// Requests that the update revision an abort holds roll out again.
+pub async fn retry(hub: &HubClient, name: &str) -> Result<Done> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
-    if !s.update_aborted() {
-        note(
-            out,
-            "no abort holds this rollout: the controller records the retry and changes nothing",
-        );
-    }
+    let notes = if s.update_aborted() {
+        Vec::new()
+    } else {
+        vec![
+            "no abort holds this rollout: the controller records the retry and changes nothing"
+                .to_string(),
+        ]
+    };
     let t = token(s.update_revision.as_deref());
     annotate(hub, name, labels::CONTROL_RETRY, Value::String(t.clone())).await?;
-    println!(
-        "mwrs/{name} retry requested (request {t}): revision {} rolls out again",
-        s.update_revision.as_deref().unwrap_or("<none>")
-    );
-    Ok(Exit::Ok)
+    Ok(Done {
+        said: format!(
+            "mwrs/{name} retry requested (request {t}): revision {} rolls out again",
+            s.update_revision.as_deref().unwrap_or("<none>")
+        ),
+        notes,
+    })
 }
 
-pub async fn pause(hub: &HubClient, _out: &Out, name: &str, on: bool) -> Result<Exit> {
+/// Pauses (`on`) or resumes mwrs/`name`; writes nothing when it already is so.
+pub async fn pause(hub: &HubClient, name: &str, on: bool) -> Result<Done> {
     let m = hub.get(name).await?;
     let paused = mwrs_engine::phase::is_paused(&m);
     if paused == on {
-        println!(
-            "mwrs/{name} is already {}",
-            if on { "paused" } else { "not paused" }
-        );
-        return Ok(Exit::Ok);
+        let now = if on { "paused" } else { "not paused" };
+        return Ok(Done::said(format!("mwrs/{name} is already {now}")));
     }
     let value = if on {
         Value::String("true".into())
@@ -98,6 +125,6 @@ pub async fn pause(hub: &HubClient, _out: &Out, name: &str, on: bool) -> Result<
         Value::Null
     };
     annotate(hub, name, labels::CONTROL_PAUSE, value).await?;
-    println!("mwrs/{name} {}", if on { "paused" } else { "resumed" });
-    Ok(Exit::Ok)
+    let done = if on { "paused" } else { "resumed" };
+    Ok(Done::said(format!("mwrs/{name} {done}")))
 }

@@ -91,6 +91,34 @@ pub async fn clusters_per_revision(
     Ok(Visible::Yes(out))
 }
 
+/// The lines of the history of `m`, and why CLUSTERS is not counted when the user may not
+/// list ManifestWorks.
+pub async fn entries(
+    hub: &HubClient,
+    m: &ManifestWorkReplicaSet,
+    history: &[RevisionView],
+) -> Result<(Vec<Entry>, Option<String>)> {
+    let (counts, hidden) = match clusters_per_revision(hub, m).await? {
+        Visible::Yes(c) => (Some(c), None),
+        Visible::Forbidden(why) => (None, Some(why)),
+    };
+    let entries: Vec<Entry> = history
+        .iter()
+        .map(|r| Entry {
+            revision: r.revision,
+            hash: r.hash.clone(),
+            name: r.name.clone(),
+            created: r.created,
+            clusters: counts
+                .as_ref()
+                .map(|c| c.get(&r.hash).copied().unwrap_or(0)),
+            role: role(m, &r.hash),
+            change_cause: r.change_cause.clone(),
+        })
+        .collect();
+    Ok((entries, hidden))
+}
+
 pub async fn run(hub: &HubClient, out: &Out, a: &HistoryArgs) -> Result<Exit> {
     let m = hub.get(&a.name).await?;
     let history = hub.history(&m).await?;
@@ -113,24 +141,7 @@ pub async fn run(hub: &HubClient, out: &Out, a: &HistoryArgs) -> Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let (counts, hidden) = match clusters_per_revision(hub, &m).await? {
-        Visible::Yes(c) => (Some(c), None),
-        Visible::Forbidden(why) => (None, Some(why)),
-    };
-    let entries: Vec<Entry> = history
-        .iter()
-        .map(|r| Entry {
-            revision: r.revision,
-            hash: r.hash.clone(),
-            name: r.name.clone(),
-            created: r.created,
-            clusters: counts
-                .as_ref()
-                .map(|c| c.get(&r.hash).copied().unwrap_or(0)),
-            role: role(&m, &r.hash),
-            change_cause: r.change_cause.clone(),
-        })
-        .collect();
+    let (entries, hidden) = entries(hub, &m, &history).await?;
     if out.structured() {
         out.print_structured(&entries)?;
         return Ok(Exit::Ok);

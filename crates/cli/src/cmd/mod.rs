@@ -45,10 +45,10 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
                 Rollout::History(a) => history::run(&hub, out, a).await,
                 Rollout::Diff(a) => diff::run(&hub, out, a).await,
                 Rollout::Undo(a) => undo::run(&hub, out, a).await,
-                Rollout::Abort(a) => control::abort(&hub, out, &a.name).await,
-                Rollout::Retry(a) => control::retry(&hub, out, &a.name).await,
-                Rollout::Pause(a) => control::pause(&hub, out, &a.name, true).await,
-                Rollout::Resume(a) => control::pause(&hub, out, &a.name, false).await,
+                Rollout::Abort(a) => Ok(control::abort(&hub, &a.name).await?.print(out)),
+                Rollout::Retry(a) => Ok(control::retry(&hub, &a.name).await?.print(out)),
+                Rollout::Pause(a) => Ok(control::pause(&hub, &a.name, true).await?.print(out)),
+                Rollout::Resume(a) => Ok(control::pause(&hub, &a.name, false).await?.print(out)),
                 Rollout::Plan(a) => plan::run(&hub, out, a).await,
             }
         }

@@ -22,33 +22,37 @@ use crate::output::{Out, Paint, Table, duration, few};
 /// How many cluster names a wave line shows in the table (`-o wide`: all).
 const NAMES_PER_WAVE: usize = 6;
 
+/// One wave of the plan: when it starts after now, what it does, to which clusters.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct WaveOut {
-    wave: usize,
-    at_seconds: i64,
-    action: &'static str,
-    revision: String,
-    clusters: Vec<String>,
+pub struct WaveOut {
+    pub wave: usize,
+    pub at_seconds: i64,
+    pub action: &'static str,
+    pub revision: String,
+    pub clusters: Vec<String>,
 }
 
+/// The plan as `-o json` prints it (and the dashboard shows it).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct PlanOut {
-    name: String,
-    namespace: String,
-    update_revision: Option<String>,
-    current_revision: Option<String>,
-    desired: usize,
-    failing: Vec<String>,
-    waves: Vec<WaveOut>,
-    end: String,
-    message: String,
-    failed: Vec<String>,
-    duration_seconds: i64,
+pub struct PlanOut {
+    pub name: String,
+    pub namespace: String,
+    pub update_revision: Option<String>,
+    pub current_revision: Option<String>,
+    pub desired: usize,
+    pub failing: Vec<String>,
+    pub waves: Vec<WaveOut>,
+    pub end: String,
+    pub message: String,
+    pub failed: Vec<String>,
+    pub duration_seconds: i64,
+    /// How it ends, in the line the table ends with.
+    pub summary: String,
     /// What the preview had to assume, when the user may not read the ManifestWorks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<String>,
+    pub note: Option<String>,
 }
 
 fn end_word(e: &End) -> String {
@@ -179,6 +183,40 @@ async fn show(
     m: &ManifestWorkReplicaSet,
     a: &PlanArgs,
 ) -> Result<Exit> {
+    let failing: BTreeSet<String> = a.fail.iter().cloned().collect();
+    let (p, note) = preview_now(hub, m, &failing, Compat::with_quirks(&a.upstream_quirks)).await?;
+    if out.structured() {
+        out.print_structured(&PlanOut {
+            note,
+            ..plan_out(m, &p, &failing)
+        })?;
+    } else {
+        print!("{}", render(out, m, &p, &failing));
+        if let Some(note) = note {
+            println!("{note}");
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// The plan of `m` as `rollout plan -o json` prints it, from the hub's state now.
+pub async fn plan(hub: &HubClient, m: &ManifestWorkReplicaSet) -> Result<PlanOut> {
+    let none = BTreeSet::new();
+    let (p, note) = preview_now(hub, m, &none, Compat::default()).await?;
+    Ok(PlanOut {
+        note,
+        ..plan_out(m, &p, &none)
+    })
+}
+
+/// The engine's preview of `m` from the hub's state now, with `failing` failing, and what
+/// it had to assume when the user may not read the ManifestWorks.
+async fn preview_now(
+    hub: &HubClient,
+    m: &ManifestWorkReplicaSet,
+    failing: &BTreeSet<String>,
+    compat: Compat,
+) -> Result<(Preview, Option<String>)> {
     let read = hub.snapshot(m).await?;
     let now = Timestamp::now();
     let (snap, note) = match &read.works_hidden {
@@ -188,7 +226,6 @@ async fn show(
             Some(assumption(m, why)),
         ),
     };
-    let failing: BTreeSet<String> = a.fail.iter().cloned().collect();
     let desired: BTreeSet<&str> = snap
         .placements
         .iter()
@@ -207,20 +244,8 @@ async fn show(
         )));
     }
     let mut cfg = PreviewConfig::default();
-    cfg.plan.compat = Compat::with_quirks(&a.upstream_quirks);
-    let p = preview(&snap, &failing, now, &cfg);
-    if out.structured() {
-        out.print_structured(&PlanOut {
-            note,
-            ..plan_out(m, &p, &failing)
-        })?;
-    } else {
-        print!("{}", render(out, m, &p, &failing));
-        if let Some(note) = note {
-            println!("{note}");
-        }
-    }
-    Ok(Exit::Ok)
+    cfg.plan.compat = compat;
+    Ok((preview(&snap, failing, now, &cfg), note))
 }
 
 fn plan_out(m: &ManifestWorkReplicaSet, p: &Preview, failing: &BTreeSet<String>) -> PlanOut {
@@ -249,6 +274,7 @@ fn plan_out(m: &ManifestWorkReplicaSet, p: &Preview, failing: &BTreeSet<String>)
         message: p.message.clone(),
         failed: p.failed.clone(),
         duration_seconds: p.duration.as_secs(),
+        summary: end_line(p).1,
         note: None,
     }
 }
@@ -330,40 +356,44 @@ fn render(
         s.push_str(&t.render());
     }
     s.push('\n');
-    let after = duration(p.duration);
-    let line = match &p.end {
-        End::Complete => out.paint(
-            Paint::Green,
-            &format!("Complete after +{after}: every cluster runs the update revision"),
-        ),
-        End::NothingToDo => "Nothing to roll out: the update revision is already complete".into(),
-        End::Stopped { reason } => out.paint(
-            Paint::Red,
-            &format!(
-                "Stops at +{after} ({reason}): {}; no new cluster starts",
-                p.message
-            ),
-        ),
-        End::Aborted { to } => out.paint(
-            Paint::Red,
-            &format!(
-                "Aborts at +{after}: every cluster reverted to revision {to}; {}",
-                p.message
-            ),
-        ),
-        End::AbortFailed => out.paint(
-            Paint::Red,
-            &format!("Abort fails at +{after}: {}", p.message),
-        ),
-        End::Paused => out.paint(Paint::Yellow, &format!("Paused: {}", p.message)),
-        End::Invalid => out.paint(Paint::Red, &format!("Invalid spec: {}", p.message)),
-        End::Stuck => format!("Waits at +{after}: {}", p.message),
-        End::Unfinished => format!(
-            "Still going after +{after} (preview step limit): {}",
-            p.message
-        ),
+    let (paint, line) = end_line(p);
+    let line = match paint {
+        Some(colour) => out.paint(colour, &line),
+        None => line,
     };
     s.push_str(&line);
     s.push('\n');
     s
+}
+
+/// How the plan ends, in a line, with the colour the table gives it.
+fn end_line(p: &Preview) -> (Option<Paint>, String) {
+    let after = duration(p.duration);
+    let m = &p.message;
+    match &p.end {
+        End::Complete => (
+            Some(Paint::Green),
+            format!("Complete after +{after}: every cluster runs the update revision"),
+        ),
+        End::NothingToDo => (
+            None,
+            "Nothing to roll out: the update revision is already complete".into(),
+        ),
+        End::Stopped { reason } => (
+            Some(Paint::Red),
+            format!("Stops at +{after} ({reason}): {m}; no new cluster starts"),
+        ),
+        End::Aborted { to } => (
+            Some(Paint::Red),
+            format!("Aborts at +{after}: every cluster reverted to revision {to}; {m}"),
+        ),
+        End::AbortFailed => (Some(Paint::Red), format!("Abort fails at +{after}: {m}")),
+        End::Paused => (Some(Paint::Yellow), format!("Paused: {m}")),
+        End::Invalid => (Some(Paint::Red), format!("Invalid spec: {m}")),
+        End::Stuck => (None, format!("Waits at +{after}: {m}")),
+        End::Unfinished => (
+            None,
+            format!("Still going after +{after} (preview step limit): {m}"),
+        ),
+    }
 }

@@ -15,6 +15,7 @@ use mwrs_engine::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
 use serde_json::json;
 
 use crate::args::UndoArgs;
+use crate::cmd::control::Done;
 use crate::cmd::diff::{diff_text, label};
 use crate::cmd::history::{find, unknown};
 use crate::error::{CliError, Exit, Result};
@@ -97,6 +98,12 @@ async fn not_ours(
 }
 
 pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
+    Ok(undo(hub, out, a).await?.print(out))
+}
+
+/// Rewrites the template of mwrs/`a.name` from the revision `a` names (or the one a bare
+/// undo goes back to); with `a.dry_run`, says what would change and writes nothing.
+pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
     let m = hub.get(&a.name).await?;
     let history = hub.history(&m).await?;
     let spec = m.spec.manifest_work_template.to_value();
@@ -111,40 +118,36 @@ pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
             .map_err(|why| no_target(&a.name, why))?,
     };
     if target.digest == spec_digest {
-        if status.aborted_time.is_some() && status.update_revision.as_deref() == Some(&target.hash)
-        {
-            println!(
+        let held = status.aborted_time.is_some()
+            && status.update_revision.as_deref() == Some(&target.hash);
+        return Ok(Done::said(if held {
+            format!(
                 "revision {} is the update revision an abort holds: undo to it changes nothing. \
                  To roll it out again run `kubectl mwrs rollout retry {}`",
                 target.revision, a.name
-            );
+            )
         } else {
-            println!(
+            format!(
                 "mwrs/{} is already at {}: nothing to do",
                 a.name,
                 label(target)
-            );
-        }
-        return Ok(Exit::Ok);
+            )
+        }));
     }
     refuse_invalid(&m, target)?;
     if a.dry_run {
-        print!(
-            "{}",
-            diff_text(
-                out,
-                &spec,
-                "spec.manifestWorkTemplate (now)",
-                &target.template,
-                &label(target)
-            )?
-        );
-        println!(
-            "dry run: mwrs/{} would go to {}; nothing written",
+        let diff = diff_text(
+            out,
+            &spec,
+            "spec.manifestWorkTemplate (now)",
+            &target.template,
+            &label(target),
+        )?;
+        return Ok(Done::said(format!(
+            "{diff}dry run: mwrs/{} would go to {}; nothing written",
             a.name,
             label(target)
-        );
-        return Ok(Exit::Ok);
+        )));
     }
     let guard = match &a.resource_version {
         Some(rv) => Guard::ResourceVersion(rv.clone()),
@@ -155,8 +158,11 @@ pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
         ),
     };
     write_template(hub, &a.name, &guard, &target.template).await?;
-    println!("mwrs/{} rolled back to {}", a.name, label(target));
-    Ok(Exit::Ok)
+    Ok(Done::said(format!(
+        "mwrs/{} rolled back to {}",
+        a.name,
+        label(target)
+    )))
 }
 
 /// What must still hold when undo writes: without it, a change made since the read would

@@ -19,6 +19,8 @@ use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::phase::{Phase, phase};
 use serde::Serialize;
 
+use crate::cmd::history::{self, Entry};
+use crate::cmd::plan::PlanOut;
 use crate::cmd::status::View;
 use crate::error::{CliError, Exit};
 use crate::hub::HubClient;
@@ -34,6 +36,16 @@ pub struct Source {
 
 impl Source {
     /// Is `namespace` one this dashboard shows? (Not found otherwise.)
+    /// A client of the hub for `namespace`, if it is one this dashboard shows.
+    pub fn hub(&self, namespace: &str) -> Result<HubClient, ApiError> {
+        self.shows(namespace)?;
+        Ok(HubClient {
+            client: self.client.clone(),
+            namespace: namespace.to_string(),
+            url: self.url.clone(),
+        })
+    }
+
     pub fn shows(&self, namespace: &str) -> Result<(), ApiError> {
         match &self.namespace {
             Some(ns) if ns != namespace => {
@@ -43,6 +55,18 @@ impl Source {
             _ => Ok(()),
         }
     }
+}
+
+/// What the page needs to know of this server: `GET /api/settings`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Whether pause, resume, abort, retry and undo are served (`--enable-actions`).
+    pub actions: bool,
+    /// The namespace shown; None: every namespace.
+    pub namespace: Option<String>,
+    /// The hub's API server.
+    pub hub: String,
 }
 
 /// One line of the list: an MWRS and where its rollout stands.
@@ -119,19 +143,44 @@ pub async fn one(
     State(s): State<Arc<Source>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<View>, ApiError> {
-    s.shows(&namespace)?;
-    let hub = HubClient {
-        client: s.client.clone(),
-        namespace,
-        url: s.url.clone(),
-    };
-    let (_, read) = hub.read(&name).await?;
+    let (_, read) = s.hub(&namespace)?.read(&name).await?;
     let view = View::of(
         &read.snapshot,
         read.works_hidden.as_deref(),
         Timestamp::now(),
     );
     Ok(Json(view))
+}
+
+/// `GET /api/mwrs/{namespace}/{name}/plan`: the waves `rollout plan -o json` prints.
+pub async fn plan(
+    State(s): State<Arc<Source>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<PlanOut>, ApiError> {
+    let hub = s.hub(&namespace)?;
+    let m = hub.get(&name).await?;
+    Ok(Json(crate::cmd::plan::plan(&hub, &m).await?))
+}
+
+/// The revisions an undo may go to, as `rollout history -o json` prints them.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    pub revisions: Vec<Entry>,
+    /// Why the clusters per revision are not counted, when they are not.
+    pub hidden: Option<String>,
+}
+
+/// `GET /api/mwrs/{namespace}/{name}/history`.
+pub async fn history(
+    State(s): State<Arc<Source>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<History>, ApiError> {
+    let hub = s.hub(&namespace)?;
+    let m = hub.get(&name).await?;
+    let stored = hub.history(&m).await?;
+    let (revisions, hidden) = history::entries(&hub, &m, &stored).await?;
+    Ok(Json(History { revisions, hidden }))
 }
 
 /// One cluster's ManifestWork of an MWRS: its name, the revision it carries and the

@@ -2,9 +2,12 @@
 //! with the one-time token (an `Authorization: Bearer` header, the cookie the first page
 //! sets, or `?token=` in the URL the command prints) and, on loopback, only for a `Host`
 //! that names this listener, so that a page of another site (DNS rebinding included)
-//! can read nothing. Every answer, a refusal included, carries strict security headers:
-//! nothing but this server's own assets may run, nothing may frame it, and no
-//! cross-origin header is ever sent.
+//! can read nothing. It is read-only unless started with `--enable-actions`; then a
+//! `POST` is served only from the dashboard's own page: the token in the cookie or header
+//! (never the URL), a JSON body (which no other site can send without a preflight this
+//! server never grants) and, when the browser names an `Origin`, this server's. Every
+//! answer, a refusal included, carries strict security headers: nothing but this server's
+//! own assets may run, nothing may frame it, and no cross-origin header is ever sent.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +28,8 @@ pub struct Guard {
     token: Arc<str>,
     /// The `Host` values a request may carry (empty: any, off loopback).
     hosts: Arc<[String]>,
+    /// Whether a `POST` (an action) may be served at all.
+    actions: bool,
 }
 
 impl Guard {
@@ -51,7 +56,20 @@ impl Guard {
         Self {
             token: Arc::from(token),
             hosts: hosts.into(),
+            actions: false,
         }
+    }
+
+    /// The same guard, serving actions (`POST`) from the dashboard's page when `on`.
+    pub fn with_actions(self, on: bool) -> Self {
+        Self {
+            actions: on,
+            ..self
+        }
+    }
+
+    pub fn actions(&self) -> bool {
+        self.actions
     }
 
     pub fn token(&self) -> &str {
@@ -91,6 +109,34 @@ impl Guard {
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
     }
 
+    /// Why a write with `headers` is refused, if it is: it must come from this
+    /// dashboard's page, and the dashboard must serve actions.
+    fn write_refused(&self, headers: &HeaderMap, from_url: bool) -> Option<Response> {
+        if !self.actions {
+            return Some(refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "the dashboard is read-only: start it with --enable-actions",
+            ));
+        }
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+        let same_origin = match headers.get(header::ORIGIN).map(|v| v.to_str()) {
+            None => true,
+            Some(Ok(origin)) => host.is_some_and(|h| origin == format!("http://{h}")),
+            Some(Err(_)) => false,
+        };
+        (from_url || !json || !same_origin).then(|| {
+            refuse(
+                StatusCode::FORBIDDEN,
+                "an action must come from the dashboard's page (JSON, its own origin, the \
+                 token in the cookie or the Authorization header)",
+            )
+        })
+    }
+
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
         if self.hosts.is_empty() {
             return true;
@@ -105,28 +151,40 @@ impl Guard {
 pub async fn guard(State(g): State<Guard>, request: Request, next: Next) -> Response {
     let mut response = if !g.host_allowed(request.headers()) {
         refuse(StatusCode::FORBIDDEN, "this Host is not the dashboard's")
-    } else if !matches!(*request.method(), Method::GET | Method::HEAD) {
-        refuse(StatusCode::METHOD_NOT_ALLOWED, "the dashboard is read-only")
     } else {
         match g.admits(request.headers(), request.uri().query()) {
             None => refuse(
                 StatusCode::UNAUTHORIZED,
                 "no token: open the URL `mwrs dashboard` printed",
             ),
-            Some(from_url) => {
-                let mut r = next.run(request).await;
-                if from_url {
-                    let cookie = format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict", g.token);
-                    if let Ok(v) = HeaderValue::from_str(&cookie) {
-                        r.headers_mut().insert(header::SET_COOKIE, v);
+            Some(from_url) => match *request.method() {
+                Method::GET | Method::HEAD => {
+                    let mut r = next.run(request).await;
+                    if from_url {
+                        set_cookie(&mut r, &g.token);
                     }
+                    r
                 }
-                r
-            }
+                Method::POST => match g.write_refused(request.headers(), from_url) {
+                    Some(refused) => refused,
+                    None => next.run(request).await,
+                },
+                _ => refuse(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "not a method the dashboard serves",
+                ),
+            },
         }
     };
     secure(response.headers_mut());
     response
+}
+
+fn set_cookie(r: &mut Response, token: &str) {
+    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
 }
 
 fn refuse(status: StatusCode, why: &'static str) -> Response {
@@ -176,9 +234,12 @@ mod tests {
     const TOKEN: &str = "0123456789abcdef";
 
     fn app(addr: &str) -> Router {
-        let g = Guard::with_token(addr.parse().unwrap(), TOKEN);
+        app_with(Guard::with_token(addr.parse().unwrap(), TOKEN))
+    }
+
+    fn app_with(g: Guard) -> Router {
         Router::new()
-            .route("/api/x", get(|| async { "data" }))
+            .route("/api/x", get(|| async { "data" }).post(|| async { "done" }))
             .layer(axum::middleware::from_fn_with_state(g, guard))
     }
 
@@ -259,5 +320,66 @@ mod tests {
         let r = request("/api/x", "dash.example:3100").header(header::AUTHORIZATION, &auth);
         let r = send(app("0.0.0.0:3100"), r.body(Body::empty()).unwrap()).await;
         assert_eq!(r.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn with_actions_a_write_is_served_only_from_the_page() {
+        let bound = "127.0.0.1:3100";
+        let g = Guard::with_token(bound.parse().unwrap(), TOKEN).with_actions(true);
+        let auth = format!("Bearer {TOKEN}");
+        let cookie = format!("{COOKIE}={TOKEN}");
+        let write = |headers: &[(header::HeaderName, &str)], uri: &str| {
+            let mut r = request(uri, bound).method(Method::POST);
+            for (k, v) in headers {
+                r = r.header(k, *v);
+            }
+            r.body(Body::empty()).unwrap()
+        };
+        let json = (header::CONTENT_TYPE, "application/json");
+        let served = [
+            vec![(header::AUTHORIZATION, auth.as_str()), json.clone()],
+            vec![
+                (header::COOKIE, cookie.as_str()),
+                json.clone(),
+                (header::ORIGIN, "http://127.0.0.1:3100"),
+            ],
+        ];
+        for h in &served {
+            let r = send(app_with(g.clone()), write(h, "/api/x")).await;
+            assert_eq!(r.status(), StatusCode::OK, "{h:?}");
+        }
+        let in_url = format!("/api/x?token={TOKEN}");
+        let refused = [
+            (vec![json.clone()], in_url.as_str(), StatusCode::FORBIDDEN),
+            (
+                vec![
+                    (header::COOKIE, cookie.as_str()),
+                    (header::CONTENT_TYPE, "text/plain"),
+                ],
+                "/api/x",
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                vec![
+                    (header::COOKIE, cookie.as_str()),
+                    json.clone(),
+                    (header::ORIGIN, "http://localhost.evil.example"),
+                ],
+                "/api/x",
+                StatusCode::FORBIDDEN,
+            ),
+            (vec![json.clone()], "/api/x", StatusCode::UNAUTHORIZED),
+        ];
+        for (h, uri, status) in &refused {
+            let r = send(app_with(g.clone()), write(h, uri)).await;
+            assert_eq!(r.status(), *status, "{h:?} {uri}");
+        }
+        let put = request("/api/x", bound)
+            .method(Method::PUT)
+            .header(header::AUTHORIZATION, &auth)
+            .body(Body::empty())
+            .unwrap();
+        let r = send(app_with(g), put).await;
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     }
 }

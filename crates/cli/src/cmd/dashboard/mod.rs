@@ -1,16 +1,16 @@
 //! `dashboard` (issue #19): rollouts in a browser. The server runs as the user, with the
 //! user's kubeconfig and rights, and shows what `get` and `rollout status` show (the same
-//! views, from the same engine stages), read-only. It listens on loopback by default and
+//! views, from the same engine stages), read-only unless asked. It listens on loopback by default and
 //! answers only requests with the one-time token printed, with the URL, on the first line
 //! of stdout ([`guard`]).
 //!
-//! Built so far: the guard, the data as JSON ([`api`]), the live stream ([`feed`]), the
-//! page (`assets/`: `view.js` is its pure logic, tested with `node --test`) with the
-//! strategy's budgets and a cluster's ManifestWork conditions, and `--open`. Not yet:
-//! the planned waves, the actions and the
-//! measurements at 5,000 clusters; the command is hidden from `--help` until they are
-//! built.
+//! With `--enable-actions` it also pauses, resumes, aborts, retries and undoes, writing
+//! exactly what those commands write ([`actions`]).
+//!
+//! The parts: the guard, the data as JSON ([`api`]), the live stream ([`feed`]), and the
+//! page, compiled in (`assets/`: `view.js` is its pure logic, tested with `node --test`).
 
+pub mod actions;
 pub mod api;
 pub mod feed;
 pub mod guard;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::args::{DashboardArgs, Global};
 use crate::error::{CliError, Exit, Result};
@@ -34,7 +34,12 @@ pub fn router(source: api::Source, g: guard::Guard) -> Router {
     let live = Router::new()
         .route("/api/mwrs/{namespace}/{name}/events", get(feed::events))
         .with_state(feeds);
-    Router::new()
+    let settings = api::Settings {
+        actions: g.actions(),
+        namespace: source.namespace.clone(),
+        hub: source.url.clone(),
+    };
+    let mut app = Router::new()
         .route("/", get(|| asset(INDEX, "text/html; charset=utf-8")))
         .route(
             "/app.js",
@@ -48,13 +53,22 @@ pub fn router(source: api::Source, g: guard::Guard) -> Router {
             "/app.css",
             get(|| asset(APP_CSS, "text/css; charset=utf-8")),
         )
+        .route("/api/settings", get(|| async move { axum::Json(settings) }))
         .route("/api/mwrs", get(api::list))
         .route("/api/mwrs/{namespace}/{name}", get(api::one))
         .route(
             "/api/mwrs/{namespace}/{name}/clusters/{cluster}",
             get(api::cluster),
         )
-        .with_state(source)
+        .route("/api/mwrs/{namespace}/{name}/plan", get(api::plan))
+        .route("/api/mwrs/{namespace}/{name}/history", get(api::history));
+    if g.actions() {
+        app = app.route(
+            "/api/mwrs/{namespace}/{name}/actions/{action}",
+            post(actions::act),
+        );
+    }
+    app.with_state(source)
         .merge(live)
         .layer(axum::middleware::from_fn_with_state(g, guard::guard))
 }
@@ -78,7 +92,7 @@ pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> 
     let bound = listener
         .local_addr()
         .map_err(|e| CliError::error(format!("listening on {addr}: {e}")))?;
-    let guard = guard::Guard::new(bound);
+    let guard = guard::Guard::new(bound).with_actions(a.enable_actions);
     let source = api::Source {
         client: hub.client.clone(),
         namespace: (!g.all_namespaces).then(|| hub.namespace.clone()),

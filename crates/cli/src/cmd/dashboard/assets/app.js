@@ -7,8 +7,14 @@ const main = document.getElementById('main');
 const conn = document.getElementById('conn');
 const redraw = document.getElementById('redraw');
 
+/** What this server offers: `{actions, namespace, hub}`. */
+const settings = await fetch('/api/settings').then((r) => r.json()).catch(() => ({ actions: false }));
+
 /** The MWRS page's live connection and what it holds. */
-const page = { source: null, state: null, key: null, cells: new Map(), table: false, listTimer: null };
+const page = {
+  source: null, state: null, key: null, cells: new Map(), bandHeads: [], table: false, listTimer: null,
+  plan: { key: null, at: 0, timer: null }, actions: '', acted: null,
+};
 /** Redraw times in ms, for the footer and the browser test. */
 const timing = { last: 0, max: 0, count: 0 };
 window.mwrsRedraw = timing;
@@ -42,6 +48,28 @@ function stop() {
   page.source = null;
   clearInterval(page.listTimer);
   page.listTimer = null;
+  clearTimeout(page.plan.timer);
+  page.plan = { key: null, at: 0, timer: null };
+  page.actions = '';
+  page.acted = null;
+}
+
+/** The API path of the MWRS shown, with `rest` after it. */
+function apiPath(rest = '') {
+  const [namespace, name] = page.key.split('/');
+  return `/api/mwrs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}${rest}`;
+}
+
+/** GET or POST `path` as JSON; throws with the server's reason. */
+async function call(path, body) {
+  const init = body === undefined ? {}
+    : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
+  const r = await fetch(path, init);
+  const text = await r.text();
+  let data;
+  try { data = JSON.parse(text); } catch { data = { error: text }; }
+  if (!r.ok) throw new Error(data.error || r.statusText);
+  return data;
 }
 
 // ---- the list -------------------------------------------------------------------------
@@ -96,8 +124,7 @@ function showMwrs(r) {
 
 /** Opens the live stream, resuming from the frame held (a tab shown again). */
 function listen() {
-  const [namespace, name] = page.key.split('/');
-  let url = `/api/mwrs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/events`;
+  let url = apiPath('/events');
   if (page.state) url += `?last=${page.state.seq}`;
   const s = new EventSource(url);
   page.source = s;
@@ -137,6 +164,7 @@ function drawAll() {
   const r = route();
   const filters = r ? r.filters : V.parseFilters('');
   page.cells = new Map();
+  page.bandHeads = [];
   const grid = el('section', { id: 'grid', 'aria-hidden': 'true' });
   for (const b of V.bands(s)) {
     const cells = el('div', { class: 'grid' });
@@ -146,18 +174,33 @@ function drawAll() {
       paint(cell, s.clusters.get(name), s.header);
       cells.append(cell);
     }
-    const title = b.group ? `${b.placement} / ${b.group}` : `${b.placement} / group ${b.index}`;
-    grid.append(el('div', { class: 'band' }, el('h3', { text: `${title} (${b.clusters.length})` }), cells));
+    const head = el('h3');
+    page.bandHeads.push({ band: b, head });
+    grid.append(el('div', { class: 'band' }, head, cells));
   }
   const legend = el('div', { class: 'legend' }, ...V.STATES.map((st) =>
     el('span', {}, el('span', { class: `cell s-${st}` }), V.LABELS[st])));
   main.replaceChildren(
-    el('section', { id: 'head' }), legend, controls(filters),
-    el('p', { id: 'summary', class: 'summary' }), grid,
+    el('section', { id: 'head' }), el('section', { id: 'actions', class: 'actions' }), legend,
+    controls(filters), el('p', { id: 'summary', class: 'summary' }), grid,
+    el('section', { id: 'plan', class: 'plan' }),
     el('section', { id: 'table', class: page.table ? '' : 'hidden' }),
     el('section', { id: 'detail', class: 'detail hidden' }));
+  page.actions = '';
   drawHead();
   drawTable(filters);
+  if (page.plan.shown) drawPlan(page.plan.shown);
+}
+
+/** Each band's heading: its name and how far it has got. */
+function drawBandHeads() {
+  for (const { band: b, head } of page.bandHeads) {
+    const { done, of } = V.bandProgress(b, page.state);
+    const title = b.group ? `${b.placement} / ${b.group}` : `${b.placement} / group ${b.index}`;
+    const bar = el('span', { class: 'bar' }, el('span'));
+    bar.firstChild.style.width = `${of ? Math.round((100 * done) / of) : 0}%`;
+    head.replaceChildren(`${title} `, bar, ` ${done}/${of}`);
+  }
 }
 
 function drawChanges(before) {
@@ -209,7 +252,144 @@ function drawHead() {
   }
   parts.push(budgets);
   head.replaceChildren(...parts);
-  document.getElementById('summary').textContent = V.summary(s);
+  const summary = V.summary(s);
+  document.getElementById('summary').textContent = summary;
+  drawBandHeads();
+  drawActions();
+  planWanted(summary);
+}
+
+// ---- the planned waves ----------------------------------------------------------------
+
+/**
+ * Asks for the plan again when the rollout moved, at most every 5 s. `summary` counts the
+ * cells by state (and names the phase): any move of a cluster changes it.
+ */
+function planWanted(summary) {
+  const h = page.state.header;
+  const key = `${h.currentRevision}|${h.updateRevision}|${summary}`;
+  if (key === page.plan.key) return;
+  page.plan.key = key;
+  if (page.plan.timer) return;
+  const wait = Math.max(0, page.plan.at + 5000 - Date.now());
+  page.plan.timer = setTimeout(loadPlan, wait);
+}
+
+async function loadPlan() {
+  page.plan.timer = null;
+  page.plan.at = Date.now();
+  const key = page.key;
+  let plan;
+  try {
+    plan = await call(apiPath('/plan'));
+  } catch (e) {
+    plan = { error: e.message };
+  }
+  if (page.key !== key) return;
+  page.plan.shown = plan;
+  drawPlan(plan);
+}
+
+function drawPlan(plan) {
+  const section = document.getElementById('plan');
+  if (!section) return;
+  const title = el('h3', { text: 'Planned waves from now (as `mwrs rollout plan` shows them)' });
+  if (plan.error) {
+    section.replaceChildren(title, el('p', { text: `the plan cannot be computed: ${plan.error}` }));
+    return;
+  }
+  const rows = V.planRows(plan);
+  const parts = [title];
+  if (rows.length) {
+    const body = el('tbody');
+    for (const w of rows) {
+      body.append(el('tr', { class: `wave-${w.action}` }, ...[w.wave, w.at, w.action, w.revision, w.count, w.clusters]
+        .map((x) => el('td', { text: String(x) }))));
+    }
+    const head = el('tr', {}, ...['WAVE', 'AT', 'ACTION', 'REVISION', 'COUNT', 'CLUSTERS'].map((x) => el('th', { text: x })));
+    parts.push(el('table', {}, el('thead', {}, head), body));
+  } else {
+    parts.push(el('p', { text: 'no cluster gets a new revision' }));
+  }
+  parts.push(el('p', { id: 'plan-end', text: plan.summary }));
+  if (plan.note) parts.push(el('p', { text: plan.note }));
+  section.replaceChildren(...parts);
+}
+
+// ---- actions (--enable-actions) -------------------------------------------------------
+
+/** The buttons for what can be done now, and what the last action said. */
+function drawActions() {
+  const section = document.getElementById('actions');
+  if (!section || !settings.actions) return;
+  const offered = V.actionsFor(page.state.header);
+  const key = `${offered.join(',')}|${page.acted ? page.acted.said : ''}`;
+  if (key === page.actions) return;
+  page.actions = key;
+  const buttons = offered.map((a) => el('button', {
+    type: 'button', 'data-action': a, text: `${a[0].toUpperCase()}${a.slice(1)}${a === 'undo' ? ' ...' : ''}`,
+    onclick: () => confirmAction(a),
+  }));
+  const acted = page.acted
+    ? [el('p', { id: 'acted', class: page.acted.failed ? 'acted failed' : 'acted', text: page.acted.said }),
+      ...page.acted.notes.map((n) => el('p', { class: 'acted note', text: `note: ${n}` }))]
+    : [];
+  section.replaceChildren(...buttons, ...acted);
+}
+
+/** Asks before `action` is written: what it does and what it writes; an undo shows its dry run. */
+async function confirmAction(action) {
+  const text = V.actionText(action, page.state.header);
+  const error = el('p', { class: 'acted failed' });
+  const go = el('button', { type: 'button', id: 'confirm-go', text: text.title.split(' ')[0] });
+  const cancel = el('button', { type: 'button', text: 'Cancel' });
+  const body = [el('h3', { text: text.title }), el('p', { text: text.does }), el('p', { class: 'budget', text: text.writes })];
+  let target = () => ({});
+  if (action === 'undo') {
+    const choice = el('select', { id: 'undo-to', 'aria-label': 'revision' },
+      el('option', { value: '', text: 'the last stable revision (as `rollout undo` picks it)' }));
+    const dry = el('pre', { id: 'undo-diff', text: 'reading ...' });
+    target = () => (choice.value ? { toRevision: choice.value } : {});
+    const preview = async () => {
+      go.disabled = true;
+      dry.textContent = 'reading ...';
+      try {
+        dry.textContent = (await call(apiPath('/actions/undo'), { ...target(), dryRun: true })).said;
+        go.disabled = false;
+      } catch (e) {
+        dry.textContent = e.message;
+      }
+    };
+    choice.addEventListener('change', preview);
+    body.push(choice, dry);
+    call(apiPath('/history')).then((h) => {
+      for (const r of h.revisions) {
+        const words = [r.revision, r.hash, r.role, r.changeCause].filter(Boolean).join(' · ');
+        choice.append(el('option', { value: String(r.revision), text: words }));
+      }
+    }).catch((e) => { error.textContent = `the history cannot be read: ${e.message}`; });
+    preview();
+  }
+  const dialog = el('dialog', { id: 'confirm', class: 'confirm' }, ...body, error, el('div', { class: 'filters' }, go, cancel));
+  document.body.append(dialog);
+  const close = () => { dialog.close(); dialog.remove(); };
+  cancel.addEventListener('click', close);
+  dialog.addEventListener('cancel', close);
+  go.addEventListener('click', async () => {
+    go.disabled = true;
+    try {
+      const done = await call(apiPath(`/actions/${action}`), target());
+      page.acted = { said: done.said, notes: done.notes, failed: false };
+      close();
+    } catch (e) {
+      error.textContent = e.message;
+      go.disabled = false;
+      return;
+    }
+    page.actions = '';
+    if (page.state) drawActions();
+  });
+  dialog.showModal();
 }
 
 function controls(f) {
@@ -255,13 +435,9 @@ async function detail(name) {
     el('p', { text: `${line.state} on ${line.revision || 'no revision'} since ${line.since || '-'}` }),
     el('p', { text: line.note ? `note: ${line.note}` : 'no note' }),
     el('p', { text: 'reading its ManifestWork ...' }));
-  const [namespace, mwrs] = page.key.split('/');
-  const url = `/api/mwrs/${encodeURIComponent(namespace)}/${encodeURIComponent(mwrs)}/clusters/${encodeURIComponent(name)}`;
   let work;
   try {
-    const r = await fetch(url);
-    work = await r.json();
-    if (!r.ok) throw new Error(work.error || r.statusText);
+    work = await call(apiPath(`/clusters/${encodeURIComponent(name)}`));
   } catch (e) {
     d.lastChild.textContent = `its ManifestWork cannot be read: ${e.message}`;
     return;

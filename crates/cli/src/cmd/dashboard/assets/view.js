@@ -17,8 +17,10 @@ export function cellState(line, header) {
       return 'validating';
     case 'Succeeded':
       if (line.soakUntil) return 'soaking';
-      // During an abort the target is the stable revision: done there is "back".
-      return aborted || line.revision !== header.updateRevision ? 'stable' : 'updated';
+      // During an abort the target is the stable revision: done there is "back", and
+      // done anywhere else still waits for its revert.
+      if (aborted) return line.revision === stable ? 'stable' : 'waiting';
+      return line.revision !== header.updateRevision ? 'stable' : 'updated';
     default:
       if (!line.revision) return 'none';
       return line.revision === stable ? 'stable' : 'waiting';
@@ -231,4 +233,80 @@ export function budgetText(b) {
   }
   if (b.minSuccessTime) parts.push(`minSuccessTime ${b.minSuccessTime}`);
   return parts.join(' · ');
+}
+
+/**
+ * A band's progress: how many of its clusters have reached the target (the update
+ * revision; during an abort, the stable revision), of how many.
+ */
+export function bandProgress(band, state) {
+  const target = state.header.state === 'Aborted' ? 'stable' : 'updated';
+  let done = 0;
+  for (const name of band.clusters) {
+    const line = state.clusters.get(name);
+    if (line && cellState(line, state.header) === target) done += 1;
+  }
+  return { done, of: band.clusters.length };
+}
+
+/** Seconds as `rollout plan` prints them: 1h2m3s, 45s, 0s. */
+export function seconds(n) {
+  const s = Math.max(0, Math.floor(n));
+  const [h, m, sec] = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  const out = `${h ? `${h}h` : ''}${m ? `${m}m` : ''}`;
+  return sec || !out ? `${out}${sec}s` : out;
+}
+
+/** Names, the first `n` of them and how many more: "a, b (+3 more)". */
+export function few(names, n) {
+  const shown = names.slice(0, n).join(', ');
+  return names.length > n ? `${shown} (+${names.length - n} more)` : shown;
+}
+
+/** The rows of `rollout plan`'s table, from its JSON. */
+export function planRows(plan, names = 6) {
+  return plan.waves.map((w) => ({
+    wave: w.wave,
+    at: `+${seconds(w.atSeconds)}`,
+    action: w.action,
+    revision: w.revision,
+    count: w.clusters.length,
+    clusters: few(w.clusters, names),
+  }));
+}
+
+/**
+ * What an action asks before it writes, for mwrs `header`: a title, what it does, and
+ * what it writes (the same as the `rollout` command of its name).
+ */
+export function actionText(action, header) {
+  const name = `mwrs/${header.name}`;
+  const update = header.updateRevision || '<none>';
+  const stable = header.currentRevision || '<none>';
+  const annotation = (a) => `It writes the annotation mwrs.rollout.open-cluster-management.io/${a} on ${name}, as you.`;
+  switch (action) {
+    case 'pause':
+      return { title: `Pause ${name}?`, does: 'No cluster starts a new revision until it is resumed; clusters already rolling finish.', writes: annotation('paused') };
+    case 'resume':
+      return { title: `Resume ${name}?`, does: 'The rollout goes on where it stopped.', writes: `It removes the annotation mwrs.rollout.open-cluster-management.io/paused from ${name}, as you.` };
+    case 'abort':
+      return { title: `Abort revision ${update} of ${name}?`, does: `Every cluster that got revision ${update} goes back to the stable revision ${stable}, and the rollout stops until a retry or a new template.`, writes: annotation('abort') };
+    case 'retry':
+      return { title: `Retry revision ${update} of ${name}?`, does: `The abort is lifted and revision ${update} rolls out again from the start of the strategy.`, writes: annotation('retry') };
+    case 'undo':
+      return { title: `Undo ${name}?`, does: 'The template goes back to the revision chosen below, which then rolls out as a new update.', writes: `It rewrites spec.manifestWorkTemplate of ${name}, as you, only if the spec has not changed since it was read.` };
+    default:
+      return null;
+  }
+}
+
+/** The actions that mean something for mwrs `header` now, in the order the page offers them. */
+export function actionsFor(header) {
+  const out = [header.state === 'Paused' ? 'resume' : 'pause'];
+  const rolling = header.updateRevision && header.updateRevision !== header.currentRevision;
+  if (rolling && header.state !== 'Aborted') out.push('abort');
+  // Degraded covers an abort that failed (AbortFailed) and a rollout a budget stopped.
+  if (header.state === 'Aborted' || header.state === 'Degraded') out.push('retry');
+  out.push('undo');
+  return out;
 }

@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  applyChange, bands, cellState, changedCells, counts, formatFilters, fromSnapshot,
-  parseFilters, reverting, rows, summary,
+  actionText, actionsFor, applyChange, bandProgress, bands, cellState, changedCells, counts,
+  formatFilters, fromSnapshot, parseFilters, planRows, reverting, rows, seconds, summary,
 } from './view.js';
 
 const header = {
@@ -29,6 +29,7 @@ test('a cell says where its cluster stands against the two revisions', () => {
   // Aborted: done on the stable revision is back, not updated.
   const aborted = { ...header, state: 'Aborted' };
   assert.equal(cellState(line('a', 'Succeeded', 'v1'), aborted), 'stable');
+  assert.equal(cellState(line('a', 'Succeeded', 'v2'), aborted), 'waiting');
 });
 
 test('a change replaces the header, the clusters that changed, and drops those gone', () => {
@@ -136,4 +137,45 @@ test('budgets hold the counts against the strategy, with the next deadline', asy
     'Progressive · failures 1 of maxFailures 10% · 2 in flight of maxConcurrency 2 · progressDeadline 1m (the first passes in 45s) · minSuccessTime 30s');
   assert.equal(budgetText(budgets({ name: 'x', failed: 0, timeOut: 0 }, s, t0)),
     'All · failures 0 of maxFailures 0 · 0 in flight');
+});
+
+test('a band counts its clusters at the target: the update revision, or the stable one during an abort', () => {
+  const clusters = [line('a', 'Succeeded', 'v2'), line('b', 'Progressing', 'v2'), line('c', 'Succeeded', 'v1')];
+  const s = fromSnapshot({ ...header, clusters }, 1);
+  const [band] = bands(s);
+  assert.deepEqual(bandProgress(band, s), { done: 1, of: 3 });
+  const aborted = fromSnapshot({ ...header, state: 'Aborted', clusters }, 2);
+  assert.deepEqual(bandProgress(bands(aborted)[0], aborted), { done: 1, of: 3 });
+});
+
+test('the planned waves read as rollout plan prints them', () => {
+  assert.equal(seconds(0), '0s');
+  assert.equal(seconds(90), '1m30s');
+  assert.equal(seconds(3600), '1h');
+  assert.equal(seconds(3723), '1h2m3s');
+  const plan = {
+    waves: [
+      { wave: 1, atSeconds: 0, action: 'rollout', revision: 'v2', clusters: ['a', 'b'] },
+      { wave: 2, atSeconds: 75, action: 'revert', revision: 'v1', clusters: ['c', 'd', 'e', 'f'] },
+    ],
+  };
+  assert.deepEqual(planRows(plan, 3), [
+    { wave: 1, at: '+0s', action: 'rollout', revision: 'v2', count: 2, clusters: 'a, b' },
+    { wave: 2, at: '+1m15s', action: 'revert', revision: 'v1', count: 4, clusters: 'c, d, e (+1 more)' },
+  ]);
+});
+
+test('the actions offered fit the state, and each says what it writes', () => {
+  assert.deepEqual(actionsFor({ ...header, state: 'Progressing' }), ['pause', 'abort', 'undo']);
+  assert.deepEqual(actionsFor({ ...header, state: 'Paused' }), ['resume', 'abort', 'undo']);
+  assert.deepEqual(actionsFor({ ...header, state: 'Aborted' }), ['pause', 'retry', 'undo']);
+  assert.deepEqual(actionsFor({ ...header, state: 'Degraded' }), ['pause', 'abort', 'retry', 'undo']);
+  const done = { ...header, state: 'Complete', currentRevision: 'v2' };
+  assert.deepEqual(actionsFor(done), ['pause', 'undo']);
+  const abort = actionText('abort', header);
+  assert.equal(abort.title, 'Abort revision v2 of mwrs/app?');
+  assert.match(abort.does, /back to the stable revision v1/);
+  assert.match(abort.writes, /annotation mwrs\.rollout\.open-cluster-management\.io\/abort on mwrs\/app/);
+  assert.match(actionText('undo', header).writes, /spec\.manifestWorkTemplate/);
+  assert.equal(actionText('delete', header), null);
 });
