@@ -11,6 +11,12 @@
 # plugin's FAILED on the second group, read from the Deployment's status feedback, sets
 # off the abort.
 #
+# --dashboard (an mwrs-demo argument) shows the rollout in `mwrs dashboard` too, run in
+# mwrs-demo's process on 127.0.0.1: it prints the page's URL (with its token) and, on a
+# terminal, waits for Enter before the first step and before cleaning up. With
+# --clusters 5000 there is a fleet's worth to watch; the page's Pause, Abort, Retry and
+# Undo buttons write what the `kubectl mwrs rollout` commands write.
+#
 # --ocm plays the same story on upstream OCM's components instead of the simulated fleet:
 # e2e/env.sh starts a hub with upstream's placement controller and three spokes (each its
 # own test hub) with upstream's work agent (built from the Go module and cached: the first
@@ -23,7 +29,8 @@
 #                  dir, removed at exit); an environment already running there is reused
 #                  and left running
 #   CARGO_PROFILE  release|dev (default dev)
-# Other arguments go to mwrs-demo (see `mwrs-demo --help`: --clusters, --deadline, --keep).
+# Other arguments go to mwrs-demo (see `mwrs-demo --help`: --clusters, --deadline, --keep,
+# --dashboard-port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -12,6 +12,9 @@
 //! one timeline line ([`timeline`]); every step waits for its expected state with a
 //! deadline and the demo fails (exit 1) with the state it saw when a step does not get
 //! there. It deletes what it created.
+//!
+//! With `--dashboard` the rollout can be watched in a browser as well: `mwrs dashboard`
+//! runs in this process ([`watch_in_browser`]).
 
 mod demo;
 mod fleet;
@@ -55,6 +58,14 @@ struct Args {
     /// Leave the MWRS and namespaces on the hub at the end.
     #[arg(long)]
     keep: bool,
+    /// Show the rollout in `mwrs dashboard` too (in this process, on loopback, actions
+    /// enabled): prints its URL and, on a terminal, waits for Enter before the first step
+    /// and before cleaning up.
+    #[arg(long)]
+    dashboard: bool,
+    /// The dashboard's port (0: any free one).
+    #[arg(long, default_value_t = 0, requires = "dashboard")]
+    dashboard_port: u16,
 }
 
 #[tokio::main]
@@ -80,10 +91,65 @@ async fn main() -> ExitCode {
 }
 
 pub(crate) async fn client_from(path: &Path) -> anyhow::Result<Client> {
+    Ok(Client::try_from(config_from(path).await?)?)
+}
+
+async fn config_from(path: &Path) -> anyhow::Result<KubeConfig> {
     let kc = Kubeconfig::read_from(path)
         .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config = KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
+    Ok(KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)
+}
+
+/// The dashboard, serving until the sender is dropped or fired.
+type Watched = Option<tokio::sync::oneshot::Sender<()>>;
+
+/// Starts `mwrs dashboard` on `namespace` in this process and prints the URL of the
+/// MWRS's page; on a terminal, waits for Enter so there is time to open it.
+async fn watch_in_browser(
+    args: &Args,
+    client: &Client,
+    namespace: &str,
+) -> anyhow::Result<Watched> {
+    use mwrs_cli::cmd::dashboard::{Dashboard, api::Source};
+    if !args.dashboard {
+        return Ok(None);
+    }
+    let localhost = std::net::IpAddr::from([127, 0, 0, 1]);
+    let d = Dashboard::bind(localhost, args.dashboard_port, true)
+        .await
+        .map_err(|e| anyhow::anyhow!("dashboard: {}", e.message))?;
+    let url = format!("{}#/{namespace}/{}", d.url(), fleet::MWRS_NAME);
+    let source = Source {
+        client: client.clone(),
+        namespace: Some(namespace.to_string()),
+        url: config_from(&args.kubeconfig).await?.cluster_url.to_string(),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let until = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = d.serve(source, until).await {
+            eprintln!("dashboard: {}", e.message);
+        }
+    });
+    println!("\ndashboard (pause, resume, abort, retry and undo enabled): {url}");
+    wait_for_enter("open it, then press Enter to start").await;
+    Ok(Some(stop))
+}
+
+/// On a terminal, prints `what` and waits for Enter; elsewhere goes straight on.
+async fn wait_for_enter(what: &str) {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return;
+    }
+    println!("{what}");
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)
+    })
+    .await;
 }
 
 /// A short suffix so runs never meet namespaces an earlier run is still deleting.
@@ -114,6 +180,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut demo = Demo::new(client.clone(), namespace.clone(), fleet);
 
     banner(&demo, &args);
+    let watched = watch_in_browser(&args, &client, &namespace).await?;
     let setup = std::time::Instant::now();
     let (outcome, running) = match demo.fleet.set_up(&client, &namespace).await {
         Ok(running) => {
@@ -125,6 +192,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         Err(e) => (Err(e), None),
     };
+    if watched.is_some() {
+        wait_for_enter("\nthe scenario is over: press Enter to clean up and stop the dashboard")
+            .await;
+    }
     if args.keep {
         println!("\n--keep: leaving namespace {namespace} and the clusters");
         return outcome;
@@ -139,6 +210,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ));
     }
     drop(running);
+    drop(watched);
     match (outcome, cleaned) {
         (Err(e), _) => Err(e),
         (Ok(()), Err(e)) => Err(e.context("cleanup")),

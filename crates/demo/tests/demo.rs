@@ -67,3 +67,75 @@ fn the_demo_passes_on_upstream_ocm_components() {
     };
     demo_passes(&["--kubeconfig", &hub, "--spokes", &spokes]);
 }
+
+/// `GET path` from the dashboard at `addr` with `token`; (status, body).
+fn get(addr: &str, path: &str, token: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("the dashboard listens");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(request.as_bytes()).expect("send");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+#[test]
+fn the_demo_offers_the_dashboard() {
+    use std::io::{BufRead, BufReader, Read};
+    let Some([hub]) = vars(["MWRS_TEST_KUBECONFIG"]) else {
+        return;
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mwrs-demo"))
+        .args(["--kubeconfig", &hub, "--dashboard"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("mwrs-demo runs");
+    let mut out = BufReader::new(child.stdout.take().expect("its stdout"));
+    let mut seen = String::new();
+    let url = loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).expect("read") > 0,
+            "no URL: {seen}"
+        );
+        seen.push_str(&line);
+        if let Some((_, url)) = line.trim().split_once("enabled): ") {
+            break url.to_string();
+        }
+    };
+    // http://127.0.0.1:PORT/?token=T#/NAMESPACE/web-config
+    let rest = url.strip_prefix("http://127.0.0.1:").expect(&url);
+    let (port, rest) = rest.split_once("/?token=").expect(&url);
+    let (token, page) = rest.split_once("#/").expect(&url);
+    let addr = format!("127.0.0.1:{port}");
+    let (status, body) = get(&addr, &format!("/api/mwrs/{page}"), "not the token");
+    assert_eq!(status, 401, "{body}");
+    // The page's data while the scenario plays (the MWRS exists from its first step on).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (status, body) = get(&addr, &format!("/api/mwrs/{page}"), token);
+        if status == 200 {
+            assert!(body.contains("\"clusters\""), "{body}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("read");
+    let status = child.wait().expect("mwrs-demo ends");
+    assert!(
+        status.success() && rest.contains("DEMO PASSED"),
+        "{status}\n{seen}{rest}"
+    );
+}

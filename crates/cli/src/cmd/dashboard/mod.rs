@@ -83,38 +83,74 @@ async fn asset(body: &'static str, content_type: &'static str) -> impl IntoRespo
     ([(header::CONTENT_TYPE, content_type)], body)
 }
 
+/// A dashboard listening on `address`:`port`, not serving yet.
+pub struct Dashboard {
+    listener: tokio::net::TcpListener,
+    bound: SocketAddr,
+    guard: guard::Guard,
+}
+
+impl Dashboard {
+    /// Listens on `address`:`port` (0: any free one), with a new token.
+    pub async fn bind(address: std::net::IpAddr, port: u16, actions: bool) -> Result<Self> {
+        let addr = SocketAddr::new(address, port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| CliError::error(format!("cannot listen on {addr}: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| CliError::error(format!("listening on {addr}: {e}")))?;
+        let guard = guard::Guard::new(bound).with_actions(actions);
+        Ok(Self {
+            listener,
+            bound,
+            guard,
+        })
+    }
+
+    /// The URL that lets a browser in: the token is in it.
+    pub fn url(&self) -> String {
+        format!("http://{}/?token={}", self.bound, self.guard.token())
+    }
+
+    /// Serves `source` until `stop` completes.
+    pub async fn serve(
+        self,
+        source: api::Source,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let bound = self.bound;
+        axum::serve(self.listener, router(source, self.guard))
+            .with_graceful_shutdown(stop)
+            .await
+            .map_err(|e| CliError::error(format!("serving on {bound}: {e}")))
+    }
+}
+
 /// Serves until interrupted; the URL with the token is the first line of stdout.
 pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> {
-    let addr = SocketAddr::new(a.address, a.port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| CliError::error(format!("cannot listen on {addr}: {e}")))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| CliError::error(format!("listening on {addr}: {e}")))?;
-    let guard = guard::Guard::new(bound).with_actions(a.enable_actions);
+    let d = Dashboard::bind(a.address, a.port, a.enable_actions).await?;
     let source = api::Source {
         client: hub.client.clone(),
         namespace: (!g.all_namespaces).then(|| hub.namespace.clone()),
         url: hub.url.clone(),
     };
-    let url = format!("http://{bound}/?token={}", guard.token());
+    let url = d.url();
     println!("{url}");
     if a.open {
         open_browser(&url);
     }
-    if !bound.ip().is_loopback() {
+    if !d.bound.ip().is_loopback() {
         eprintln!(
-            "warning: listening on {bound}, beyond this machine: anyone with the URL reads the \
-             hub as you"
+            "warning: listening on {}, beyond this machine: anyone with the URL reads the \
+             hub as you",
+            d.bound
         );
     }
-    axum::serve(listener, router(source, guard))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| CliError::error(format!("serving on {bound}: {e}")))?;
+    d.serve(source, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     Ok(Exit::Ok)
 }
 
