@@ -41,7 +41,7 @@ Installed as `kubectl-mwrs` on PATH it runs as `kubectl mwrs`.
 #[command(
     name = "mwrs",
     version = VERSION,
-    about = "Status, history, diff, undo, abort, retry, pause and plan of ManifestWorkReplicaSet rollouts",
+    about = "Status, history, diff, undo, abort, retry, pause and plan of ManifestWorkReplicaSet rollouts, and a dashboard",
     after_help = format!("{TOP_EXAMPLES}{EXIT_CODES}"),
     propagate_version = true
 )]
@@ -63,7 +63,7 @@ pub struct Global {
     /// Namespace of the MWRS (default: the context's namespace).
     #[arg(short = 'n', long, global = true, value_name = "NS")]
     pub namespace: Option<String>,
-    /// Every namespace (get).
+    /// Every namespace (get, dashboard).
     #[arg(short = 'A', long = "all-namespaces", global = true)]
     pub all_namespaces: bool,
     /// Output format.
@@ -116,9 +116,19 @@ Examples:
         #[command(subcommand)]
         command: Rollout,
     },
-    /// Rollouts in a browser, on loopback, behind a one-time token (in progress: hidden
-    /// until its pages are built).
-    #[command(hide = true)]
+    /// Show rollouts live in a browser (loopback, one-time token, read-only by default).
+    #[command(after_help = "\
+The first line of stdout is the URL to open, with the token every request needs. The page
+shows every MWRS of the namespace (or of every namespace with -A); one MWRS as a grid of
+its clusters by placement and decision group, with its budgets, the planned waves and an
+abort's revert. It reads as you, with your kubeconfig; --enable-actions adds pause, resume,
+abort, retry and undo, each after a confirmation, writing what `rollout <action>` writes.
+Stop it with Ctrl-C.
+
+Examples:
+  kubectl mwrs dashboard
+  kubectl mwrs dashboard -A --open
+  kubectl mwrs dashboard -n team-a --enable-actions --port 8080")]
     Dashboard(DashboardArgs),
     /// Print a shell completion script.
     #[command(after_help = "\

@@ -25,7 +25,14 @@ use mwrs_testsupport::{TestHub, configmap_template};
 use serde_json::{Value, json};
 use webdriver::Browser;
 
-const CLUSTERS: usize = 1000;
+/// The fleet: 1,000 clusters, or `MWRS_BROWSER_CLUSTERS` (to measure the redraws at
+/// 5,000), a tenth in the canary group, three tenths in wave-1, the rest in wave-2.
+fn fleet_size() -> usize {
+    std::env::var("MWRS_BROWSER_CLUSTERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000)
+}
 /// Clusters of the second group on which v3 degrades.
 const BAD: usize = 5;
 
@@ -83,6 +90,7 @@ const CELLS: &str = "const n = {}; \
       causes: document.querySelectorAll('#grid .cell.cause').length, \
       revisions: (document.querySelector('#head p:nth-of-type(2)') || {}).textContent || '', \
       waves: document.querySelectorAll('#plan tbody tr').length, \
+      message: (document.querySelector('#head p') || {}).textContent || '', \
       bands: [...document.querySelectorAll('#grid .band h3')].map((h) => h.textContent.replace(/\\s+/g, ' ')), \
       conn: document.getElementById('conn').textContent};";
 
@@ -95,20 +103,22 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     let Some(driver) = chromedriver() else {
         return;
     };
-    let Some(hub) = TestHub::from_env("cli-browser", CLUSTERS).await else {
+    let clusters = fleet_size();
+    let Some(hub) = TestHub::from_env("cli-browser", clusters).await else {
         return;
     };
     let c = &hub.clusters;
+    let (canary, wave_2) = (clusters / 10, clusters * 4 / 10);
     hub.publish(
         "p",
         &[
-            DecisionGroup::new("canary", c[..100].to_vec()),
-            DecisionGroup::new("wave-1", c[100..400].to_vec()),
-            DecisionGroup::new("wave-2", c[400..].to_vec()),
+            DecisionGroup::new("canary", c[..canary].to_vec()),
+            DecisionGroup::new("wave-1", c[canary..wave_2].to_vec()),
+            DecisionGroup::new("wave-2", c[wave_2..].to_vec()),
         ],
     )
     .await;
-    let bad: BTreeSet<String> = c[100..100 + BAD].iter().cloned().collect();
+    let bad: BTreeSet<String> = c[canary..canary + BAD].iter().cloned().collect();
     let _agent = mwrs_fleet::Agent::start(
         hub.client.clone(),
         mwrs_fleet::AgentConfig::new(c.clone()).behaviour(move |w| {
@@ -147,7 +157,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
 
     b.goto(&url).await;
     b.goto(&format!("{base}/#/{}/app", hub.namespace)).await;
-    let all_updated = |v: &Value| count(v, "s-updated") == CLUSTERS as u64;
+    let all_updated = |v: &Value| count(v, "s-updated") == clusters as u64;
     let seen = watch_page(&b, CELLS, Duration::from_secs(60), all_updated).await;
     let v1 = seen.last().unwrap()["revisions"].clone();
 
@@ -161,7 +171,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     .await;
     let partway = seen.iter().any(|v| {
         let updated = count(v, "s-updated");
-        updated > 0 && updated < CLUSTERS as u64 && count(v, "s-stable") > 0
+        updated > 0 && updated < clusters as u64 && count(v, "s-stable") > 0
     });
     assert!(
         partway,
@@ -176,9 +186,9 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     assert_eq!(
         bands,
         json!([
-            "p / canary 100/100",
-            "p / wave-1 300/300",
-            "p / wave-2 600/600"
+            format!("p / canary {canary}/{canary}"),
+            format!("p / wave-1 {0}/{0}", wave_2 - canary),
+            format!("p / wave-2 {0}/{0}", clusters - wave_2)
         ])
     );
 
@@ -199,7 +209,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         v["abort"]
             .as_str()
             .unwrap()
-            .contains(&format!("{CLUSTERS} of {CLUSTERS} back"))
+            .contains(&format!("{clusters} of {clusters} back"))
     })
     .await;
     let reverts: BTreeSet<&str> = seen
@@ -213,7 +223,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     );
     let last = seen.last().unwrap();
     assert!(last["causes"].as_u64().unwrap() >= 1, "{last}");
-    assert_eq!(count(last, "s-stable"), CLUSTERS as u64, "{last}");
+    assert_eq!(count(last, "s-stable"), clusters as u64, "{last}");
 
     // The text alternative agrees with `mwrs get`.
     let got = mwrs(&hub, &["get", "app"]).await;
@@ -231,7 +241,7 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     let table = b
         .eval("return document.querySelectorAll('#table tbody tr').length")
         .await;
-    assert_eq!(table.as_u64(), Some(CLUSTERS as u64));
+    assert_eq!(table.as_u64(), Some(clusters as u64));
 
     // A click on a cell shows its ManifestWork's conditions.
     b.eval("document.querySelector('#grid .cell.cause').click(); return 1")
@@ -252,15 +262,35 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
             .contains("Degraded")
     );
 
+    // The status message and the planned waves catch up: nothing left to revert.
+    watch_page(&b, CELLS, Duration::from_secs(30), |v| {
+        v["waves"] == 0
+            && v["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("on all {clusters} clusters"))
+    })
+    .await;
     let png = b.screenshot().await;
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard.png");
     std::fs::write(&out, &png).unwrap();
     let redraw = b.eval("return window.mwrsRedraw").await;
+    let kind = |k: &str| {
+        let r = &redraw[k];
+        let n = r["count"].as_f64().unwrap_or_default();
+        let mean = if n > 0.0 {
+            r["total"].as_f64().unwrap_or_default() / n
+        } else {
+            0.0
+        };
+        format!(
+            "{k} {n} (mean {mean:.1} ms, slowest {:.1} ms)",
+            r["max"].as_f64().unwrap_or_default()
+        )
+    };
     eprintln!(
-        "dashboard at {CLUSTERS} clusters: redraws {}, last {:.1} ms, slowest {:.1} ms; screenshot {}",
-        redraw["count"],
-        redraw["last"].as_f64().unwrap_or_default(),
-        redraw["max"].as_f64().unwrap_or_default(),
+        "dashboard at {clusters} clusters: redraws {}; screenshot {}",
+        ["full", "change", "table"].map(kind).join(", "),
         out.display()
     );
     assert!(redraw["count"].as_u64().unwrap_or(0) > 0);

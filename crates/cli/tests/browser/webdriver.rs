@@ -9,10 +9,10 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-/// A chromedriver process and one browser session on it; both end on drop (the session
-/// with the driver).
+/// A chromedriver process and one browser session on it, in a process group of their
+/// own; the whole group is killed on drop (Chromium outlives a driver killed alone).
 pub struct Browser {
-    _driver: tokio::process::Child,
+    driver: tokio::process::Child,
     port: u16,
     session: String,
 }
@@ -29,6 +29,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .expect("start chromedriver");
         for _ in 0..100 {
@@ -52,7 +53,7 @@ impl Browser {
             .unwrap_or_else(|| panic!("no session: {created}"))
             .to_string();
         Self {
-            _driver: driver,
+            driver,
             port,
             session,
         }
@@ -89,7 +90,12 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The driver is killed with its process; the browser goes with it.
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! picture cannot be kept up (the hub is unreachable, access is refused, the MWRS is
 //! deleted) a `stale` event says why.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,35 +36,67 @@ const KEPT: usize = 32;
 /// How long to wait before watching again after the hub failed.
 const RETRY: Duration = Duration::from_secs(5);
 
-/// What a feed publishes: the newest view, numbered, and the recent ones.
+/// What a feed publishes: the newest view, numbered, and what the recent frames changed.
 #[derive(Clone, Debug, Default)]
 pub struct Frame {
     pub seq: u64,
     pub view: Option<Arc<View>>,
     /// Why the view is not current, when it is not.
     pub stale: Option<String>,
-    /// Recent views by number, oldest first (the newest is `view`).
-    pub recent: Arc<VecDeque<(u64, Arc<View>)>>,
+    /// For each recent frame, oldest first: its number and the clusters whose line it
+    /// changed, added or removed against the frame before. Names only, not whole views
+    /// (a view of 5,000 clusters is about 2 MB): a page that resumes is sent those
+    /// clusters' lines as they are now.
+    pub recent: Arc<VecDeque<(u64, Arc<[String]>)>>,
 }
 
 impl Frame {
     fn with_view(&self, view: View) -> Self {
-        let view = Arc::new(view);
+        let touched: Arc<[String]> = match &self.view {
+            Some(old) => touched(old, &view).into(),
+            None => view.clusters.iter().map(|c| c.cluster.clone()).collect(),
+        };
         let mut recent = (*self.recent).clone();
-        recent.push_back((self.seq + 1, view.clone()));
+        recent.push_back((self.seq + 1, touched));
         while recent.len() > KEPT {
             recent.pop_front();
         }
         Self {
             seq: self.seq + 1,
-            view: Some(view),
+            view: Some(Arc::new(view)),
             stale: None,
             recent: Arc::new(recent),
         }
     }
 
-    fn at(&self, seq: u64) -> Option<&Arc<View>> {
-        self.recent.iter().find(|(s, _)| *s == seq).map(|(_, v)| v)
+    /// The `change` that brings a page holding frame `seq` to this one; None when that
+    /// frame is no longer recent (the page is sent the whole view).
+    fn change_since(&self, seq: u64) -> Option<Value> {
+        let view = self.view.as_deref()?;
+        let first = self.recent.front().map(|(s, _)| *s)?;
+        // Frame numbers start at 1: no page holds frame 0.
+        if seq == 0 || seq + 1 < first || seq > self.seq {
+            return None;
+        }
+        let names: HashSet<&str> = self
+            .recent
+            .iter()
+            .filter(|(s, _)| *s > seq)
+            .flat_map(|(_, names)| names.iter().map(String::as_str))
+            .collect();
+        let clusters: Vec<&ClusterLine> = view
+            .clusters
+            .iter()
+            .filter(|c| names.contains(c.cluster.as_str()))
+            .collect();
+        let now: HashSet<&str> = view.clusters.iter().map(|c| c.cluster.as_str()).collect();
+        let mut removed: Vec<&str> = names.difference(&now).copied().collect();
+        removed.sort_unstable();
+        let mut header = serde_json::to_value(view).unwrap_or_default();
+        if let Some(o) = header.as_object_mut() {
+            o.remove("clusters");
+        }
+        Some(json!({"header": header, "clusters": clusters, "removed": removed}))
     }
 }
 
@@ -167,8 +199,9 @@ async fn watch_one(hub: &HubClient, name: &str, tx: &watch::Sender<Frame>) -> Re
     Ok(())
 }
 
-/// The SSE event that brings a page from `from` (None: nothing) to `frame`.
-pub fn event(from: Option<&View>, frame: &Frame) -> Option<Event> {
+/// The SSE event that brings a page holding frame `from` (None: nothing, or a frame no
+/// longer recent) to `frame`.
+pub fn event(from: Option<u64>, frame: &Frame) -> Option<Event> {
     if let Some(why) = &frame.stale {
         return Event::default()
             .event("stale")
@@ -176,11 +209,10 @@ pub fn event(from: Option<&View>, frame: &Frame) -> Option<Event> {
             .ok();
     }
     let view = frame.view.as_deref()?;
-    let (kind, data) = match from {
-        Some(old) => ("change", change(old, view)),
+    let (kind, mut data) = match from.and_then(|seq| frame.change_since(seq)) {
+        Some(change) => ("change", change),
         None => ("snapshot", json!({"view": view})),
     };
-    let mut data = data;
     data["seq"] = json!(frame.seq);
     Event::default()
         .event(kind)
@@ -198,32 +230,25 @@ fn last_of(query: &str) -> Option<&str> {
         .map(|(_, v)| v)
 }
 
-/// What changed from `old` to `new`: everything but the clusters whole, and the clusters
-/// whose line changed or that went.
-pub fn change(old: &View, new: &View) -> Value {
+/// The clusters whose line differs from `old` to `new`: changed, new, or gone.
+pub fn touched(old: &View, new: &View) -> Vec<String> {
     let before: HashMap<&str, &ClusterLine> = old
         .clusters
         .iter()
         .map(|c| (c.cluster.as_str(), c))
         .collect();
-    let changed: Vec<&ClusterLine> = new
+    let now: HashSet<&str> = new.clusters.iter().map(|c| c.cluster.as_str()).collect();
+    let changed = new
         .clusters
         .iter()
         .filter(|c| before.get(c.cluster.as_str()) != Some(c))
-        .collect();
-    let now: std::collections::HashSet<&str> =
-        new.clusters.iter().map(|c| c.cluster.as_str()).collect();
-    let removed: Vec<&str> = old
+        .map(|c| c.cluster.clone());
+    let gone = old
         .clusters
         .iter()
-        .map(|c| c.cluster.as_str())
-        .filter(|c| !now.contains(c))
-        .collect();
-    let mut header = serde_json::to_value(new).unwrap_or_default();
-    if let Some(o) = header.as_object_mut() {
-        o.remove("clusters");
-    }
-    json!({"header": header, "clusters": changed, "removed": removed})
+        .filter(|c| !now.contains(c.cluster.as_str()))
+        .map(|c| c.cluster.clone());
+    changed.chain(gone).collect()
 }
 
 /// `GET /api/mwrs/{namespace}/{name}/events`: the live stream of one MWRS.
@@ -255,10 +280,9 @@ pub async fn events(
             if sent == Some(frame.seq) && frame.stale.is_none() {
                 continue;
             }
-            // From what the page has, while it is recent; else the whole view.
-            let from = sent.and_then(|s| frame.at(s).cloned());
-            // None: nothing read yet.
-            if let Some(e) = event(from.as_deref(), &frame) {
+            // From what the page has, while it is recent; else the whole view. None:
+            // nothing read yet.
+            if let Some(e) = event(sent, &frame) {
                 let sent = if frame.stale.is_some() {
                     sent
                 } else {
@@ -306,6 +330,18 @@ mod tests {
         }
     }
 
+    /// The names of the clusters a change carries, and those it says went.
+    fn carried(c: &Value) -> (Vec<&str>, Vec<&str>) {
+        let names = |k: &str| -> Vec<&str> {
+            c[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l.get("cluster").unwrap_or(l).as_str().unwrap())
+                .collect()
+        };
+        (names("clusters"), names("removed"))
+    }
+
     #[test]
     fn a_change_carries_the_header_and_only_the_clusters_that_changed() {
         let old = view(
@@ -317,29 +353,42 @@ mod tests {
             ],
         );
         let new = view("2 of 2", &[("c1", "Succeeded"), ("c2", "Succeeded")]);
-        let c = change(&old, &new);
+        let f = Frame::default().with_view(old).with_view(new);
+        let c = f.change_since(1).unwrap();
         assert_eq!(c["header"]["message"], "2 of 2");
         assert!(c["header"].get("clusters").is_none());
-        let changed: Vec<&str> = c["clusters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|l| l["cluster"].as_str().unwrap())
-            .collect();
-        assert_eq!(changed, ["c2"]);
-        assert_eq!(c["removed"], json!(["c3"]));
+        assert_eq!(carried(&c), (vec!["c2"], vec!["c3"]));
     }
 
     #[test]
-    fn recent_frames_are_kept_for_a_page_that_resumes() {
+    fn a_page_resumes_from_any_recent_frame_with_what_changed_since() {
         let mut f = Frame::default();
+        let states = ["ToApply", "Progressing", "Succeeded"];
+        // Frame i+1 moves cluster c{i % 5} to the next state.
+        let mut now: Vec<(String, &str)> = (0..5).map(|i| (format!("c{i}"), states[0])).collect();
         for i in 0..(KEPT + 3) {
-            f = f.with_view(view(&i.to_string(), &[]));
+            let k = i % 5;
+            let next = states.iter().position(|s| *s == now[k].1).unwrap_or(0) + 1;
+            now[k].1 = states[next % 3];
+            let lines: Vec<(&str, &str)> = now.iter().map(|(c, s)| (c.as_str(), *s)).collect();
+            f = f.with_view(view(&i.to_string(), &lines));
         }
         let newest = (KEPT + 3) as u64;
         assert_eq!(f.seq, newest);
-        assert_eq!(f.at(newest).unwrap().message, (KEPT + 2).to_string());
-        assert!(f.at(newest - KEPT as u64 + 1).is_some());
-        assert!(f.at(3).is_none(), "too old: the page gets the whole view");
+        let since = f.change_since(newest - 2).unwrap();
+        let (mut got, _) = carried(&since);
+        let last_two = [(KEPT + 1) % 5, (KEPT + 2) % 5].map(|k| format!("c{k}"));
+        let mut expected: Vec<&str> = last_two.iter().map(String::as_str).collect();
+        expected.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, expected);
+        assert!(f.change_since(newest - KEPT as u64).is_some());
+        assert!(
+            f.change_since(newest - KEPT as u64 - 1).is_none(),
+            "too old: the page gets the whole view"
+        );
+        assert_eq!(f.recent.len(), KEPT);
+        let young = Frame::default().with_view(view("0", &[("c0", "ToApply")]));
+        assert!(young.change_since(0).is_none(), "no page holds frame 0");
     }
 }

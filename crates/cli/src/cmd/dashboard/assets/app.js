@@ -15,8 +15,11 @@ const page = {
   source: null, state: null, key: null, cells: new Map(), bandHeads: [], table: false, listTimer: null,
   plan: { key: null, at: 0, timer: null }, actions: '', acted: null,
 };
-/** Redraw times in ms, for the footer and the browser test. */
-const timing = { last: 0, max: 0, count: 0 };
+/**
+ * Redraw times in ms, for the footer and the browser test: every redraw, and by kind
+ * (`full`: a snapshot drawn whole; `change`: a batch applied; `table`: the table view).
+ */
+const timing = { last: 0, max: 0, count: 0, full: {}, change: {}, table: {} };
 window.mwrsRedraw = timing;
 
 function el(tag, props = {}, ...children) {
@@ -49,6 +52,8 @@ function stop() {
   clearInterval(page.listTimer);
   page.listTimer = null;
   clearTimeout(page.plan.timer);
+  clearTimeout(page.tableTimer);
+  page.tableTimer = null;
   page.plan = { key: null, at: 0, timer: null };
   page.actions = '';
   page.acted = null;
@@ -133,28 +138,32 @@ function listen() {
   s.addEventListener('stale', (e) => setConn('stale', `stale: ${JSON.parse(e.data).why}`));
   s.addEventListener('snapshot', (e) => {
     const d = JSON.parse(e.data);
-    timed(() => { page.state = V.fromSnapshot(d.view, d.seq); drawAll(); });
+    timed('full', () => { page.state = V.fromSnapshot(d.view, d.seq); drawAll(); });
     setConn('live', 'live');
   });
   s.addEventListener('change', (e) => {
     const d = JSON.parse(e.data);
     if (!page.state) return;
-    timed(() => {
+    timed('change', () => {
       const before = page.state;
       page.state = V.applyChange(before, d);
-      drawChanges(before);
+      drawChanges(before, d);
     });
     setConn('live', 'live');
   });
 }
 
-function timed(f) {
+function timed(kind, f) {
   const t0 = performance.now();
   f();
   const ms = performance.now() - t0;
   timing.last = ms;
   timing.max = Math.max(timing.max, ms);
   timing.count += 1;
+  const k = timing[kind];
+  k.count = (k.count || 0) + 1;
+  k.total = (k.total || 0) + ms;
+  k.max = Math.max(k.max || 0, ms);
   redraw.textContent = `last redraw ${ms.toFixed(1)} ms (${timing.count} redraws, slowest ${timing.max.toFixed(1)} ms)`;
 }
 
@@ -165,13 +174,14 @@ function drawAll() {
   const filters = r ? r.filters : V.parseFilters('');
   page.cells = new Map();
   page.bandHeads = [];
+  const marked = V.causes(s);
   const grid = el('section', { id: 'grid', 'aria-hidden': 'true' });
   for (const b of V.bands(s)) {
     const cells = el('div', { class: 'grid' });
     for (const name of b.clusters) {
       const cell = el('span', { class: 'cell', 'data-cluster': name, onclick: () => detail(name) });
       page.cells.set(name, cell);
-      paint(cell, s.clusters.get(name), s.header);
+      paint(cell, s.clusters.get(name), s.header, marked);
       cells.append(cell);
     }
     const head = el('h3');
@@ -203,22 +213,36 @@ function drawBandHeads() {
   }
 }
 
-function drawChanges(before) {
+/** Paints only the cells `change` touched (all of them when their meaning moved). */
+function drawChanges(before, change) {
   const s = page.state;
-  if (!s || V.bands(before).length !== V.bands(s).length
-      || [...s.clusters.keys()].some((c) => !page.cells.has(c))) {
+  const r = V.repaint(before, s, change);
+  if (r.layout) {
     drawAll();
     return;
   }
-  for (const name of V.changedCells(before, s)) paint(page.cells.get(name), s.clusters.get(name), s.header);
+  const marked = V.causes(s);
+  for (const name of r.clusters) {
+    const cell = page.cells.get(name);
+    if (cell) paint(cell, s.clusters.get(name), s.header, marked);
+  }
   drawHead();
-  if (page.table) drawTable(route().filters);
+  if (page.table) tableWanted();
 }
 
-function paint(cell, line, header) {
+/** Draws the table again within a second: it lists every cluster, so not on every batch. */
+function tableWanted() {
+  if (page.tableTimer) return;
+  page.tableTimer = setTimeout(() => {
+    page.tableTimer = null;
+    const r = route();
+    if (page.table && r) timed('table', () => drawTable(r.filters));
+  }, 1000);
+}
+
+function paint(cell, line, header, marked) {
   const st = V.cellState(line, header);
-  const rev = V.reverting(page.state);
-  cell.className = `cell s-${st}${rev && rev.causes.includes(line.cluster) ? ' cause' : ''}`;
+  cell.className = `cell s-${st}${marked.has(line.cluster) ? ' cause' : ''}`;
   cell.title = `${line.cluster}: ${V.LABELS[st]} (${line.state} on ${line.revision || 'no revision'}${line.since ? `, since ${line.since}` : ''})`;
 }
 
@@ -406,7 +430,7 @@ function controls(f) {
   const attention = el('input', { type: 'checkbox', id: 'attention', onchange: (e) => go({ attention: e.target.checked }) });
   attention.checked = f.attention;
   const table = el('button', { type: 'button', text: page.table ? 'hide the table' : 'show as a table',
-    onclick: () => { page.table = !page.table; drawAll(); } });
+    onclick: () => timed('table', () => { page.table = !page.table; drawAll(); }) });
   return el('div', { class: 'filters' }, state, q, el('label', { for: 'attention' }, attention, ' needs attention'), table);
 }
 

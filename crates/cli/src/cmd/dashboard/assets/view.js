@@ -50,14 +50,30 @@ export function applyChange(state, change) {
   return { seq: change.seq, header: change.header, clusters };
 }
 
-/** The clusters whose cell differs between two states (the cells to redraw). */
-export function changedCells(before, after) {
-  const out = [];
-  for (const [name, line] of after.clusters) {
-    const old = before && before.clusters.get(name);
-    if (!old || cellState(old, before.header) !== cellState(line, after.header)) out.push(name);
+const bandOf = (line) => `${line.placement}\u0000${line.group ? line.group.index : 0}\u0000${line.group ? line.group.name : ''}`;
+
+/**
+ * What `change` (from `before` to `after`) asks of the grid: `{layout: true}` when a
+ * cluster came, went or moved to another band (the grid is drawn again), else the
+ * clusters whose cell to paint: the ones that changed, or every one when what a cell
+ * means moved (the state, a revision, the clusters that set off an abort).
+ */
+export function repaint(before, after, change) {
+  if (change.removed.length) return { layout: true };
+  for (const line of change.clusters) {
+    const old = before.clusters.get(line.cluster);
+    if (!old || bandOf(old) !== bandOf(line)) return { layout: true };
   }
-  return out;
+  const [h0, h1] = [before.header, after.header];
+  const meaning = (h) => JSON.stringify([h.state, h.currentRevision, h.updateRevision, h.lastAbort || null]);
+  if (meaning(h0) !== meaning(h1)) return { layout: false, clusters: [...after.clusters.keys()] };
+  return { layout: false, clusters: change.clusters.map((c) => c.cluster) };
+}
+
+/** The clusters that set off the abort holding the rollout, as a set (empty without one). */
+export function causes(state) {
+  const a = state.header.state === 'Aborted' && state.header.lastAbort;
+  return new Set(a ? [...(a.failedClusters || []), ...(a.timedOutClusters || [])] : []);
 }
 
 /**
@@ -124,8 +140,7 @@ export function reverting(state) {
   for (const line of state.clusters.values()) {
     if (line.revision === h.currentRevision && line.state === 'Succeeded') back += 1;
   }
-  const causes = [...(h.lastAbort.failedClusters || []), ...(h.lastAbort.timedOutClusters || [])];
-  return { back, of: state.clusters.size, causes };
+  return { back, of: state.clusters.size, causes: [...causes(state)] };
 }
 
 /** Does `line` need attention (failed, timed out, held with a note)? */

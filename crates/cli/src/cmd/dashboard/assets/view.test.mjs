@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  actionText, actionsFor, applyChange, bandProgress, bands, cellState, changedCells, counts,
-  formatFilters, fromSnapshot, parseFilters, planRows, reverting, rows, seconds, summary,
+  actionText, actionsFor, applyChange, bandProgress, bands, causes, cellState, counts,
+  formatFilters, fromSnapshot, parseFilters, planRows, repaint, reverting, rows, seconds, summary,
 } from './view.js';
 
 const header = {
@@ -42,8 +42,25 @@ test('a change replaces the header, the clusters that changed, and drops those g
   assert.equal(s1.header.message, 'going');
   assert.deepEqual([...s1.clusters.keys()], ['a']);
   assert.equal(s0.clusters.size, 2, 'the old state is left as it was');
-  assert.deepEqual(changedCells(s0, s1), ['a']);
-  assert.deepEqual(changedCells(s1, s1), []);
+});
+
+test('a change repaints the cells it touched, all of them when their meaning moved, or the layout', () => {
+  const s0 = fromSnapshot({ ...header, clusters: [line('a', 'ToApply', 'v1'), line('b', 'ToApply', 'v1')] }, 1);
+  const step = (h, clusters, removed = []) => ({ seq: 2, header: h, clusters, removed });
+  const moved = step(header, [line('a', 'Progressing', 'v2')]);
+  assert.deepEqual(repaint(s0, applyChange(s0, moved), moved), { layout: false, clusters: ['a'] });
+  const aborted = { ...header, state: 'Aborted', lastAbort: { failedClusters: ['a'] } };
+  const abort = step(aborted, []);
+  assert.deepEqual(repaint(s0, applyChange(s0, abort), abort), { layout: false, clusters: ['a', 'b'] });
+  for (const layout of [
+    step(header, [], ['b']),
+    step(header, [line('c', 'ToApply', 'v1')]),
+    step(header, [line('a', 'ToApply', 'v1', { group: { name: 'h', index: 1 } })]),
+  ]) {
+    assert.deepEqual(repaint(s0, applyChange(s0, layout), layout), { layout: true });
+  }
+  assert.deepEqual([...causes(applyChange(s0, abort))], ['a']);
+  assert.equal(causes(s0).size, 0);
 });
 
 test('bands follow the placements, then the decision groups in rollout order', () => {
