@@ -81,6 +81,19 @@ async fn watch_page(
     }
 }
 
+/// The text of the element with `id` once `done` accepts it (within 30 s).
+async fn text_of(b: &Browser, id: &str, done: impl Fn(&str) -> bool) -> String {
+    let probe = format!("return (document.getElementById('{id}') || {{}}).textContent || ''");
+    let seen = watch_page(b, &probe, Duration::from_secs(30), |v| {
+        v.as_str().is_some_and(&done)
+    })
+    .await;
+    seen.last()
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// Counts of the grid's cells by class, as the page draws them.
 const CELLS: &str = "const n = {}; \
     for (const c of document.querySelectorAll('#grid .cell')) { \
@@ -246,21 +259,8 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     // A click on a cell shows its ManifestWork's conditions.
     b.eval("document.querySelector('#grid .cell.cause').click(); return 1")
         .await;
-    let conditions = watch_page(
-        &b,
-        "return (document.getElementById('conditions') || {}).textContent || ''",
-        Duration::from_secs(30),
-        |v| v.as_str().is_some_and(|t| t.contains("Applied")),
-    )
-    .await;
-    assert!(
-        conditions
-            .last()
-            .unwrap()
-            .as_str()
-            .unwrap()
-            .contains("Degraded")
-    );
+    let conditions = text_of(&b, "conditions", |t| t.contains("Applied")).await;
+    assert!(conditions.contains("Degraded"), "{conditions}");
 
     // The status message and the planned waves catch up: nothing left to revert.
     watch_page(&b, CELLS, Duration::from_secs(30), |v| {
@@ -299,25 +299,11 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     // makes, back to v2.
     b.eval("document.querySelector('[data-action=undo]').click(); return 1")
         .await;
-    let dry = watch_page(
-        &b,
-        "return (document.getElementById('undo-diff') || {}).textContent || ''",
-        Duration::from_secs(30),
-        |v| v.as_str().is_some_and(|t| t.contains("dry run")),
-    )
-    .await;
-    let dry = dry.last().unwrap().as_str().unwrap();
+    let dry = text_of(&b, "undo-diff", |t| t.contains("dry run")).await;
     assert!(dry.contains("would go to revision 2"), "{dry}");
     b.eval("document.getElementById('confirm-go').click(); return 1")
         .await;
-    let acted = watch_page(
-        &b,
-        "return (document.getElementById('acted') || {}).textContent || ''",
-        Duration::from_secs(30),
-        |v| v.as_str().is_some_and(|t| !t.is_empty()),
-    )
-    .await;
-    let acted = acted.last().unwrap().as_str().unwrap();
+    let acted = text_of(&b, "acted", |t| !t.is_empty()).await;
     assert!(acted.contains("rolled back to revision 2"), "{acted}");
     let m = hub.get_mwrs("app").await.unwrap();
     let spec = serde_json::to_value(&m.spec.manifest_work_template).unwrap();

@@ -16,8 +16,9 @@ use common::{agent_succeeding, create_v1, mwrs, start_controller, watch};
 use kube::ResourceExt;
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
-use mwrs_testsupport::TestHub;
+use mwrs_fleet::AgentHandle;
 use mwrs_testsupport::sse::{SseEvent, SseStream};
+use mwrs_testsupport::{TaskGuard, TestHub};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -45,6 +46,18 @@ async fn start_with(hub: &TestHub, flags: &[&str]) -> Dashboard {
         addr: addr.to_string(),
         token: token.to_string(),
     }
+}
+
+/// A hub of three clusters with the controller and an agent, and MWRS `app` complete on
+/// v1; None (skipped) without a hub.
+async fn app_on_v1(test: &str) -> Option<(TestHub, (TaskGuard, AgentHandle))> {
+    let hub = TestHub::from_env(test, 3).await?;
+    let controller = start_controller(&hub);
+    let agent = agent_succeeding(&hub, Duration::from_millis(200));
+    hub.publish_all("p").await;
+    create_v1(&hub, "app", json!({"type": "All"})).await;
+    assert_eq!(watch(&hub, "app").await.code, 0);
+    Some((hub, (controller, agent)))
 }
 
 /// GET `path` with `headers`; (status, body).
@@ -105,14 +118,9 @@ async fn send(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
-    let Some(hub) = TestHub::from_env("cli-dashboard", 3).await else {
+    let Some((hub, _running)) = app_on_v1("cli-dashboard").await else {
         return;
     };
-    let _controller = start_controller(&hub);
-    let _agent = agent_succeeding(&hub, Duration::from_millis(200));
-    hub.publish_all("p").await;
-    create_v1(&hub, "app", json!({"type": "All"})).await;
-    assert_eq!(watch(&hub, "app").await.code, 0);
 
     let d = start(&hub).await;
     let (status, _) = get(&d.addr, "/api/mwrs", &[]).await;
@@ -313,14 +321,9 @@ async fn the_live_stream_sends_the_view_then_what_changed_and_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabled() {
-    let Some(hub) = TestHub::from_env("cli-dashboard-actions", 3).await else {
+    let Some((hub, _running)) = app_on_v1("cli-dashboard-actions").await else {
         return;
     };
-    let _controller = start_controller(&hub);
-    let _agent = agent_succeeding(&hub, Duration::from_millis(200));
-    hub.publish_all("p").await;
-    create_v1(&hub, "app", json!({"type": "All"})).await;
-    assert_eq!(watch(&hub, "app").await.code, 0);
     hub.set_template("app", mwrs_testsupport::configmap_template("v2"))
         .await;
     assert_eq!(watch(&hub, "app").await.code, 0);
