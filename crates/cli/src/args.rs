@@ -333,6 +333,10 @@ pub struct UndoArgs {
     /// (without it, only a change to the spec since the read refuses the write).
     #[arg(long = "resource-version", value_name = "RV")]
     pub resource_version: Option<String>,
+    /// Write only if the spec is still at this generation (the dashboard's confirmation
+    /// of what a dry run showed); not a flag.
+    #[arg(skip)]
+    pub generation: Option<i64>,
 }
 
 #[derive(Args, Debug)]

@@ -443,6 +443,21 @@ async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabl
     );
     let m = hub.get_mwrs("app").await.unwrap();
     assert_eq!(m.metadata.generation, generation);
+    // What the dry run showed, for the confirmation to send back: refused (and nothing
+    // written) once the spec has moved since.
+    let pin = serde_json::from_str::<Value>(&body).unwrap()["undo"].clone();
+    assert_eq!(pin, json!({"revision": 1, "generation": generation}));
+    hub.set_template("app", mwrs_testsupport::configmap_template("v3"))
+        .await;
+    let confirmed = json!({"toRevision": "1", "generation": pin["generation"]}).to_string();
+    let (status, body) = post(&d.addr, &path("undo"), &page, &confirmed).await;
+    assert_eq!(status, 409, "{body}");
+    let m = hub.get_mwrs("app").await.unwrap();
+    let spec = serde_json::to_value(&m.spec.manifest_work_template).unwrap();
+    assert_eq!(common::version_of(&spec), Some("v3"), "nothing written");
+    let (status, body) = post(&d.addr, &path("undo"), &page, r#"{"toRevision": "9"}"#).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("revision 9 not found"), "{body}");
     let (status, body) = post(&d.addr, &path("undo"), &page, r#"{"toRevision": "1"}"#).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("rolled back to revision 1"), "{body}");

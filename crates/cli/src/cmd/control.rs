@@ -43,13 +43,24 @@ fn token(update: Option<&str>) -> String {
 pub struct Done {
     pub said: String,
     pub notes: Vec<String>,
+    /// An undo's dry run: the revision it would go to and the spec's generation it read.
+    /// An undo given both writes exactly that, or nothing when the spec changed since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undo: Option<UndoPin>,
+}
+
+/// What an undo's dry run showed: see [`Done::undo`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UndoPin {
+    pub revision: i64,
+    pub generation: i64,
 }
 
 impl Done {
     pub fn said(said: String) -> Self {
         Self {
             said,
-            notes: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -85,6 +96,7 @@ pub async fn abort(hub: &HubClient, name: &str) -> Result<Done> {
     Ok(Done {
         said: format!("mwrs/{name} abort requested (request {t})"),
         notes: note.into_iter().collect(),
+        undo: None,
     })
 }
 
@@ -108,6 +120,7 @@ pub async fn retry(hub: &HubClient, name: &str) -> Result<Done> {
             s.update_revision.as_deref().unwrap_or("<none>")
         ),
         notes,
+        undo: None,
     })
 }
 

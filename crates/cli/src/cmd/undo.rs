@@ -15,7 +15,7 @@ use mwrs_engine::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
 use serde_json::json;
 
 use crate::args::UndoArgs;
-use crate::cmd::control::Done;
+use crate::cmd::control::{Done, UndoPin};
 use crate::cmd::diff::{diff_text, label};
 use crate::cmd::history::{find, unknown};
 use crate::error::{CliError, Exit, Result};
@@ -105,6 +105,15 @@ pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
 /// undo goes back to); with `a.dry_run`, says what would change and writes nothing.
 pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
     let m = hub.get(&a.name).await?;
+    let generation = m
+        .metadata
+        .generation
+        .ok_or_else(|| CliError::error("the MWRS read has no generation"))?;
+    if let Some(shown) = a.generation
+        && shown != generation
+    {
+        return Err(Guard::Spec(shown).changed(&a.name));
+    }
     let history = hub.history(&m).await?;
     let spec = m.spec.manifest_work_template.to_value();
     let spec_digest = hash::digest(&spec);
@@ -143,19 +152,21 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
             &target.template,
             &label(target),
         )?;
-        return Ok(Done::said(format!(
-            "{diff}dry run: mwrs/{} would go to {}; nothing written",
-            a.name,
-            label(target)
-        )));
+        return Ok(Done {
+            undo: Some(UndoPin {
+                revision: target.revision,
+                generation,
+            }),
+            ..Done::said(format!(
+                "{diff}dry run: mwrs/{} would go to {}; nothing written",
+                a.name,
+                label(target)
+            ))
+        });
     }
     let guard = match &a.resource_version {
         Some(rv) => Guard::ResourceVersion(rv.clone()),
-        None => Guard::Spec(
-            m.metadata
-                .generation
-                .ok_or_else(|| CliError::error("the MWRS read has no generation"))?,
-        ),
+        None => Guard::Spec(generation),
     };
     write_template(hub, &a.name, &guard, &target.template).await?;
     Ok(Done::said(format!(

@@ -1,7 +1,9 @@
 //! The dashboard's actions, served only with `--enable-actions`: pause, resume, abort,
 //! retry and undo. Each is the CLI command's own function, so each writes exactly what
 //! the command writes, as the user, and answers with what the command prints. The page
-//! asks for a confirmation first; an undo is shown as its dry run before it is written.
+//! asks for a confirmation first; an undo is shown as its dry run, and the confirmation
+//! sends back the revision and the spec's generation the dry run read, so that it writes
+//! what was shown or nothing.
 
 use std::sync::Arc;
 
@@ -26,6 +28,9 @@ pub struct ActionRequest {
     /// Say what an undo would change and write nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// The spec's generation the dry run read: the undo writes nothing if it moved.
+    #[serde(default)]
+    pub generation: Option<i64>,
 }
 
 /// `POST /api/mwrs/{namespace}/{name}/actions/{action}`.
@@ -46,6 +51,7 @@ pub async fn act(
                 to_revision: body.to_revision,
                 dry_run: body.dry_run,
                 resource_version: None,
+                generation: body.generation,
             };
             undo::undo(&hub, &PLAIN, &a).await?
         }

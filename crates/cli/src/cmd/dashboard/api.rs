@@ -35,7 +35,6 @@ pub struct Source {
 }
 
 impl Source {
-    /// Is `namespace` one this dashboard shows? (Not found otherwise.)
     /// A client of the hub for `namespace`, if it is one this dashboard shows.
     pub fn hub(&self, namespace: &str) -> Result<HubClient, ApiError> {
         self.shows(namespace)?;
@@ -46,6 +45,7 @@ impl Source {
         })
     }
 
+    /// Is `namespace` one this dashboard shows? (Not found otherwise.)
     pub fn shows(&self, namespace: &str) -> Result<(), ApiError> {
         match &self.namespace {
             Some(ns) if ns != namespace => {
@@ -115,6 +115,10 @@ impl IntoResponse for ApiError {
             Exit::NotFound => StatusCode::NOT_FOUND,
             Exit::Forbidden => StatusCode::FORBIDDEN,
             Exit::Unreachable => StatusCode::BAD_GATEWAY,
+            // An undo the spec changed under (nothing written).
+            Exit::Conflict => StatusCode::CONFLICT,
+            // An undo that would leave the MWRS Invalid, a plan of a spec that is.
+            Exit::Degraded | Exit::Usage => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let body = serde_json::json!({"error": self.0.message});

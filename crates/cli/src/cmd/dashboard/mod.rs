@@ -1,11 +1,10 @@
 //! `dashboard` (issue #19): rollouts in a browser. The server runs as the user, with the
-//! user's kubeconfig and rights, and shows what `get` and `rollout status` show (the same
-//! views, from the same engine stages), read-only unless asked. It listens on loopback by default and
-//! answers only requests with the one-time token printed, with the URL, on the first line
-//! of stdout ([`guard`]).
-//!
-//! With `--enable-actions` it also pauses, resumes, aborts, retries and undoes, writing
-//! exactly what those commands write ([`actions`]).
+//! user's kubeconfig and rights, and shows what `get`, `rollout status` and `rollout plan`
+//! show (the same views, from the same engine stages). It listens on loopback by default
+//! and answers only requests with the one-time token printed, with the URL, on the first
+//! line of stdout ([`guard`]). It is read-only unless started with `--enable-actions`;
+//! then it also pauses, resumes, aborts, retries and undoes, writing exactly what those
+//! commands write ([`actions`]).
 //!
 //! The parts: the guard, the data as JSON ([`api`]), the live stream ([`feed`]), and the
 //! page, compiled in (`assets/`: `view.js` is its pure logic, tested with `node --test`).

@@ -362,7 +362,7 @@ function drawActions() {
 }
 
 /** Asks before `action` is written: what it does and what it writes; an undo shows its dry run. */
-async function confirmAction(action) {
+function confirmAction(action) {
   const text = V.actionText(action, page.state.header);
   const error = el('p', { class: 'acted failed' });
   const go = el('button', { type: 'button', id: 'confirm-go', text: text.title.split(' ')[0] });
@@ -373,16 +373,27 @@ async function confirmAction(action) {
     const choice = el('select', { id: 'undo-to', 'aria-label': 'revision' },
       el('option', { value: '', text: 'the last stable revision (as `rollout undo` picks it)' }));
     const dry = el('pre', { id: 'undo-diff', text: 'reading ...' });
-    target = () => (choice.value ? { toRevision: choice.value } : {});
+    // What the dry run showed: the undo writes that revision, or nothing if the spec moved.
+    let pin = null;
+    let asked = 0;
+    target = () => (pin ? { toRevision: String(pin.revision), generation: pin.generation } : {});
     const preview = async () => {
+      const mine = ++asked;
+      pin = null;
       go.disabled = true;
       dry.textContent = 'reading ...';
+      const chosen = choice.value ? { toRevision: choice.value } : {};
+      let said;
       try {
-        dry.textContent = (await call(apiPath('/actions/undo'), { ...target(), dryRun: true })).said;
-        go.disabled = false;
+        const done = await call(apiPath('/actions/undo'), { ...chosen, dryRun: true });
+        if (mine !== asked) return;
+        [said, pin] = [done.said, done.undo || null];
       } catch (e) {
-        dry.textContent = e.message;
+        said = e.message;
       }
+      if (mine !== asked) return;
+      dry.textContent = said;
+      go.disabled = !pin;
     };
     choice.addEventListener('change', preview);
     body.push(choice, dry);
