@@ -407,8 +407,22 @@ async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabl
     let m = hub.get_mwrs("app").await.unwrap();
     assert_eq!(annotation(&m, labels::CONTROL_PAUSE), None);
 
-    // Abort: the request `rollout abort` writes, with its note.
-    let (_, body) = post(&d.addr, &path("abort"), &page, "{}").await;
+    // Abort: the request `rollout abort` writes, with its note; never for a revision
+    // other than the one the page showed.
+    let (status, body) = post(&d.addr, &path("abort"), &page, r#"{"revision": "0ld"}"#).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains(&format!("now rolls out revision {v2}, not 0ld")),
+        "{body}"
+    );
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(
+        annotation(&m, labels::CONTROL_ABORT),
+        None,
+        "nothing written"
+    );
+    let shown = json!({"revision": v2}).to_string();
+    let (_, body) = post(&d.addr, &path("abort"), &page, &shown).await;
     let done: Value = serde_json::from_str(&body).unwrap();
     assert!(
         done["notes"][0]

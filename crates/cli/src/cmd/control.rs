@@ -74,10 +74,27 @@ impl Done {
     }
 }
 
-/// Requests an abort of the update revision mwrs/`name` rolls out.
-pub async fn abort(hub: &HubClient, name: &str) -> Result<Done> {
+/// Refuses a request made for update revision `shown` when mwrs/`name` rolls out another
+/// one now (the request names the revision, so the controller acts on no other).
+fn still_shown(name: &str, shown: Option<&str>, now: Option<&str>) -> Result<()> {
+    match shown {
+        Some(shown) if Some(shown) != now => Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "mwrs/{name} now rolls out revision {}, not {shown}; nothing was written",
+                now.unwrap_or("<none>")
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Requests an abort of the update revision mwrs/`name` rolls out (of `shown`, when
+/// given: nothing is written if another one rolls out now).
+pub async fn abort(hub: &HubClient, name: &str, shown: Option<&str>) -> Result<Done> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
+    still_shown(name, shown, s.update_revision.as_deref())?;
     let note = match (&s.current_revision, &s.update_revision) {
         (None, _) => Some(
             "no stable revision yet (the first rollout never completed): nothing to go back \
@@ -100,10 +117,12 @@ pub async fn abort(hub: &HubClient, name: &str) -> Result<Done> {
     })
 }
 
-/// Requests that the update revision an abort holds roll out again.
-pub async fn retry(hub: &HubClient, name: &str) -> Result<Done> {
+/// Requests that the update revision an abort holds roll out again (`shown`, when given:
+/// nothing is written if another one is the update revision now).
+pub async fn retry(hub: &HubClient, name: &str, shown: Option<&str>) -> Result<Done> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
+    still_shown(name, shown, s.update_revision.as_deref())?;
     let notes = if s.update_aborted() {
         Vec::new()
     } else {

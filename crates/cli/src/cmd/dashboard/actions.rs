@@ -18,7 +18,8 @@ use crate::cmd::undo;
 use crate::error::CliError;
 use crate::output::Out;
 
-/// The body of `POST .../actions/{action}`; only an undo reads it.
+/// The body of `POST .../actions/{action}`: what the page showed, for the action to
+/// write that or nothing.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ActionRequest {
@@ -31,6 +32,10 @@ pub struct ActionRequest {
     /// The spec's generation the dry run read: the undo writes nothing if it moved.
     #[serde(default)]
     pub generation: Option<i64>,
+    /// The update revision the page showed: an abort or a retry of another one is
+    /// refused.
+    #[serde(default)]
+    pub revision: Option<String>,
 }
 
 /// `POST /api/mwrs/{namespace}/{name}/actions/{action}`.
@@ -43,8 +48,8 @@ pub async fn act(
     let done = match action.as_str() {
         "pause" => control::pause(&hub, &name, true).await?,
         "resume" => control::pause(&hub, &name, false).await?,
-        "abort" => control::abort(&hub, &name).await?,
-        "retry" => control::retry(&hub, &name).await?,
+        "abort" => control::abort(&hub, &name, body.revision.as_deref()).await?,
+        "retry" => control::retry(&hub, &name, body.revision.as_deref()).await?,
         "undo" => {
             let a = UndoArgs {
                 name,

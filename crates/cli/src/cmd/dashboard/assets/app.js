@@ -368,7 +368,9 @@ function confirmAction(action) {
   const go = el('button', { type: 'button', id: 'confirm-go', text: text.title.split(' ')[0] });
   const cancel = el('button', { type: 'button', text: 'Cancel' });
   const body = [el('h3', { text: text.title }), el('p', { text: text.does }), el('p', { class: 'budget', text: text.writes })];
-  let target = () => ({});
+  // Abort and retry name the update revision shown: the server refuses them for another.
+  const shown = page.state.header.updateRevision;
+  let target = () => (action === 'abort' || action === 'retry') && shown ? { revision: shown } : {};
   if (action === 'undo') {
     const choice = el('select', { id: 'undo-to', 'aria-label': 'revision' },
       el('option', { value: '', text: 'the last stable revision (as `rollout undo` picks it)' }));
