@@ -101,7 +101,7 @@ const CELLS: &str = "const n = {}; \
     return {cells: n, summary: (document.getElementById('summary') || {}).textContent || '', \
       abort: (document.getElementById('abort') || {}).textContent || '', \
       causes: document.querySelectorAll('#grid .cell.cause').length, \
-      revisions: (document.querySelector('#head p:nth-of-type(2)') || {}).textContent || '', \
+      revisions: (document.getElementById('revisions') || {}).textContent || '', \
       waves: document.querySelectorAll('#plan tbody tr').length, \
       message: (document.querySelector('#head p') || {}).textContent || '', \
       bands: [...document.querySelectorAll('#grid .band h3')].map((h) => h.textContent.replace(/\\s+/g, ' ')), \
@@ -205,6 +205,13 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         ])
     );
 
+    // The header names the revisions by number once it has read the history.
+    watch_page(&b, CELLS, Duration::from_secs(30), |v| {
+        let r = v["revisions"].as_str().unwrap();
+        r.starts_with("current revision 2 (") && r.contains("; update revision 2 (")
+    })
+    .await;
+
     // The strategy's budgets next to the counts.
     let budget = b
         .eval("return document.querySelector('.budget').textContent")
@@ -294,6 +301,17 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         out.display()
     );
     assert!(redraw["count"].as_u64().unwrap_or(0) > 0);
+
+    // A filter kept in the URL: the canary group, in the grid (the rest dimmed) and the
+    // table.
+    b.eval("location.hash = location.hash.split('?')[0] + '?group=canary'; return 1")
+        .await;
+    let kept = "return [document.querySelectorAll('#grid .cell:not(.dim)').length, \
+        document.querySelectorAll('#table tbody tr').length]";
+    watch_page(&b, kept, Duration::from_secs(30), |v| {
+        *v == json!([canary, canary])
+    })
+    .await;
 
     // Undo from the page: its dry run in the confirmation, then the write `rollout undo`
     // makes, back to v2.

@@ -13,7 +13,8 @@ const settings = await fetch('/api/settings').then((r) => r.json()).catch(() => 
 /** The MWRS page's live connection and what it holds. */
 const page = {
   source: null, state: null, key: null, cells: new Map(), bandHeads: [], table: false, listTimer: null,
-  plan: { key: null, at: 0, timer: null }, actions: '', acted: null,
+  filters: V.parseFilters(''),
+  plan: { key: null, at: 0, timer: null }, history: { key: null, entries: null }, actions: '', acted: null,
 };
 /**
  * Redraw times in ms, for the footer and the browser test: every redraw, and by kind
@@ -55,6 +56,7 @@ function stop() {
   clearTimeout(page.tableTimer);
   page.tableTimer = null;
   page.plan = { key: null, at: 0, timer: null };
+  page.history = { key: null, entries: null };
   page.actions = '';
   page.acted = null;
 }
@@ -175,6 +177,7 @@ function drawAll() {
   page.cells = new Map();
   page.bandHeads = [];
   const marked = V.causes(s);
+  page.filters = filters;
   const grid = el('section', { id: 'grid', 'aria-hidden': 'true' });
   for (const b of V.bands(s)) {
     const cells = el('div', { class: 'grid' });
@@ -240,9 +243,11 @@ function tableWanted() {
   }, 1000);
 }
 
+/** Colours `cell`: its state, outlined if it set off the abort, dimmed if the filters leave it out. */
 function paint(cell, line, header, marked) {
   const st = V.cellState(line, header);
-  cell.className = `cell s-${st}${marked.has(line.cluster) ? ' cause' : ''}`;
+  const dim = V.filtering(page.filters) && !V.matches(line, header, page.filters);
+  cell.className = `cell s-${st}${marked.has(line.cluster) ? ' cause' : ''}${dim ? ' dim' : ''}`;
   cell.title = `${line.cluster}: ${V.LABELS[st]} (${line.state} on ${line.revision || 'no revision'}${line.since ? `, since ${line.since}` : ''})`;
 }
 
@@ -254,7 +259,7 @@ function drawHead() {
   const parts = [
     el('h2', {}, `mwrs/${h.name} `, el('span', { class: 'state', text: h.state })),
     el('p', { text: h.message }),
-    el('p', { text: `revisions: current ${h.currentRevision || '<none>'}, update ${h.updateRevision || '<none>'}` }),
+    el('p', { id: 'revisions', text: `current ${V.revisionText(h.currentRevision, page.history.entries)}; update ${V.revisionText(h.updateRevision, page.history.entries)}` }),
   ];
   if (h.lastAbort) {
     const a = h.lastAbort;
@@ -281,6 +286,21 @@ function drawHead() {
   drawBandHeads();
   drawActions();
   planWanted(summary);
+  historyWanted();
+}
+
+/** Reads the history again when the header names a revision it does not hold. */
+function historyWanted() {
+  const h = page.state.header;
+  const key = `${h.currentRevision}|${h.updateRevision}`;
+  if (key === page.history.key) return;
+  page.history.key = key;
+  const mwrs = page.key;
+  call(apiPath('/history')).then((got) => {
+    if (page.key !== mwrs) return;
+    page.history.entries = got.revisions;
+    if (page.state) drawHead();
+  }).catch(() => {});
 }
 
 // ---- the planned waves ----------------------------------------------------------------
@@ -438,13 +458,22 @@ function controls(f) {
   const state = el('select', { 'aria-label': 'state', onchange: (e) => go({ state: e.target.value }) },
     el('option', { value: '', text: 'every state' }), ...V.STATES.map((st) => el('option', { value: st, text: V.LABELS[st] })));
   state.value = f.state;
+  const groups = el('select', { 'aria-label': 'decision group', onchange: (e) => go({ group: e.target.value }) },
+    el('option', { value: '', text: 'every decision group' }));
+  for (const b of V.bands(page.state)) {
+    const value = b.group || String(b.index);
+    if (![...groups.options].some((o) => o.value === value)) {
+      groups.append(el('option', { value, text: b.group || `group ${b.index}` }));
+    }
+  }
+  groups.value = f.group;
   const q = el('input', { type: 'search', placeholder: 'cluster name', 'aria-label': 'cluster name', value: f.q,
     onchange: (e) => go({ q: e.target.value }) });
   const attention = el('input', { type: 'checkbox', id: 'attention', onchange: (e) => go({ attention: e.target.checked }) });
   attention.checked = f.attention;
   const table = el('button', { type: 'button', text: page.table ? 'hide the table' : 'show as a table',
     onclick: () => timed('table', () => { page.table = !page.table; drawAll(); }) });
-  return el('div', { class: 'filters' }, state, q, el('label', { for: 'attention' }, attention, ' needs attention'), table);
+  return el('div', { class: 'filters' }, state, groups, q, el('label', { for: 'attention' }, attention, ' needs attention'), table);
 }
 
 function drawTable(f) {

@@ -174,16 +174,29 @@ export function formatFilters(f) {
 export function rows(state, f) {
   const out = [];
   for (const line of state.clusters.values()) {
-    const cell = cellState(line, state.header);
-    if (f.state && cell !== f.state) continue;
-    if (f.group && (line.group ? line.group.name || String(line.group.index) : '') !== f.group) continue;
-    if (f.q && !line.cluster.includes(f.q)) continue;
-    if (f.attention && !needsAttention(line, state.header)) continue;
-    out.push({ line, cell });
+    if (matches(line, state.header, f)) out.push({ line, cell: cellState(line, state.header) });
   }
   const rank = (r) => (needsAttention(r.line, state.header) ? 0 : 1);
   out.sort((a, b) => rank(a) - rank(b) || a.line.cluster.localeCompare(b.line.cluster));
   return out;
+}
+
+/** The decision group a filter names a cluster's by: its name, or its index without one. */
+export function groupLabel(line) {
+  return line.group ? line.group.name || String(line.group.index) : '';
+}
+
+/** Do filters `f` keep `line`? */
+export function matches(line, header, f) {
+  if (f.state && cellState(line, header) !== f.state) return false;
+  if (f.group && groupLabel(line) !== f.group) return false;
+  if (f.q && !line.cluster.includes(f.q)) return false;
+  return !f.attention || needsAttention(line, header);
+}
+
+/** Do filters `f` leave anything out? */
+export function filtering(f) {
+  return Boolean(f.state || f.group || f.q || f.attention);
 }
 
 /** A Go duration ("90s", "1m30s", "1h", "250ms") in ms; null for none or "Never". */
@@ -324,4 +337,15 @@ export function actionsFor(header) {
   if (header.state === 'Aborted' || header.state === 'Degraded') out.push('retry');
   out.push('undo');
   return out;
+}
+
+/**
+ * A revision as the header names it: its number, hash and change-cause from `history`
+ * (the entries of `rollout history -o json`), or the hash alone while they are unknown.
+ */
+export function revisionText(hash, history) {
+  if (!hash) return '<none>';
+  const r = (history || []).find((e) => e.hash === hash);
+  if (!r) return hash;
+  return `revision ${r.revision} (${hash})${r.changeCause ? `: ${r.changeCause}` : ''}`;
 }

@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   actionText, actionsFor, applyChange, bandProgress, bands, causes, cellState, counts,
-  formatFilters, fromSnapshot, parseFilters, planRows, repaint, reverting, rows, seconds, summary,
+  filtering, formatFilters, fromSnapshot, groupLabel, matches, parseFilters, planRows, repaint, reverting, revisionText, rows, seconds,
+  summary,
 } from './view.js';
 
 const header = {
@@ -195,4 +196,30 @@ test('the actions offered fit the state, and each says what it writes', () => {
   assert.match(abort.writes, /annotation mwrs\.rollout\.open-cluster-management\.io\/abort on mwrs\/app/);
   assert.match(actionText('undo', header).writes, /spec\.manifestWorkTemplate/);
   assert.equal(actionText('delete', header), null);
+});
+
+test('the header names a revision by number, hash and change-cause once the history is read', () => {
+  const history = [
+    { revision: 1, hash: 'aaa', changeCause: 'first release' },
+    { revision: 2, hash: 'bbb', changeCause: null },
+  ];
+  assert.equal(revisionText('aaa', history), 'revision 1 (aaa): first release');
+  assert.equal(revisionText('bbb', history), 'revision 2 (bbb)');
+  assert.equal(revisionText('ccc', history), 'ccc');
+  assert.equal(revisionText('aaa', null), 'aaa');
+  assert.equal(revisionText(null, history), '<none>');
+});
+
+test('filters keep a cluster by state, decision group, name and attention', () => {
+  const f = (extra) => ({ ...parseFilters(''), ...extra });
+  const a = line('eu-1', 'Failed', 'v2', { group: { name: 'canary', index: 0 } });
+  const b = line('us-1', 'Succeeded', 'v2', { group: { name: '', index: 2 } });
+  assert.equal(groupLabel(a), 'canary');
+  assert.equal(groupLabel(b), '2');
+  assert.equal(filtering(f({})), false);
+  assert.equal(filtering(f({ q: 'eu' })), true);
+  assert.ok(matches(a, header, f({ state: 'failed', group: 'canary', q: 'eu', attention: true })));
+  assert.ok(!matches(b, header, f({ attention: true })));
+  assert.ok(matches(b, header, f({ group: '2' })));
+  assert.ok(!matches(b, header, f({ q: 'eu' })));
 });
