@@ -43,6 +43,8 @@ pub struct Frame {
     pub view: Option<Arc<View>>,
     /// Why the view is not current, when it is not.
     pub stale: Option<String>,
+    /// The view without its clusters, as JSON: what every `change` carries whole.
+    pub header: Arc<Value>,
     /// For each recent frame, oldest first: its number and the clusters whose line it
     /// changed, added or removed against the frame before. Names only, not whole views
     /// (a view of 5,000 clusters takes about 1.5 MB): a page that resumes is sent those
@@ -51,11 +53,18 @@ pub struct Frame {
 }
 
 impl Frame {
-    fn with_view(&self, view: View) -> Self {
+    fn with_view(&self, mut view: View) -> Self {
         let touched: Arc<[String]> = match &self.view {
             Some(old) => touched(old, &view).into(),
             None => view.clusters.iter().map(|c| c.cluster.clone()).collect(),
         };
+        // Once per frame, not per page, and without serializing the clusters.
+        let clusters = std::mem::take(&mut view.clusters);
+        let mut header = serde_json::to_value(&view).unwrap_or_default();
+        if let Some(o) = header.as_object_mut() {
+            o.remove("clusters");
+        }
+        view.clusters = clusters;
         let mut recent = (*self.recent).clone();
         recent.push_back((self.seq + 1, touched));
         while recent.len() > KEPT {
@@ -65,6 +74,7 @@ impl Frame {
             seq: self.seq + 1,
             view: Some(Arc::new(view)),
             stale: None,
+            header: Arc::new(header),
             recent: Arc::new(recent),
         }
     }
@@ -92,11 +102,7 @@ impl Frame {
         let now: HashSet<&str> = view.clusters.iter().map(|c| c.cluster.as_str()).collect();
         let mut removed: Vec<&str> = names.difference(&now).copied().collect();
         removed.sort_unstable();
-        let mut header = serde_json::to_value(view).unwrap_or_default();
-        if let Some(o) = header.as_object_mut() {
-            o.remove("clusters");
-        }
-        Some(json!({"header": header, "clusters": clusters, "removed": removed}))
+        Some(json!({"header": *self.header, "clusters": clusters, "removed": removed}))
     }
 }
 
@@ -114,9 +120,10 @@ impl Feeds {
         }
     }
 
-    /// A receiver of MWRS `namespace/name`'s frames, starting its feed if none runs.
-    fn subscribe(self: &Arc<Self>, namespace: &str, name: &str) -> watch::Receiver<Frame> {
-        let key = (namespace.to_string(), name.to_string());
+    /// A receiver of the frames of MWRS `name` in `hub`'s namespace, starting its feed if
+    /// none runs.
+    fn subscribe(self: &Arc<Self>, hub: HubClient, name: &str) -> watch::Receiver<Frame> {
+        let key = (hub.namespace.clone(), name.to_string());
         let mut running = match self.running.lock() {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
@@ -128,7 +135,7 @@ impl Feeds {
         running.insert(key.clone(), rx.clone());
         let feeds = self.clone();
         tokio::spawn(async move {
-            follow(&feeds.source, &key, &tx).await;
+            follow(&hub, &key.1, &tx).await;
             if let Ok(mut r) = feeds.running.lock() {
                 r.remove(&key);
             }
@@ -137,15 +144,10 @@ impl Feeds {
     }
 }
 
-/// Keeps `tx` current with MWRS `key` until nobody follows it.
-async fn follow(source: &Source, (namespace, name): &(String, String), tx: &watch::Sender<Frame>) {
-    let hub = HubClient {
-        client: source.client.clone(),
-        namespace: namespace.clone(),
-        url: source.url.clone(),
-    };
+/// Keeps `tx` current with MWRS `name` until nobody follows it.
+async fn follow(hub: &HubClient, name: &str, tx: &watch::Sender<Frame>) {
     while tx.receiver_count() > 1 {
-        if let Err(e) = watch_one(&hub, name, tx).await {
+        if let Err(e) = watch_one(hub, name, tx).await {
             tx.send_modify(|f| f.stale = Some(e.message));
             wait_followed(tx, RETRY).await;
         }
@@ -258,8 +260,7 @@ pub async fn events(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    feeds.source.shows(&namespace)?;
-    let rx = feeds.subscribe(&namespace, &name);
+    let rx = feeds.subscribe(feeds.source.hub(&namespace)?, &name);
     // The browser's own reconnection sends the header; a page shown again after it was
     // hidden opens a new stream with `?last=`.
     let resumed = headers
