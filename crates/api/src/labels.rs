@@ -58,14 +58,21 @@ pub fn requested_revision(token: &str) -> Option<&str> {
 pub const REVISION_COMPLETED_AT: &str = "mwrs.rollout.open-cluster-management.io/completed-at";
 pub const REVISION_ABORTED_AT: &str = "mwrs.rollout.open-cluster-management.io/aborted-at";
 /// On a ManifestWork: the rollout plugin's final verdict on the revision it carries
-/// (JSON: plugin, revision, generation, verdict, at, message), so that a restarted
-/// controller and the CLI know it without asking.
+/// (JSON: plugin, revision, generation, verdict, at, message, seal), so that a restarted
+/// controller and the CLI know it without asking. The controller believes it only with
+/// its own seal (SPEC §12.2).
 pub const PLUGIN_VERDICT: &str = "mwrs.rollout.open-cluster-management.io/plugin-verdict";
 
 /// On a ManifestWork: the digest (SHA-256 hex of its canonical JSON) of the spec a
-/// rollout plugin's MutateManifestWork returned and this controller wrote. A spec with
-/// this digest carries the revision the ManifestWork's label names.
+/// rollout plugin's MutateManifestWork returned and this controller wrote, then `.` and
+/// the controller's seal. A spec with this digest carries the revision the
+/// ManifestWork's label names, when the seal is the controller's (SPEC §12.2).
 pub const PLUGIN_SPEC_DIGEST: &str = "mwrs.rollout.open-cluster-management.io/plugin-spec-digest";
+
+/// On an MWRS: the hash of a revision to roll out without asking its rollout plugins
+/// (`mwrs rollout undo|retry --skip-plugins`, SPEC §12.3). It counts while that revision
+/// is the update revision.
+pub const SKIP_PLUGINS: &str = "mwrs.rollout.open-cluster-management.io/skip-plugins";
 
 /// Longest valid label value.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;

@@ -200,6 +200,8 @@ pub mod condition {
     pub const PLUGIN_LOADED: &str = "PluginLoaded";
     pub const REASON_PLUGIN_AVAILABLE: &str = "Available";
     pub const REASON_PLUGIN_FAILED: &str = "Failed";
+    /// `PluginLoaded` when the update revision rolls out without its plugins.
+    pub const REASON_PLUGINS_SKIPPED: &str = "Skipped";
 
     pub const REASON_AS_EXPECTED: &str = "AsExpected";
     pub const REASON_PLACEMENT_DECISION_NOT_FOUND: &str = "PlacementDecisionNotFound";

@@ -64,6 +64,12 @@ fn post_params() -> PostParams {
 
 /// Called before every request that changes the hub: refuses when this replica cannot
 /// prove it still leads (SPEC §11 leader fencing), and logs the write at DEBUG.
+/// May this replica act on the world now (write, publish, call a plugin)? Only while
+/// it leads and the CRD can hold its state (SPEC §12.4); says why not in the log.
+pub(crate) fn gate_is_open(ctx: &Context, verb: &str, what: &str) -> bool {
+    may_write(ctx, verb, what).is_ok()
+}
+
 fn may_write(ctx: &Context, verb: &str, what: &str) -> Result<()> {
     if !ctx.config.write_gate.is_open() {
         tracing::warn!(verb, what, "write refused: leadership not confirmed");
@@ -452,6 +458,9 @@ pub async fn publish_on(
     reason: &str,
     message: &str,
 ) {
+    if !gate_is_open(ctx, "create", "event") {
+        return;
+    }
     let r = ctx
         .events
         .publish(

@@ -60,9 +60,14 @@ struct Args {
     /// Run only while holding the leader lease.
     #[arg(long)]
     leader_elect: bool,
-    /// Namespace of the leader lease.
+    /// Namespace of the leader lease, and of the Secret `--mark-key-secret`.
     #[arg(long, default_value = "open-cluster-management-hub")]
     lease_namespace: String,
+    /// The Secret (made when missing) holding the key that seals this controller's marks
+    /// on ManifestWorks (rollout plugin verdicts and specs); read only when plugins are
+    /// registered.
+    #[arg(long, default_value = "mwrs-controller-marks")]
+    mark_key_secret: String,
     /// Largest total size of a template's manifests, in bytes.
     #[arg(long, default_value_t = mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT)]
     manifest_size_limit: usize,
@@ -116,6 +121,28 @@ fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
         tracing::info!(plugins = %names.join(","), "rollout plugins registered");
     }
     Ok(Plugins::new(&config, poll, VERSION)?)
+}
+
+/// `plugins` sealing marks with the key in `--mark-key-secret`; without one (RBAC, an
+/// unusable Secret) with a key of this process only, which costs a verdict asked again
+/// and a spec written again after each restart or failover, and says so.
+async fn with_mark_key(
+    plugins: mwrs_controller::plugins::Plugins,
+    args: &Args,
+    client: &kube::Client,
+) -> mwrs_controller::plugins::Plugins {
+    let plugins = plugins.with_manifest_size_limit(args.manifest_size_limit);
+    if plugins.is_empty() {
+        return plugins;
+    }
+    let (namespace, name) = (&args.lease_namespace, &args.mark_key_secret);
+    match mwrs_controller::mark_key::load_or_create(client.clone(), namespace, name).await {
+        Ok(key) => plugins.with_mark_key(key),
+        Err(e) => {
+            tracing::warn!(error = %e, "no shared mark key: using one of this process only; plugin verdicts are asked again and plugin specs written again after a restart or failover");
+            plugins
+        }
+    }
 }
 
 fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
@@ -204,8 +231,9 @@ fn serving(args: &Args, client: &kube::Client) -> anyhow::Result<http::Serving> 
 
 async fn main_inner(args: Args) -> anyhow::Result<()> {
     // A broken --work-config stops the start before anything is served.
-    let plugins = std::sync::Arc::new(plugins(&args)?);
+    let plugins = plugins(&args)?;
     let client = client(&args).await?;
+    let plugins = std::sync::Arc::new(with_mark_key(plugins, &args, &client).await);
     if !args.skip_crd_check {
         crd::check(&client).await?;
     }

@@ -24,16 +24,19 @@ use jiff::{SignedDuration, Timestamp};
 use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWorkTemplate;
+use mwrs_engine::marks::{MarkKey, Marks};
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plugin::{
-    Begin, Begun, CallTarget, ClusterState, ClusterVerdict, Mutation, PluginCalls, PluginHealth,
-    PluginInputs, Progress, Validation, Verdict,
+    Begin, Begun, CallTarget, ClusterState, ClusterVerdict, ErrorRun, FailurePolicy, Mutation,
+    PLUGIN_TEXT_MAX, PluginCalls, PluginHealth, PluginInputs, Progress, Validation, Verdict, cut,
 };
 use mwrs_engine::rollout::RolloutStatus;
 use mwrs_plugin::client::{PluginClient, SetupError};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
 
+use crate::context::Context;
+use crate::events::EventType;
 use crate::watch::GuardedMwrs;
 
 /// Questions in flight at once within one pass.
@@ -49,16 +52,38 @@ struct Judged {
     asked: BTreeMap<Arc<str>, Timestamp>,
     begun: BTreeMap<Arc<str>, Begun>,
     progressed: BTreeMap<String, u64>,
+    /// Per cluster, the calls about it that went wrong in a row.
+    errors: BTreeMap<Arc<str>, ErrorRun>,
     /// Validations (cluster, revision) and Begins (cluster, revision, aborting) not
     /// answered yet: a slow plugin is not asked the same again meanwhile.
     validating: BTreeSet<(Arc<str>, String)>,
     beginning: BTreeSet<(Arc<str>, String, bool)>,
 }
 
+/// A plugin's health, with what its last outage and recovery were: a flap shorter than
+/// two poll intervals restarts neither the unavailability clock nor the deadlines
+/// (SPEC §12.3).
+#[derive(Clone, Debug)]
+struct Tracked {
+    health: PluginHealth,
+    /// When it last became available.
+    up_since: Option<Timestamp>,
+    /// The last outage that ended: (start, end).
+    last_outage: Option<(Timestamp, Timestamp)>,
+}
+
 /// Every registered plugin and what it said.
 pub struct Plugins {
     clients: BTreeMap<String, PluginClient>,
-    health: RwLock<BTreeMap<String, PluginHealth>>,
+    health: RwLock<BTreeMap<String, Tracked>>,
+    /// Each plugin's failure budget, as registered.
+    policies: BTreeMap<String, FailurePolicy>,
+    /// Plugins whose registration lets their spec drop a manifest of the template.
+    allow_removal: BTreeSet<String>,
+    /// The limit a plugin's spec is held to, as a user's template is.
+    manifest_size_limit: usize,
+    /// How marks on ManifestWorks are sealed and checked.
+    marks: Marks,
     /// By MWRS (`namespace/name`).
     judged: Mutex<HashMap<String, Judged>>,
     /// Where answers that change something are announced ([`Plugins::answers_to`]).
@@ -81,12 +106,37 @@ impl Default for Plugins {
         Self {
             clients: BTreeMap::new(),
             health: RwLock::default(),
+            policies: BTreeMap::new(),
+            allow_removal: BTreeSet::new(),
+            manifest_size_limit: mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT,
+            marks: Marks::Sealed(ephemeral_key()),
             judged: Mutex::default(),
             news: Mutex::default(),
             poll: DEFAULT_POLL,
             controller_version: String::new(),
         }
     }
+}
+
+/// The engine's form of a registered failure policy.
+fn failure_policy(c: &mwrs_plugin::config::FailurePolicyConfig) -> FailurePolicy {
+    use mwrs_engine::plugin::FailureMode;
+    FailurePolicy {
+        mode: if c.hold {
+            FailureMode::Hold
+        } else {
+            FailureMode::Fail
+        },
+        consecutive_errors: c.consecutive_errors,
+        unavailable_for: SignedDuration::try_from(c.unavailable_for).unwrap_or(SignedDuration::MAX),
+    }
+}
+
+/// A key of this process only: marks it seals are not believed by another replica or
+/// after a restart (their verdicts are asked again, their specs written again).
+pub fn ephemeral_key() -> MarkKey {
+    let bytes: [u8; 32] = rand::random();
+    MarkKey::new(&bytes).unwrap_or_else(|_| unreachable!("32 bytes is a key"))
 }
 
 impl Plugins {
@@ -101,21 +151,56 @@ impl Plugins {
             .iter()
             .map(|p| Ok((p.name.clone(), PluginClient::new(p)?)))
             .collect::<Result<BTreeMap<_, _>, SetupError>>()?;
+        let started = Timestamp::now();
         let health = clients
             .keys()
             .map(|n| {
                 let why = "not initialized yet".to_string();
-                (n.clone(), PluginHealth::Unreachable { why })
+                let health = PluginHealth::Unreachable {
+                    why,
+                    since: started,
+                };
+                let tracked = Tracked {
+                    health,
+                    up_since: None,
+                    last_outage: None,
+                };
+                (n.clone(), tracked)
             })
+            .collect();
+        let policies = config
+            .plugins
+            .iter()
+            .map(|p| (p.name.clone(), failure_policy(&p.failure_policy)))
+            .collect();
+        let allow_removal = config
+            .plugins
+            .iter()
+            .filter(|p| p.allow_manifest_removal)
+            .map(|p| p.name.clone())
             .collect();
         Ok(Self {
             clients,
             health: RwLock::new(health),
+            policies,
+            allow_removal,
             judged: Mutex::new(HashMap::new()),
-            news: Mutex::default(),
             poll,
             controller_version: controller_version.to_string(),
+            ..Self::default()
         })
+    }
+
+    /// Marks sealed with `key` (the controller's, kept in a Secret: [`crate::mark_key`]).
+    pub fn with_mark_key(mut self, key: MarkKey) -> Self {
+        self.marks = Marks::Sealed(key);
+        self
+    }
+
+    /// A plugin's spec is held to `limit`, as a template is (`--manifest-size-limit`).
+    pub fn with_manifest_size_limit(mut self, limit: usize) -> Self {
+        self.manifest_size_limit = limit;
+        self
     }
 
     /// Shorter time bounds on every call (tests).
@@ -136,23 +221,36 @@ impl Plugins {
 
     /// What a pass over MWRS `owner` plans with.
     pub fn inputs(&self, owner: &str) -> PluginInputs {
-        let health = self.health.read().map(|h| h.clone()).unwrap_or_default();
+        let health = self
+            .health
+            .read()
+            .map(|h| {
+                h.iter()
+                    .map(|(n, t)| (n.clone(), t.health.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
         let poll = SignedDuration::try_from(self.poll).unwrap_or(SignedDuration::from_secs(10));
-        let Ok(judged) = self.judged.lock() else {
-            return PluginInputs {
-                health,
-                poll,
-                ..PluginInputs::default()
-            };
-        };
-        let j = judged.get(owner);
-        PluginInputs {
+        let base = PluginInputs {
             health,
-            verdicts: j.map(|j| j.verdicts.clone()).unwrap_or_default(),
-            asked: j.map(|j| j.asked.clone()).unwrap_or_default(),
-            begun: j.map(|j| j.begun.clone()).unwrap_or_default(),
-            progressed: j.map(|j| j.progressed.clone()).unwrap_or_default(),
             poll,
+            policies: self.policies.clone(),
+            marks: self.marks.clone(),
+            ..PluginInputs::default()
+        };
+        let Ok(judged) = self.judged.lock() else {
+            return base;
+        };
+        let Some(j) = judged.get(owner) else {
+            return base;
+        };
+        PluginInputs {
+            verdicts: j.verdicts.clone(),
+            asked: j.asked.clone(),
+            begun: j.begun.clone(),
+            progressed: j.progressed.clone(),
+            errors: j.errors.clone(),
+            ..base
         }
     }
 
@@ -172,13 +270,15 @@ impl Plugins {
                 plugin: name.clone(),
                 controller_version: self.controller_version.clone(),
             };
+            let now = Timestamp::now();
             let health = match client.initialize(request).await {
                 Ok(r) => PluginHealth::Available {
-                    description: r.description,
-                    since: Timestamp::now(),
+                    description: cut(r.description, PLUGIN_TEXT_MAX),
+                    since: now,
                 },
                 Err(s) => PluginHealth::Unreachable {
                     why: format!("Initialize: {}", status_line(&s)),
+                    since: now,
                 },
             };
             changed |= self.set_health(name, health);
@@ -186,33 +286,81 @@ impl Plugins {
         changed
     }
 
-    /// Records `health`; false when it says what was known (a plugin that keeps
-    /// answering keeps the time it started to).
+    /// Records `health` (its `since` is when it was seen); false when it says what was
+    /// known. A plugin that keeps answering keeps the time it started to; one that keeps
+    /// failing keeps the time its outage began; a recovery or an outage shorter than two
+    /// poll intervals restarts neither clock (SPEC §12.3).
     fn set_health(&self, name: &str, health: PluginHealth) -> bool {
         let Ok(mut h) = self.health.write() else {
             return false;
         };
-        let same = match (h.get(name), &health) {
-            (
-                Some(PluginHealth::Available {
-                    description: old, ..
-                }),
-                PluginHealth::Available { description, .. },
-            ) => old == description,
-            (old, new) => old == Some(new),
+        let flap = SignedDuration::try_from(self.poll * 2).unwrap_or(SignedDuration::MAX);
+        let short = |from: Timestamp, to: Timestamp| to.duration_since(from) < flap;
+        let Some(mut t) = h.get(name).cloned() else {
+            let up_since = match &health {
+                PluginHealth::Available { since, .. } => Some(*since),
+                PluginHealth::Unreachable { .. } => None,
+            };
+            let tracked = Tracked {
+                health,
+                up_since,
+                last_outage: None,
+            };
+            h.insert(name.to_string(), tracked);
+            return true;
         };
-        if same {
+        let settled = match (&t.health, health) {
+            (
+                PluginHealth::Available {
+                    description: old,
+                    since,
+                },
+                PluginHealth::Available { description, .. },
+            ) => (*old != description).then_some(PluginHealth::Available {
+                description,
+                since: *since,
+            }),
+            (
+                PluginHealth::Unreachable { why: old, since },
+                PluginHealth::Unreachable { why, .. },
+            ) => (*old != why).then_some(PluginHealth::Unreachable { why, since: *since }),
+            (PluginHealth::Available { .. }, PluginHealth::Unreachable { why, since: now }) => {
+                let since = match t.last_outage {
+                    Some((start, end)) if short(end, now) => start,
+                    _ => now,
+                };
+                Some(PluginHealth::Unreachable { why, since })
+            }
+            (
+                PluginHealth::Unreachable { since: down, .. },
+                PluginHealth::Available {
+                    description,
+                    since: now,
+                },
+            ) => {
+                t.last_outage = Some((*down, now));
+                let since = match t.up_since {
+                    Some(up) if short(*down, now) => up,
+                    _ => now,
+                };
+                t.up_since = Some(since);
+                Some(PluginHealth::Available { description, since })
+            }
+        };
+        let Some(settled) = settled.filter(|s| h.get(name).is_none_or(|old| old.health != *s))
+        else {
             return false;
-        }
-        match &health {
+        };
+        match &settled {
             PluginHealth::Available { description, .. } => {
                 tracing::info!(plugin = name, %description, "rollout plugin available")
             }
-            PluginHealth::Unreachable { why } => {
+            PluginHealth::Unreachable { why, .. } => {
                 tracing::warn!(plugin = name, %why, "rollout plugin unreachable")
             }
         }
-        h.insert(name.to_string(), health);
+        t.health = settled;
+        h.insert(name.to_string(), t);
         true
     }
 
@@ -226,15 +374,20 @@ impl Plugins {
     /// Makes `calls` in a task of their own, so that a slow plugin holds no reconcile
     /// (nor another MWRS); when an answer differs from what was known, `mwrs` is
     /// reconciled again. Each call counts as made from now: the passes meanwhile do not
-    /// make it again.
+    /// make it again. Each call is made only while `ctx`'s write gate is open (SPEC
+    /// §12.4), and a refused answer is reported as an Event on `mwrs` through it.
     /// `templates` holds the template of every revision a Begin is about (the
     /// MutateManifestWork that follows it carries the spec).
     pub fn call_in_background(
         self: &Arc<Self>,
+        ctx: &Arc<Context>,
         mwrs: &ManifestWorkReplicaSet,
         calls: PluginCalls,
         templates: &BTreeMap<String, serde_json::Value>,
     ) {
+        if !crate::execute::gate_is_open(ctx, "call", "rollout plugin") {
+            return;
+        }
         let namespace = mwrs.metadata.namespace.clone().unwrap_or_default();
         let name = mwrs.metadata.name.clone().unwrap_or_default();
         let key = ObjectRef::<GuardedMwrs>::new(&name).within(&namespace);
@@ -244,18 +397,33 @@ impl Plugins {
             return;
         }
         let about = MwrsRef::of(mwrs);
-        let specs: BTreeMap<String, Arc<[u8]>> = calls
+        // One copy of each template, shared by every call about its revision.
+        let specs: BTreeMap<String, Template> = calls
             .begins
             .iter()
             .filter_map(|b| {
                 let template = templates.get(&b.revision)?;
-                let json = serde_json::to_vec(template).ok()?;
-                Some((b.revision.clone(), Arc::from(json)))
+                let bytes = Arc::from(serde_json::to_vec(template).ok()?);
+                let typed = ManifestWorkTemplate::from_value(template.clone()).ok()?;
+                Some((
+                    b.revision.clone(),
+                    Template {
+                        bytes,
+                        typed: Arc::new(typed),
+                    },
+                ))
             })
             .collect();
         let plugins = self.clone();
+        let ctx = ctx.clone();
+        let regarding = kube::Resource::object_ref(mwrs, &());
         tokio::spawn(async move {
-            plugins.call(&owner, &about, calls, &specs, key).await;
+            let to = Reporting {
+                ctx: &ctx,
+                regarding: &regarding,
+                key,
+            };
+            plugins.call(&owner, &about, calls, &specs, to).await;
         });
     }
 
@@ -328,15 +496,16 @@ impl Plugins {
         }
     }
 
-    /// Makes `calls`, at most [`ASK_CONCURRENCY`] at once, and records each answer as it
-    /// comes; MWRS `key` is announced whenever one differs from what was known.
+    /// Makes `calls`, at most [`ASK_CONCURRENCY`] at once and each only while the write
+    /// gate is open, and records each answer as it comes; the MWRS is announced whenever
+    /// one differs from what was known.
     async fn call(
         &self,
         owner: &str,
         about: &MwrsRef,
         calls: PluginCalls,
-        specs: &BTreeMap<String, Arc<[u8]>>,
-        key: ObjectRef<GuardedMwrs>,
+        specs: &BTreeMap<String, Template>,
+        to: Reporting<'_>,
     ) {
         let client = |plugin: &str| self.clients.get(plugin).cloned();
         let mut jobs: Vec<Job> = Vec::new();
@@ -346,40 +515,81 @@ impl Plugins {
         }
         for b in calls.begins {
             let request = rollout_request(about, &b.target, &b.cluster, &[], b.aborting);
-            let spec = specs.get(&b.revision).map_or_else(Vec::new, |s| s.to_vec());
-            let mutate = mutate_request(about, &b, spec);
-            jobs.push(Job::Begin(client(&b.target.plugin), b, request, mutate));
+            let check = SpecCheck {
+                template: specs.get(&b.revision).cloned(),
+                allow_removal: self.allow_removal.contains(&b.target.plugin),
+                limit: self.manifest_size_limit,
+            };
+            let mutate = mutate_request(about, &b, Vec::new());
+            jobs.push(Job::Begin(
+                client(&b.target.plugin),
+                b,
+                request,
+                mutate,
+                check,
+            ));
         }
         for p in calls.progress {
             let request = rollout_request(about, &p.target, "", &p.clusters, p.aborting);
             jobs.push(Job::Progress(client(&p.target.plugin), p, request));
         }
+        let ctx = to.ctx;
         let mut answers = futures::stream::iter(jobs)
-            .map(Job::run)
+            .map(|job| async move {
+                // A replica that lost its lease (or the CRD) since the pass asks nothing.
+                let open = crate::execute::gate_is_open(ctx, "call", "rollout plugin");
+                match open {
+                    true => Some(job.run().await),
+                    false => None,
+                }
+            })
             .buffer_unordered(ASK_CONCURRENCY);
         while let Some(answer) = answers.next().await {
+            let Some(answer) = answer else { continue };
             self.landed(owner, &answer);
+            if let Some(refusal) = self.refusal_to_report(owner, &answer) {
+                crate::execute::publish_on(
+                    ctx,
+                    to.regarding,
+                    EventType::Warning,
+                    "PluginAnswerRefused",
+                    &refusal,
+                )
+                .await;
+            }
             if self.record_answer(owner, answer) {
-                self.announce(&key);
+                self.announce(&to.key);
             }
         }
     }
 
     /// Records one answer; true when it differs from what was known.
     fn record_answer(&self, owner: &str, answer: Answer) -> bool {
+        let now = Timestamp::now();
         match answer {
-            Answer::Validated(v, Ok(r)) => self.record(owner, &v, r, Timestamp::now()),
-            Answer::Begun(b, Ok(mutation)) => self.record_begun(owner, &b, mutation),
+            Answer::Validated(v, Ok(r)) => {
+                self.end_error_run(owner, &v.cluster);
+                self.record(owner, &v, r, now)
+            }
+            Answer::Begun(b, Ok(mutation)) => {
+                self.end_error_run(owner, &b.cluster);
+                self.record_begun(owner, &b, mutation)
+            }
             Answer::Progressed(_, Ok(())) => false,
             Answer::Validated(v, Err(s)) if is_about_the_call(&s) => {
                 let message = format!("{}: {}", v.call_name(), status_line(&s));
-                self.record_verdict(owner, &v, (Verdict::Erred, message), Timestamp::now())
+                let about = (v.target.plugin.as_str(), v.revision.as_str());
+                let counted = self.extend_error_run(owner, &v.cluster, about, &message, now);
+                self.record_verdict(owner, &v, (Verdict::Erred, message), now) || counted
             }
             Answer::Validated(v, Err(s)) => self.unreachable(&v.target.plugin, v.call_name(), &s),
             Answer::Begun(b, Err((call, s))) if is_about_the_call(&s) => {
-                // Left unanswered: sent again after the poll interval, the cluster waits.
-                tracing::warn!(plugin = %b.target.plugin, cluster = %b.cluster, call, status = %status_line(&s), "rollout plugin refused a call");
-                false
+                // Left unanswered: sent again after the poll interval; the cluster waits,
+                // and its note says why, until the plugin's budget is spent.
+                let message = format!("{call}: {}", status_line(&s));
+                tracing::warn!(plugin = %b.target.plugin, cluster = %b.cluster, %message, "rollout plugin's answer refused");
+                let about = (b.target.plugin.as_str(), b.revision.as_str());
+                !b.aborting && self.extend_error_run(owner, &b.cluster, about, &message, now)
             }
             Answer::Begun(b, Err((call, s))) => self.unreachable(&b.target.plugin, call, &s),
             Answer::Progressed(p, Err(s)) => {
@@ -390,9 +600,77 @@ impl Plugins {
         }
     }
 
+    /// The Event to publish about `answer`: a refused answer about a cluster, once per
+    /// run of errors (the cluster's note and status say the rest).
+    fn refusal_to_report(&self, owner: &str, answer: &Answer) -> Option<String> {
+        let Answer::Begun(b, Err((call, s))) = answer else {
+            return None;
+        };
+        if !is_about_the_call(s) {
+            return None;
+        }
+        let judged = self.judged.lock().ok()?;
+        let running = judged
+            .get(owner)
+            .and_then(|j| j.errors.get(b.cluster.as_str()))
+            .is_some_and(|r| r.plugin == b.target.plugin && r.revision == b.revision);
+        (!running).then(|| {
+            format!(
+                "cluster {}: plugin {} {call}: {}; nothing was written, the cluster waits and is asked again",
+                b.cluster,
+                b.target.plugin,
+                status_line(s)
+            )
+        })
+    }
+
+    /// One more call about `cluster` on `(plugin, revision)` went wrong; true (news) when
+    /// it changes the run.
+    fn extend_error_run(
+        &self,
+        owner: &str,
+        cluster: &str,
+        (plugin, revision): (&str, &str),
+        message: &str,
+        now: Timestamp,
+    ) -> bool {
+        let Ok(mut judged) = self.judged.lock() else {
+            return false;
+        };
+        let j = judged.entry(owner.to_string()).or_default();
+        let last = cut(message.to_string(), PLUGIN_TEXT_MAX);
+        match j.errors.get_mut(cluster) {
+            Some(run) if run.plugin == plugin && run.revision == revision => {
+                run.count = run.count.saturating_add(1);
+                run.last = last;
+            }
+            _ => {
+                let run = ErrorRun {
+                    plugin: plugin.to_string(),
+                    revision: revision.to_string(),
+                    count: 1,
+                    since: now,
+                    last,
+                };
+                j.errors.insert(Arc::from(cluster), run);
+            }
+        }
+        true
+    }
+
+    /// A usable answer about `cluster` ends its run of errors.
+    fn end_error_run(&self, owner: &str, cluster: &str) {
+        if let Ok(mut judged) = self.judged.lock()
+            && let Some(j) = judged.get_mut(owner)
+        {
+            j.errors.remove(cluster);
+        }
+    }
+
     fn unreachable(&self, plugin: &str, call: &str, s: &tonic::Status) -> bool {
         let why = format!("{call}: {}", status_line(s));
-        self.set_health(plugin, PluginHealth::Unreachable { why })
+        let since = Timestamp::now();
+        self.set_health(plugin, PluginHealth::Unreachable { why, since })
     }
 
     /// Records that the plugin answered `b` and the MutateManifestWork after it; true
@@ -461,7 +739,8 @@ impl Plugins {
             revision: v.revision.clone(),
             generation: v.generation,
             verdict,
-            message,
+            // Cut at intake: nothing a plugin says may make a status write fail.
+            message: cut(message, PLUGIN_TEXT_MAX),
             at: now,
         };
         let same = j.verdicts.get(&cluster).is_some_and(|old| {
@@ -515,6 +794,14 @@ impl InFlight {
     }
 }
 
+/// Where a batch of calls reports: the write gate and Events of `ctx`, about the MWRS
+/// `regarding` (`key` in the controller's queue).
+struct Reporting<'a> {
+    ctx: &'a Context,
+    regarding: &'a k8s_openapi::api::core::v1::ObjectReference,
+    key: ObjectRef<GuardedMwrs>,
+}
+
 /// The MWRS a call is about, as every request names it.
 struct MwrsRef {
     namespace: String,
@@ -542,6 +829,7 @@ enum Job {
         Begin,
         api::RolloutRequest,
         api::MutateRequest,
+        SpecCheck,
     ),
     Progress(Option<PluginClient>, Progress, api::RolloutRequest),
 }
@@ -569,9 +857,9 @@ impl Job {
                 };
                 Answer::Validated(v, answer)
             }
-            Job::Begin(client, b, r, mutate) => {
+            Job::Begin(client, b, r, mutate, check) => {
                 let answer = match client {
-                    Some(c) => begin_and_mutate(&c, &b, r, mutate).await,
+                    Some(c) => begin_and_mutate(&c, &b, r, mutate, &check).await,
                     None => Err((b.call_name(), missing())),
                 };
                 Answer::Begun(b, answer)
@@ -587,13 +875,29 @@ impl Job {
     }
 }
 
+/// A revision's template: the bytes every MutateManifestWork about it sends, and the
+/// parsed form its answers are checked against.
+#[derive(Clone)]
+struct Template {
+    bytes: Arc<[u8]>,
+    typed: Arc<ManifestWorkTemplate>,
+}
+
+/// What a MutateManifestWork answer is checked against (SPEC §12.1).
+struct SpecCheck {
+    template: Option<Template>,
+    allow_removal: bool,
+    limit: usize,
+}
+
 /// BeginRollout (or BeginAbort) about `b`, then MutateManifestWork: the spec to write
-/// instead of the template, if the plugin returns one.
+/// instead of the template, if the plugin returns one it may (`check`).
 async fn begin_and_mutate(
     c: &PluginClient,
     b: &Begin,
     r: api::RolloutRequest,
-    mutate: api::MutateRequest,
+    mut mutate: api::MutateRequest,
+    check: &SpecCheck,
 ) -> Result<Option<Mutation>, (&'static str, tonic::Status)> {
     let begun = match b.aborting {
         true => c.begin_abort(r).await,
@@ -601,27 +905,29 @@ async fn begin_and_mutate(
     };
     begun.map_err(|s| (b.call_name(), s))?;
     const MUTATE: &str = "MutateManifestWork";
+    let Some(template) = &check.template else {
+        // No template to send: nothing to mutate (the revision's content is unknown).
+        return Ok(None);
+    };
+    // Copied here, one call at a time, not for every queued call at once.
+    mutate.spec_json = template.bytes.to_vec();
     let answer = c
         .mutate_manifest_work(mutate)
         .await
         .map_err(|s| (MUTATE, s))?;
-    plugin_spec(&answer.spec_json).map_err(|why| (MUTATE, tonic::Status::invalid_argument(why)))
-}
-
-/// The spec a plugin returned (None: empty, the template unchanged), or why it cannot
-/// be written.
-fn plugin_spec(json: &[u8]) -> Result<Option<Mutation>, String> {
-    if json.is_empty() {
-        return Ok(None);
+    let spec = mwrs_engine::validate::plugin_spec(
+        &answer.spec_json,
+        &template.typed,
+        check.allow_removal,
+        check.limit,
+    );
+    match spec {
+        Ok(spec) => Ok(spec.map(Mutation::new)),
+        Err(invalid) => {
+            let why = cut(format!("refused: {invalid}"), PLUGIN_TEXT_MAX);
+            Err((MUTATE, tonic::Status::invalid_argument(why)))
+        }
     }
-    let value: serde_json::Value =
-        serde_json::from_slice(json).map_err(|e| format!("spec_json is not JSON: {e}"))?;
-    let template = ManifestWorkTemplate::from_value(value.clone())
-        .map_err(|e| format!("spec_json is not a JSON object: {e}"))?;
-    template
-        .typed()
-        .map_err(|e| format!("spec_json is not a ManifestWork spec: {e}"))?;
-    Ok(Some(Mutation::new(value)))
 }
 
 trait CallName {
@@ -752,13 +1058,14 @@ fn is_about_the_call(s: &tonic::Status) -> bool {
     )
 }
 
-/// `CODE: message` of a gRPC status, in a line.
+/// `CODE: message` of a gRPC status, in a line, cut to [`PLUGIN_TEXT_MAX`].
 fn status_line(s: &tonic::Status) -> String {
     let message = s.message().lines().next().unwrap_or_default();
-    match message {
+    let line = match message {
         "" => format!("{:?}", s.code()),
         m => format!("{:?}: {m}", s.code()),
-    }
+    };
+    cut(line, PLUGIN_TEXT_MAX)
 }
 
 #[cfg(test)]
@@ -803,11 +1110,90 @@ mod tests {
         assert!(p.set_health("judge", available(at(10))));
         assert!(!p.set_health("judge", available(at(20))), "the same answer");
         assert_eq!(p.inputs("ns/app").health["judge"], available(at(10)));
-        let down = PluginHealth::Unreachable { why: "gone".into() };
-        assert!(p.set_health("judge", down.clone()));
-        assert!(!p.set_health("judge", down));
-        assert!(p.set_health("judge", available(at(30))));
-        assert_eq!(p.inputs("ns/app").health["judge"], available(at(30)));
+        let down = |since| PluginHealth::Unreachable {
+            why: "gone".into(),
+            since,
+        };
+        assert!(p.set_health("judge", down(at(25))));
+        assert!(!p.set_health("judge", down(at(26))));
+        assert!(p.set_health("judge", available(at(60))));
+        assert_eq!(p.inputs("ns/app").health["judge"], available(at(60)));
+    }
+
+    #[test]
+    fn a_flapping_plugin_restarts_neither_its_outage_clock_nor_the_deadlines() {
+        // Poll 10 s: a flap is anything under 20 s.
+        let p = Plugins::default();
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let up = |since| PluginHealth::Available {
+            description: "judge 1.0".into(),
+            since,
+        };
+        let down = |since| PluginHealth::Unreachable {
+            why: "gone".into(),
+            since,
+        };
+        p.set_health("judge", up(at(0)));
+        p.set_health("judge", down(at(100)));
+        // Back for 5 s, down again: the outage still counts from 100.
+        assert!(p.set_health("judge", up(at(110))));
+        assert_eq!(
+            p.inputs("a").health["judge"],
+            up(at(0)),
+            "a short outage keeps deadlines"
+        );
+        p.set_health("judge", down(at(115)));
+        assert_eq!(p.inputs("a").health["judge"], down(at(100)));
+        // Back for long: a new outage starts its own clock.
+        p.set_health("judge", up(at(120)));
+        p.set_health("judge", down(at(500)));
+        assert_eq!(p.inputs("a").health["judge"], down(at(500)));
+        // A long outage ends: deadlines count from the recovery.
+        p.set_health("judge", up(at(900)));
+        assert_eq!(p.inputs("a").health["judge"], up(at(900)));
+    }
+
+    #[test]
+    fn errors_in_a_row_are_counted_and_a_usable_answer_ends_them() {
+        let p = Plugins::default();
+        let v = validation("c1");
+        let internal = || tonic::Status::internal("x".repeat(40_000));
+        for n in 1..=3u32 {
+            assert!(p.record_answer("ns/app", Answer::Validated(v.clone(), Err(internal()))));
+            let run = p.inputs("ns/app").errors["c1"].clone();
+            assert_eq!((run.count, run.revision.as_str()), (n, "abc"));
+            assert!(run.last.len() <= PLUGIN_TEXT_MAX, "cut at intake");
+        }
+        assert!(p.inputs("ns/app").verdicts["c1"].message.len() <= PLUGIN_TEXT_MAX);
+        let ok = answer(api::Verdict::InProgress, &"y".repeat(40_000));
+        p.record_answer("ns/app", Answer::Validated(v, Ok(ok)));
+        let inputs = p.inputs("ns/app");
+        assert!(inputs.errors.is_empty(), "{:?}", inputs.errors);
+        assert!(inputs.verdicts["c1"].message.len() <= PLUGIN_TEXT_MAX);
+        // A refused MutateManifestWork answer counts too, once per call.
+        let b = Begin {
+            target: validation("c1").target,
+            cluster: "c1".into(),
+            revision: "abc".into(),
+            aborting: false,
+        };
+        let refused = tonic::Status::invalid_argument(
+            "refused: spec_json.workload.manifests: must list at least one manifest",
+        );
+        let answer = Answer::Begun(b.clone(), Err(("MutateManifestWork", refused.clone())));
+        assert!(
+            p.refusal_to_report("ns/app", &answer).is_some(),
+            "the first of a run"
+        );
+        p.record_answer("ns/app", answer);
+        let again = Answer::Begun(b, Err(("MutateManifestWork", refused)));
+        assert_eq!(
+            p.refusal_to_report("ns/app", &again),
+            None,
+            "one Event a run"
+        );
+        p.record_answer("ns/app", again);
+        assert_eq!(p.inputs("ns/app").errors["c1"].count, 2);
     }
 
     #[test]
@@ -862,25 +1248,6 @@ mod tests {
         assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
         p.forget("ns/app");
         assert!(p.inputs("ns/app").verdicts.is_empty());
-    }
-
-    #[test]
-    fn a_spec_from_a_plugin_is_written_only_when_it_is_a_manifestwork_spec() {
-        assert_eq!(plugin_spec(b""), Ok(None), "empty: the template unchanged");
-        let spec = br#"{"workload": {"manifests": [{"kind": "ConfigMap"}]}}"#;
-        let m = plugin_spec(spec).unwrap().unwrap();
-        assert_eq!(m.spec["workload"]["manifests"][0]["kind"], "ConfigMap");
-        for (bad, why) in [
-            (&b"{not json"[..], "is not JSON"),
-            (b"[1, 2]", "is not a JSON object"),
-            (
-                br#"{"workload": {"manifests": 3}}"#,
-                "is not a ManifestWork spec",
-            ),
-        ] {
-            let e = plugin_spec(bad).unwrap_err();
-            assert!(e.starts_with("spec_json ") && e.contains(why), "{e}");
-        }
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub async fn reconcile(obj: Arc<GuardedMwrs>, ctx: Arc<Context>) -> Result<Actio
     }
 }
 
-async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Result<Action> {
+async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -> Result<Action> {
     // A snapshot before every store has synced would look like "nothing exists".
     ctx.stores.wait_ready().await;
     let key = ObjectRef::from_obj(mwrs);
@@ -133,7 +133,7 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> Res
         let calls = plan.plugin_calls.clone();
         ctx.config
             .plugins
-            .call_in_background(mwrs, calls, &plan.templates);
+            .call_in_background(ctx, mwrs, calls, &plan.templates);
     }
     if ctx.blocked_writes(&work_name).len() > blocked_before {
         // A write found blocked in this pass: report it without waiting for a change.

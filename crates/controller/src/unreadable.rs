@@ -120,6 +120,9 @@ pub async fn report(ctx: &Context, invalid: &InvalidObject) -> Result<Action> {
     let Some(list) = unreadable_conditions(old, &message, meta.generation, Timestamp::now()) else {
         return Ok(Action::await_change());
     };
+    if !crate::execute::gate_is_open(ctx, "patch", "status of an unreadable MWRS") {
+        return Ok(Action::await_change());
+    }
     let mut body = json!({"status": {"conditions": list}});
     if let Some(rv) = raw.resource_version() {
         body["metadata"] = json!({ "resourceVersion": rv });

@@ -192,6 +192,20 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
         .find(|v| v["name"] == "work-config")
         .expect("the volume");
     assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
+    // The mark key's Secret, which the controller may read and make (SPEC §12.2).
+    assert!(
+        args.contains(&"--mark-key-secret=mwrs-mwrs-controller-marks"),
+        "{args:?}"
+    );
+    let roles: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Role").collect();
+    let marks = roles
+        .iter()
+        .find(|r| r["metadata"]["name"] == "mwrs-mwrs-controller-marks")
+        .expect("the marks Role");
+    assert_eq!(
+        marks["rules"][0]["resourceNames"][0],
+        "mwrs-mwrs-controller-marks"
+    );
     let without = documents(&helm(&helm_bin, &["template", "mwrs", CHART]));
     assert!(
         without.iter().all(|d| d["kind"] != "ConfigMap"),
@@ -200,6 +214,37 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
     let args = find(&without, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
         .to_string();
     assert!(!args.contains("--work-config"), "{args}");
+}
+
+/// Two replicas without leader election would both write: the chart refuses them, and
+/// one replica is replaced, never rolled, so that two never run at once (SPEC §12.4).
+#[test]
+fn the_chart_refuses_replicas_without_leader_election() {
+    let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
+        eprintln!("MWRS_HELM not set (scripts/helm.sh): skipped");
+        return;
+    };
+    let off = [
+        "template",
+        "mwrs",
+        CHART,
+        "--set",
+        "leaderElection.enabled=false",
+    ];
+    let out = Command::new(&helm_bin)
+        .args(off)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "rendered two unfenced replicas");
+    assert!(stderr.contains("needs replicaCount: 1"), "{stderr}");
+    let one = [&off[..], &["--set", "replicaCount=1"]].concat();
+    let docs = documents(&helm(&helm_bin, &one));
+    let deployment = find(&docs, "Deployment");
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let on = documents(&helm(&helm_bin, &["template", "mwrs", CHART]));
+    assert!(find(&on, "Deployment")["spec"].get("strategy").is_none());
 }
 
 /// Applies `doc` to the hub with server-side apply.

@@ -23,6 +23,7 @@ use common::{aborted, current, start_agent_succeeding, update, wait_complete, wa
 use mwrs_api::labels;
 use mwrs_controller::plugins::Plugins;
 use mwrs_controller::{Config, Shared};
+use mwrs_engine::marks::MarkKey;
 use mwrs_engine::plugin::{ClusterVerdict, Verdict};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
@@ -53,6 +54,10 @@ struct Script {
     mutate: AtomicBool,
     /// Clusters ValidateRolloutCompletion answers INTERNAL about.
     erring: Mutex<std::collections::BTreeSet<String>>,
+    /// What MutateManifestWork answers, whatever it is asked (a misbehaving plugin).
+    mutate_answer: Mutex<Option<Vec<u8>>>,
+    /// The message of every verdict (else one naming the verdict).
+    message: Mutex<Option<String>>,
 }
 
 /// What the scripted plugin's MutateManifestWork adds to the first manifest.
@@ -187,9 +192,10 @@ impl RolloutPlugin for Served {
             .get(&r.cluster)
             .copied()
             .unwrap_or(api::Verdict::InProgress);
+        let message = self.0.message.lock().unwrap().clone();
         Ok(Response::new(api::ValidateResponse {
             verdict: verdict.into(),
-            message: format!("smoke test {}", verdict.as_str_name()),
+            message: message.unwrap_or_else(|| format!("smoke test {}", verdict.as_str_name())),
         }))
     }
 
@@ -198,6 +204,9 @@ impl RolloutPlugin for Served {
         r: Request<api::MutateRequest>,
     ) -> Result<Response<api::MutateResponse>, Status> {
         self.0.up()?;
+        if let Some(answer) = self.0.mutate_answer.lock().unwrap().clone() {
+            return Ok(Response::new(api::MutateResponse { spec_json: answer }));
+        }
         if !self.0.mutate.load(Ordering::SeqCst) {
             return Ok(Response::new(api::MutateResponse::default()));
         }
@@ -278,9 +287,21 @@ async fn started_with(
     config: Config,
     call_timeout: Duration,
 ) -> Option<(TestHub, Arc<Script>, Running)> {
+    started_registering(test, config, call_timeout, "").await
+}
+
+/// [`started_with`], `registration` (YAML lines at the plugin's indent) added to the
+/// plugin's entry in the work config.
+async fn started_registering(
+    test: &str,
+    config: Config,
+    call_timeout: Duration,
+    registration: &str,
+) -> Option<(TestHub, Arc<Script>, Running)> {
     let hub = TestHub::from_env(test, CLUSTERS).await?;
     let script = Arc::new(Script::default());
     let (work_config, server) = serve(script.clone()).await;
+    let work_config = format!("{work_config}{registration}");
     let config = knowing_judge(&work_config, config, call_timeout);
     let controller = common::start_controller_configured(&hub, config, Shared::default());
     hub.publish_all("p").await;
@@ -297,7 +318,8 @@ fn knowing_judge(work_config: &str, config: Config, call_timeout: Duration) -> C
         "test",
     )
     .unwrap()
-    .with_call_timeout(call_timeout);
+    .with_call_timeout(call_timeout)
+    .with_mark_key(MarkKey::new(&[42; 32]).unwrap());
     Config {
         plugins: Arc::new(plugins),
         ..config
@@ -367,7 +389,7 @@ async fn a_rollout_is_promoted_only_once_the_plugin_says_succeeded() {
                     .annotations
                     .as_ref()?
                     .get(labels::PLUGIN_VERDICT)?;
-                ClusterVerdict::from_annotation(value)
+                ClusterVerdict::as_written(value)
             })
             .collect();
         let written = verdicts.iter().flatten().filter(|v| {
@@ -538,11 +560,19 @@ async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
     assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
 }
 
-/// A plugin slow to answer holds only its own clusters: with a single worker, another
-/// MWRS without a plugin rolls out while a question is still waiting for its answer.
+/// An error status about one cluster holds that cluster, not the plugin: under
+/// `failurePolicy: Hold` it stays held past its deadline, however many errors come, and
+/// completes once the plugin can judge it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_about_one_cluster_holds_that_cluster_only() {
-    let Some((hub, script, _tasks)) = started("plugin-erring").await else {
+    let hold = "    failurePolicy:\n      policy: Hold\n";
+    let started = started_registering(
+        "plugin-erring",
+        Config::default(),
+        Duration::from_secs(2),
+        hold,
+    );
+    let Some((hub, script, _tasks)) = started.await else {
         return;
     };
     let erring = hub.clusters[0].clone();
@@ -571,6 +601,8 @@ async fn an_error_about_one_cluster_holds_that_cluster_only() {
     assert_eq!(current(&m), Some(revision));
 }
 
+/// A plugin slow to answer holds only its own clusters: with a single worker, another
+/// MWRS without a plugin rolls out while a question is still waiting for its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_plugin_stalls_no_other_mwrs() {
     let one_worker = Config {
@@ -681,4 +713,260 @@ async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
     assert_eq!(written, [0, 0], "written again after a restart");
     let m = wait_complete(&hub, "app", None).await;
     assert_eq!(current(&m), Some(revision));
+}
+
+/// v1 complete with the plugin well behaved, then v2 set: the test's hub, plugin,
+/// running parts and v1's revision.
+async fn v1_complete_then_v2(
+    test: &str,
+    strategy: serde_json::Value,
+    registration: &str,
+) -> Option<(TestHub, Arc<Script>, Running, String)> {
+    let (hub, script, tasks) = started_registering(
+        test,
+        Config::default(),
+        Duration::from_secs(2),
+        registration,
+    )
+    .await?;
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
+    Some((hub, script, tasks, stable))
+}
+
+/// Every ManifestWork of `app` still lists the manifest the template has.
+async fn assert_no_work_emptied(hub: &TestHub) {
+    for (cluster, w) in common::works_by_cluster(hub, "app").await {
+        let manifests = w.spec.manifests();
+        assert!(
+            manifests.len() == 1 && manifests[0]["kind"] == "ConfigMap",
+            "{cluster}: {:?}",
+            w.spec
+        );
+    }
+}
+
+/// SPEC §12.1: a MutateManifestWork answer that would empty a cluster (`{}`, no
+/// manifests, a whole ManifestWork) is never written; the cluster waits with a note and
+/// one Event, and past the plugin's budget counts as failed, so AbortAll returns the
+/// fleet to v1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_spec_that_would_empty_a_cluster_is_never_written() {
+    let strategy = judged(json!({"type": "All"}));
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_then_v2("plugin-empty-spec", strategy, "").await
+    else {
+        return;
+    };
+    *script.mutate_answer.lock().unwrap() = Some(b"{}".to_vec());
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "app", "the refusal in ManifestworkApplied", |m| {
+        common::message(m, "ManifestworkApplied").contains("refused")
+    })
+    .await;
+    assert_no_work_emptied(&hub).await;
+    assert_eq!(
+        current(&m).as_deref(),
+        Some(stable.as_str()),
+        "not promoted"
+    );
+    let m = wait_mwrs(&hub, "app", "the abort once the budget is spent", |m| {
+        aborted(m).is_some()
+    })
+    .await;
+    assert_eq!(current(&m).as_deref(), Some(stable.as_str()));
+    assert_no_work_emptied(&hub).await;
+    common::assert_works_on(&hub, "app", &hub.clusters, &stable).await;
+    let events = hub.events_of("app").await;
+    let refused: Vec<_> = events
+        .iter()
+        .filter(|(reason, _)| reason == "PluginAnswerRefused")
+        .collect();
+    assert_eq!(refused.len(), CLUSTERS, "one Event per cluster: {events:?}");
+    assert!(
+        refused[0].1.contains("spec_json.workload.manifests"),
+        "{refused:?}"
+    );
+    let failed = common::status(&m).last_abort.map(|a| a.failed_count);
+    assert_eq!(failed, Some(CLUSTERS as i64), "each cluster counted failed");
+}
+
+/// SPEC §12.2: a SUCCEEDED verdict written by hand on each ManifestWork (the cluster's
+/// own agent may) promotes nothing while the plugin says IN_PROGRESS; a hand edit with
+/// its spec digest written over it is restored all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_verdict_promotes_nothing_and_a_forged_digest_hides_no_edit() {
+    let strategy = judged(json!({"type": "All"}));
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_then_v2("plugin-forged", strategy, "").await
+    else {
+        return;
+    };
+    script.mutate.store(true, Ordering::SeqCst);
+    script.set_all(&hub.clusters, api::Verdict::InProgress);
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "app", "every cluster asked about v2", |m| {
+        let revision = update(m).unwrap_or_default();
+        revision != stable
+            && hub
+                .clusters
+                .iter()
+                .all(|c| script.asked_about(c, &revision) >= 1)
+    })
+    .await;
+    let revision = update(&m).unwrap();
+    let works =
+        |ns: &str| kube::Api::<mwrs_api::work::ManifestWork>::namespaced(hub.client.clone(), ns);
+    for (cluster, w) in common::works_by_cluster(&hub, "app").await {
+        let name = w.metadata.name.clone().unwrap();
+        let forged = json!({"plugin": "judge", "revision": revision,
+            "generation": w.metadata.generation.unwrap(), "verdict": "SUCCEEDED",
+            "at": jiff::Timestamp::now().to_string(), "message": "certified by the spoke"});
+        let body =
+            json!({"metadata": {"annotations": {labels::PLUGIN_VERDICT: forged.to_string()}}});
+        works(&cluster)
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&body),
+            )
+            .await
+            .unwrap();
+    }
+    // Many passes and questions later: not promoted.
+    let before = script.asked_about(&hub.clusters[0], &revision);
+    let m = wait_mwrs(&hub, "app", "three more questions", |_| {
+        script.asked_about(&hub.clusters[0], &revision) >= before + 3
+    })
+    .await;
+    assert_eq!(
+        current(&m).as_deref(),
+        Some(stable.as_str()),
+        "a forged verdict promoted v2"
+    );
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let m = wait_complete(&hub, "app", Some(&stable)).await;
+    assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
+
+    // A hand edit of the plugin's spec, with a digest mark over the edited spec.
+    let cluster = hub.clusters[0].clone();
+    let w = common::works_by_cluster(&hub, "app")
+        .await
+        .remove(&cluster)
+        .unwrap();
+    let name = w.metadata.name.clone().unwrap();
+    let edit = json!({"spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app", "namespace": "default"}, "data": {"version": "hand-edited"}}]}}});
+    let edited = works(&cluster)
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&edit),
+        )
+        .await
+        .unwrap();
+    let digest = mwrs_engine::hash::digest(&edited.spec.to_value()).to_hex();
+    let body = json!({"metadata": {"annotations": {labels::PLUGIN_SPEC_DIGEST: digest}}});
+    works(&cluster)
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&body),
+        )
+        .await
+        .unwrap();
+    let hub = &hub;
+    let cluster = &cluster;
+    wait_for("the hand edit restored", common::WAIT, || async move {
+        let w = common::works_by_cluster(hub, "app")
+            .await
+            .remove(cluster)
+            .unwrap();
+        let data = &w.spec.manifests()[0]["data"];
+        if data["version"] == "hand-edited" {
+            Err(format!("{data}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+}
+
+/// SPEC §12.1: a FAILED verdict with a 40,000-character message, under AbortAll with
+/// `maxFailures: 0`, aborts and reverts (the message no longer makes the status write
+/// that must come first fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_failed_message_still_aborts_and_reverts() {
+    let strategy = judged(json!({"type": "All", "all": {"maxFailures": 0}}));
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_then_v2("plugin-huge-message", strategy, "").await
+    else {
+        return;
+    };
+    *script.message.lock().unwrap() = Some("x".repeat(40_000));
+    script.set(&hub.clusters[0], api::Verdict::Failed);
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
+    for (type_, (_, _, message)) in conditions(&m) {
+        assert!(
+            message.len() <= 32 * 1024,
+            "{type_}: {} bytes",
+            message.len()
+        );
+    }
+    let want: BTreeMap<String, String> = hub
+        .clusters
+        .iter()
+        .map(|c| (c.clone(), stable.clone()))
+        .collect();
+    common::wait_works(&hub, "app", &want).await;
+}
+
+/// SPEC §12.3: a plugin unreachable past its `unavailableFor` (here 3 s) under the
+/// default policy Fail: its held clusters count as failed (`PluginFailed`), so AbortAll
+/// returns the fleet to v1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_down_past_its_budget_fails_its_clusters() {
+    let strategy = judged(json!({"type": "All"}));
+    let policy = "    failurePolicy:\n      unavailableFor: 3s\n";
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_then_v2("plugin-budget", strategy, policy).await
+    else {
+        return;
+    };
+    script.set_all(&hub.clusters, api::Verdict::InProgress);
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "app", "every cluster on v2, asked", |m| {
+        let revision = update(m).unwrap_or_default();
+        revision != stable
+            && hub
+                .clusters
+                .iter()
+                .all(|c| script.asked_about(c, &revision) >= 1)
+    })
+    .await;
+    assert_eq!(aborted(&m), None);
+    script.down.store(true, Ordering::SeqCst);
+    let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
+    assert_eq!(current(&m).as_deref(), Some(stable.as_str()));
+    let failed = common::status(&m).last_abort.map(|a| a.failed_count);
+    assert_eq!(
+        failed,
+        Some(CLUSTERS as i64),
+        "each held cluster counted failed"
+    );
+    let events = hub.events_of("app").await;
+    assert!(
+        events.iter().any(|(_, note)| note.contains("PluginFailed")),
+        "{events:?}"
+    );
+    // The reverts wait for no plugin.
+    let want: BTreeMap<String, String> = hub
+        .clusters
+        .iter()
+        .map(|c| (c.clone(), stable.clone()))
+        .collect();
+    common::wait_works(&hub, "app", &want).await;
 }

@@ -47,9 +47,14 @@ impl Cond {
     }
 }
 
+/// The CRD's `maxLength` of a condition message: a longer one makes the whole status
+/// write fail (422), so every message is cut to it (SPEC §12.1).
+pub const MESSAGE_MAX: usize = 32 * 1024;
+
 /// Sets `c` in `list`, keeping the old transition time when the status is unchanged.
 pub fn set(list: &mut Vec<Condition>, c: &Cond, generation: Option<i64>, now: Timestamp) {
     let status = c.status.as_str();
+    let message = || crate::plugin::cut(c.message.clone(), MESSAGE_MAX);
     match list.iter_mut().find(|old| old.type_ == c.type_) {
         Some(old) => {
             if old.status != status {
@@ -57,14 +62,14 @@ pub fn set(list: &mut Vec<Condition>, c: &Cond, generation: Option<i64>, now: Ti
                 old.last_transition_time = Time(now);
             }
             old.reason = c.reason.to_string();
-            old.message = c.message.clone();
+            old.message = message();
             old.observed_generation = generation;
         }
         None => list.push(Condition {
             type_: c.type_.to_string(),
             status: status.to_string(),
             reason: c.reason.to_string(),
-            message: c.message.clone(),
+            message: message(),
             observed_generation: generation,
             last_transition_time: Time(now),
         }),
@@ -102,5 +107,21 @@ mod tests {
         assert_eq!(l[0].observed_generation, Some(2));
         set(&mut l, &Cond::new("A", Status::True, "Z", ""), Some(2), t1);
         assert_eq!(l[0].last_transition_time.0, t1);
+    }
+
+    #[test]
+    fn a_message_longer_than_the_crd_allows_is_cut() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut l = Vec::new();
+        let long = "x".repeat(40_000);
+        set(
+            &mut l,
+            &Cond::new("A", Status::False, "X", long.clone()),
+            None,
+            t0,
+        );
+        assert!(l[0].message.len() <= MESSAGE_MAX, "{}", l[0].message.len());
+        set(&mut l, &Cond::new("A", Status::False, "X", long), None, t0);
+        assert!(l[0].message.len() <= MESSAGE_MAX, "{}", l[0].message.len());
     }
 }

@@ -17,6 +17,7 @@
 pub mod conditions;
 pub mod hash;
 pub mod invalid;
+pub mod marks;
 pub mod owner;
 pub mod phase;
 pub mod placement;

@@ -26,6 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 
 use crate::hash::Digest;
+use crate::marks::{MarkPlace, Marks};
 use crate::rollout::RolloutStatus;
 
 /// A plugin's answer about one cluster.
@@ -79,40 +80,83 @@ struct Persisted {
     verdict: String,
     at: String,
     message: String,
+    /// The controller's seal over the fields above and the ManifestWork they sit on
+    /// ([`crate::marks`]); empty when written by a reader without a key.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    seal: String,
 }
 
-/// The longest message an annotation keeps.
-const PERSISTED_MESSAGE_MAX: usize = 256;
+impl Persisted {
+    fn sealed_fields(&self) -> [Vec<u8>; 6] {
+        [
+            self.plugin.as_bytes().to_vec(),
+            self.revision.as_bytes().to_vec(),
+            self.generation.to_string().into_bytes(),
+            self.verdict.as_bytes().to_vec(),
+            self.at.as_bytes().to_vec(),
+            self.message.as_bytes().to_vec(),
+        ]
+    }
+}
+
+/// The longest text a plugin may put anywhere: its messages, descriptions and error
+/// texts are cut to this at intake (SPEC §12.1).
+pub const PLUGIN_TEXT_MAX: usize = 256;
+
+/// `s` cut to at most `max` bytes, at a character boundary, with an ellipsis when cut.
+pub fn cut(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    const MORE: &str = "…";
+    let mut end = max.saturating_sub(MORE.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push_str(MORE);
+    s
+}
 
 impl ClusterVerdict {
-    /// The annotation value; None for a verdict that is not final.
-    pub fn to_annotation(&self) -> Option<String> {
+    /// The annotation value, sealed for `place` (None for a verdict that is not final).
+    pub fn to_annotation(&self, marks: &Marks, place: MarkPlace<'_>) -> Option<String> {
         if !self.verdict.is_final() {
             return None;
         }
-        let mut message = self.message.clone();
-        if message.len() > PERSISTED_MESSAGE_MAX {
-            let mut end = PERSISTED_MESSAGE_MAX;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-        }
-        serde_json::to_string(&Persisted {
+        let mut p = Persisted {
             plugin: self.plugin.clone(),
             revision: self.revision.clone(),
             generation: self.generation,
             verdict: self.verdict.as_str().to_string(),
             at: self.at.to_string(),
-            message,
-        })
-        .ok()
+            message: cut(self.message.clone(), PLUGIN_TEXT_MAX),
+            seal: String::new(),
+        };
+        let fields = p.sealed_fields();
+        p.seal = marks.seal(place, &fields.each_ref().map(Vec::as_slice));
+        serde_json::to_string(&p).ok()
     }
 
-    /// A final verdict read back from its annotation (None: not one this controller
-    /// wrote, or not final).
-    pub fn from_annotation(value: &str) -> Option<Self> {
+    /// A final verdict read from its annotation as written, its seal unchecked: for
+    /// readers that decide nothing (the CLI, tests).
+    pub fn as_written(value: &str) -> Option<Self> {
+        let nowhere = MarkPlace {
+            mwrs_uid: "",
+            cluster: "",
+            work: "",
+        };
+        Self::from_annotation(value, &Marks::AsWritten, nowhere)
+    }
+
+    /// A final verdict read back from its annotation on the ManifestWork at `place`
+    /// (None: not final, or not sealed by this controller for this place).
+    pub fn from_annotation(value: &str, marks: &Marks, place: MarkPlace<'_>) -> Option<Self> {
         let p: Persisted = serde_json::from_str(value).ok()?;
+        let fields = p.sealed_fields();
+        if !marks.trusts(place, &fields.each_ref().map(Vec::as_slice), &p.seal) {
+            return None;
+        }
         let verdict = match p.verdict.as_str() {
             "SUCCEEDED" => Verdict::Succeeded,
             "FAILED" => Verdict::Failed,
@@ -139,8 +183,62 @@ pub enum PluginHealth {
         description: String,
         since: Timestamp,
     },
-    /// A call failed or timed out, or `Initialize` has not answered yet.
-    Unreachable { why: String },
+    /// A call failed or timed out, or `Initialize` has not answered yet, since this
+    /// time (a recovery shorter than two poll intervals does not restart it: SPEC §12.3).
+    Unreachable { why: String, since: Timestamp },
+}
+
+/// What a plugin's failures do to the clusters it holds (SPEC §12.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureMode {
+    /// Past the budget, a held cluster counts as Failed (reason `PluginFailed`), so that
+    /// `maxFailures` and `AbortAll` apply.
+    Fail,
+    /// Held clusters stay held, however long the plugin fails; the rollout says so.
+    Hold,
+}
+
+impl FailureMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureMode::Fail => "Fail",
+            FailureMode::Hold => "Hold",
+        }
+    }
+}
+
+/// A plugin's failure budget: how many errors in a row about one cluster, or how long
+/// unreachable, before `mode` applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailurePolicy {
+    pub mode: FailureMode,
+    pub consecutive_errors: u32,
+    pub unavailable_for: SignedDuration,
+}
+
+impl Default for FailurePolicy {
+    /// Fail after 4 errors in a row (Argo Rollouts' `consecutiveErrorLimit`) or 5
+    /// minutes unreachable.
+    fn default() -> Self {
+        Self {
+            mode: FailureMode::Fail,
+            consecutive_errors: 4,
+            unavailable_for: SignedDuration::from_mins(5),
+        }
+    }
+}
+
+/// The calls about one cluster that went wrong in a row (an error status, or an answer
+/// refused as unusable), about one revision; any usable answer ends the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorRun {
+    pub plugin: String,
+    pub revision: String,
+    pub count: u32,
+    /// When the run's first error came.
+    pub since: Timestamp,
+    /// The last error, cut to [`PLUGIN_TEXT_MAX`].
+    pub last: String,
 }
 
 /// What the planner knows of plugins for one MWRS.
@@ -160,6 +258,12 @@ pub struct PluginInputs {
     /// Per placementRef, the fingerprint of the cluster states last sent with
     /// ProgressRollout.
     pub progressed: BTreeMap<String, u64>,
+    /// Each plugin's failure budget as registered (absent: the default).
+    pub policies: BTreeMap<String, FailurePolicy>,
+    /// Per cluster of this MWRS, the calls that went wrong in a row.
+    pub errors: BTreeMap<Arc<str>, ErrorRun>,
+    /// How marks found on ManifestWorks are taken, and how new ones are sealed.
+    pub marks: Marks,
 }
 
 /// No plugin registered: for callers that have none (simulations, tests).
@@ -170,6 +274,9 @@ pub static NO_PLUGINS: PluginInputs = PluginInputs {
     poll: SignedDuration::ZERO,
     begun: BTreeMap::new(),
     progressed: BTreeMap::new(),
+    policies: BTreeMap::new(),
+    errors: BTreeMap::new(),
+    marks: Marks::AsWritten,
 };
 
 /// The plugins `mwrs`'s placementRefs name (a name twice when two of them do).
@@ -199,9 +306,11 @@ impl PluginInputs {
                     },
                     Some(c) => PluginHealth::Unreachable {
                         why: c.message.clone(),
+                        since: c.last_transition_time.0,
                     },
                     None => PluginHealth::Unreachable {
                         why: "the controller has not reported on it yet".into(),
+                        since: Timestamp::MAX,
                     },
                 };
                 (name, health)
@@ -302,6 +411,34 @@ impl Mutation {
     }
 }
 
+/// The value of [`mwrs_api::labels::PLUGIN_SPEC_DIGEST`] on the ManifestWork at `place`
+/// that carries `digest`, the spec a plugin returned for `revision`: the digest, `.`, and
+/// the seal over both.
+pub fn spec_mark(marks: &Marks, place: MarkPlace<'_>, revision: &str, digest: &Digest) -> String {
+    let hex = digest.to_hex();
+    let seal = marks.seal(place, &spec_fields(revision, &hex));
+    format!("{hex}.{seal}")
+}
+
+/// The digest a spec mark found on the ManifestWork at `place` vouches for as `revision`
+/// (None: no digest, or not sealed by this controller for this place and revision).
+pub fn read_spec_mark(
+    value: &str,
+    marks: &Marks,
+    place: MarkPlace<'_>,
+    revision: &str,
+) -> Option<Digest> {
+    let (hex, seal) = value.split_once('.').unwrap_or((value, ""));
+    let digest = Digest::from_hex(hex)?;
+    marks
+        .trusts(place, &spec_fields(revision, hex), seal)
+        .then_some(digest)
+}
+
+fn spec_fields<'a>(revision: &'a str, hex: &'a str) -> [&'a [u8]; 3] {
+    [b"plugin-spec", revision.as_bytes(), hex.as_bytes()]
+}
+
 /// The last BeginRollout or BeginAbort sent about a cluster, with the
 /// MutateManifestWork that follows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -378,20 +515,83 @@ impl PluginInputs {
             }
             _ => {}
         }
+        let policy = self.policy(plugin);
         match self.health.get(plugin) {
             None => Gate::Held(format!("plugin {plugin} is not registered")),
-            Some(PluginHealth::Unreachable { why }) => {
-                Gate::Held(format!("plugin {plugin} is unreachable: {why}"))
+            Some(PluginHealth::Unreachable { why, since }) => {
+                let down = format!("plugin {plugin} is unreachable: {why}");
+                match (unavailable_until(policy, *since), policy.mode) {
+                    (Some(end), FailureMode::Fail) if end <= now => Gate::Failed(
+                        end,
+                        format!(
+                            "{PLUGIN_FAILED}: {down} (unreachable for {}, failurePolicy Fail)",
+                            policy.unavailable_for
+                        ),
+                    ),
+                    (Some(end), FailureMode::Hold) if end <= now => Gate::Held(format!(
+                        "{down} (failurePolicy Hold: held until it answers)"
+                    )),
+                    (Some(end), FailureMode::Fail) => {
+                        Gate::Held(format!("{down} (counts as failed from {end})"))
+                    }
+                    _ => Gate::Held(down),
+                }
             }
-            Some(PluginHealth::Available { since, .. }) => Gate::Validating {
-                note: verdict
-                    .filter(|v| !v.message.is_empty())
-                    .map(|v| format!("plugin {plugin}: {}", v.message)),
-                ask: self.ask_due(cluster, now).is_none(),
-                since: *since,
-                held: verdict.is_some_and(|v| v.verdict == Verdict::Erred),
-            },
+            Some(PluginHealth::Available { since, .. }) => {
+                let erred = verdict.is_some_and(|v| v.verdict == Verdict::Erred);
+                if let Some(run) = self.spent_run(plugin, cluster, revision).filter(|_| erred) {
+                    let words = spent_words(plugin, run);
+                    if policy.mode == FailureMode::Fail {
+                        return Gate::Failed(run.since, format!("{PLUGIN_FAILED}: {words}"));
+                    }
+                    return Gate::Validating {
+                        note: Some(format!("{words} (failurePolicy Hold: held)")),
+                        ask: self.ask_due(cluster, now).is_none(),
+                        since: *since,
+                        held: true,
+                    };
+                }
+                Gate::Validating {
+                    note: verdict
+                        .filter(|v| !v.message.is_empty())
+                        .map(|v| format!("plugin {plugin}: {}", v.message)),
+                    ask: self.ask_due(cluster, now).is_none(),
+                    since: *since,
+                    held: erred,
+                }
+            }
         }
+    }
+
+    /// `plugin`'s failure budget.
+    pub fn policy(&self, plugin: &str) -> FailurePolicy {
+        self.policies.get(plugin).copied().unwrap_or_default()
+    }
+
+    /// The run of errors about `cluster` on `revision` that has spent `plugin`'s budget,
+    /// if one has.
+    pub(crate) fn spent_run(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        revision: &str,
+    ) -> Option<&ErrorRun> {
+        let limit = self.policy(plugin).consecutive_errors;
+        self.errors
+            .get(cluster)
+            .filter(|r| r.plugin == plugin && r.revision == revision && r.count >= limit)
+    }
+
+    /// The run of errors about `cluster` on `revision` that has not spent the budget yet.
+    pub(crate) fn erring_run(
+        &self,
+        plugin: &str,
+        cluster: &str,
+        revision: &str,
+    ) -> Option<&ErrorRun> {
+        self.errors
+            .get(cluster)
+            .filter(|r| r.plugin == plugin && r.revision == revision && r.count > 0)
     }
 
     /// The annotation value of a final verdict recorded here about `cluster` on
@@ -401,10 +601,11 @@ impl PluginInputs {
     pub(crate) fn unwritten(
         &self,
         plugin: &str,
-        cluster: &str,
+        place: MarkPlace<'_>,
         (revision, generation): (&str, i64),
         persisted: Option<&ClusterVerdict>,
     ) -> Option<String> {
+        let cluster = place.cluster;
         let v = self.verdicts.get(cluster)?;
         if (v.plugin.as_str(), v.revision.as_str(), v.generation) != (plugin, revision, generation)
         {
@@ -423,7 +624,7 @@ impl PluginInputs {
         if same {
             return None;
         }
-        v.to_annotation()
+        v.to_annotation(&self.marks, place)
     }
 
     /// When the next question about `cluster` is due, None when it is due now.
@@ -527,6 +728,22 @@ impl PluginInputs {
     }
 }
 
+/// The note a cluster's status carries when a plugin's failure counts against it.
+pub const PLUGIN_FAILED: &str = "PluginFailed";
+
+/// When an outage that began at `since` has lasted `policy.unavailable_for`.
+fn unavailable_until(policy: FailurePolicy, since: Timestamp) -> Option<Timestamp> {
+    since.saturating_add(policy.unavailable_for).ok()
+}
+
+/// What a spent run of errors says.
+pub(crate) fn spent_words(plugin: &str, run: &ErrorRun) -> String {
+    format!(
+        "plugin {plugin} went wrong {} times in a row: {}",
+        run.count, run.last
+    )
+}
+
 /// FNV-1a over the clusters' names, statuses and revisions: stable across processes and
 /// versions, unlike the standard library's hasher.
 fn fingerprint<'s>(states: impl Iterator<Item = (&'s str, RolloutStatus, Option<&'s str>)>) -> u64 {
@@ -612,19 +829,32 @@ mod tests {
         );
     }
 
+    const HERE: MarkPlace<'static> = MarkPlace {
+        mwrs_uid: "uid-1",
+        cluster: "c1",
+        work: "ns.app",
+    };
+
+    fn sealed() -> Marks {
+        Marks::Sealed(crate::marks::MarkKey::new(&[7; 32]).unwrap())
+    }
+
     #[test]
     fn a_final_verdict_survives_as_an_annotation() {
+        let marks = sealed();
         let v = verdict(Verdict::Failed, "app-1", 2);
-        let value = v.to_annotation().unwrap();
-        assert_eq!(ClusterVerdict::from_annotation(&value), Some(v.clone()));
+        let value = v.to_annotation(&marks, HERE).unwrap();
+        let read = |value: &str| ClusterVerdict::from_annotation(value, &marks, HERE);
+        assert_eq!(read(&value), Some(v.clone()));
         assert_eq!(
-            verdict(Verdict::InProgress, "app-1", 2).to_annotation(),
+            verdict(Verdict::InProgress, "app-1", 2).to_annotation(&marks, HERE),
             None
         );
-        assert_eq!(ClusterVerdict::from_annotation("not json"), None);
+        assert_eq!(read("not json"), None);
         // A controller restarted with the plugin down keeps what the annotation says.
         let p = inputs(PluginHealth::Unreachable {
             why: "connection refused".into(),
+            since: t(55),
         });
         let gate = p.gate("judge", "c1", ("app-1", 2), Some(&v), t(60));
         assert_eq!(
@@ -635,6 +865,144 @@ mod tests {
         assert!(
             matches!(other, Gate::Held(_)),
             "another generation: {other:?}"
+        );
+    }
+
+    #[test]
+    fn a_verdict_annotation_counts_only_with_the_controllers_seal() {
+        let marks = sealed();
+        let v = verdict(Verdict::Succeeded, "app-1", 2);
+        // Written by hand (or by a reader without the key): no seal.
+        let forged = v.to_annotation(&Marks::AsWritten, HERE).unwrap();
+        assert!(!forged.contains("seal"), "{forged}");
+        assert_eq!(ClusterVerdict::from_annotation(&forged, &marks, HERE), None);
+        // A real one edited: FAILED turned SUCCEEDED, or copied to another cluster.
+        let real = verdict(Verdict::Failed, "app-1", 2)
+            .to_annotation(&marks, HERE)
+            .unwrap();
+        let edited = real.replace("FAILED", "SUCCEEDED");
+        assert_eq!(ClusterVerdict::from_annotation(&edited, &marks, HERE), None);
+        let elsewhere = MarkPlace {
+            cluster: "c2",
+            ..HERE
+        };
+        assert_eq!(
+            ClusterVerdict::from_annotation(&real, &marks, elsewhere),
+            None
+        );
+        // A reader without the key (the CLI) takes it as written.
+        assert!(ClusterVerdict::from_annotation(&forged, &Marks::AsWritten, HERE).is_some());
+    }
+
+    #[test]
+    fn a_spec_mark_vouches_only_for_its_place_and_revision() {
+        let marks = sealed();
+        let d = crate::hash::digest(&serde_json::json!({"workload": {}}));
+        let mark = spec_mark(&marks, HERE, "app-1", &d);
+        assert_eq!(read_spec_mark(&mark, &marks, HERE, "app-1"), Some(d));
+        assert_eq!(read_spec_mark(&mark, &marks, HERE, "app-2"), None);
+        // The digest of a hand-edited spec, unsealed or under the old seal.
+        let other = crate::hash::digest(&serde_json::json!({"workload": {"x": 1}}));
+        let seal = mark.split_once('.').unwrap().1;
+        for forged in [other.to_hex(), format!("{}.{seal}", other.to_hex())] {
+            assert_eq!(
+                read_spec_mark(&forged, &marks, HERE, "app-1"),
+                None,
+                "{forged}"
+            );
+        }
+        assert_eq!(
+            read_spec_mark(&other.to_hex(), &Marks::AsWritten, HERE, "app-1"),
+            Some(other)
+        );
+    }
+
+    #[test]
+    fn a_plugin_text_is_cut_at_a_character_boundary() {
+        assert_eq!(cut("short".into(), 256), "short");
+        let long = "é".repeat(300);
+        let c = cut(long, PLUGIN_TEXT_MAX);
+        assert!(
+            c.len() <= PLUGIN_TEXT_MAX && c.ends_with('…'),
+            "{}",
+            c.len()
+        );
+    }
+
+    #[test]
+    fn an_outage_fails_held_clusters_only_past_the_budget_under_fail() {
+        let down = |since| PluginHealth::Unreachable {
+            why: "connection refused".into(),
+            since,
+        };
+        let p = inputs(down(t(0)));
+        let at = |s| p.gate("judge", "c1", ("app-1", 2), None, t(s));
+        assert!(matches!(at(299), Gate::Held(ref n) if n.contains("counts as failed from")));
+        match at(300) {
+            Gate::Failed(when, why) => {
+                assert_eq!(when, t(300), "a stable time: no status write per pass");
+                assert!(
+                    why.starts_with("PluginFailed: plugin judge is unreachable"),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut hold = inputs(down(t(0)));
+        hold.policies.insert(
+            "judge".into(),
+            FailurePolicy {
+                mode: FailureMode::Hold,
+                ..FailurePolicy::default()
+            },
+        );
+        let g = hold.gate("judge", "c1", ("app-1", 2), None, t(3600));
+        assert!(
+            matches!(g, Gate::Held(ref n) if n.contains("failurePolicy Hold")),
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn errors_in_a_row_fail_a_cluster_under_fail_and_hold_it_under_hold() {
+        let mut p = inputs(available());
+        p.verdicts
+            .insert("c1".into(), verdict(Verdict::Erred, "app-1", 2));
+        let run = |count| ErrorRun {
+            plugin: "judge".into(),
+            revision: "app-1".into(),
+            count,
+            since: t(40),
+            last: "Internal: no metrics".into(),
+        };
+        p.errors.insert("c1".into(), run(3));
+        let g = p.gate("judge", "c1", ("app-1", 2), None, t(60));
+        assert!(matches!(g, Gate::Validating { held: true, .. }), "{g:?}");
+        p.errors.insert("c1".into(), run(4));
+        assert_eq!(
+            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
+            Gate::Failed(
+                t(40),
+                "PluginFailed: plugin judge went wrong 4 times in a row: Internal: no metrics"
+                    .into()
+            )
+        );
+        // A run about another revision spends nothing.
+        assert!(matches!(
+            p.gate("judge", "c1", ("app-2", 2), None, t(60)),
+            Gate::Validating { .. }
+        ));
+        p.policies.insert(
+            "judge".into(),
+            FailurePolicy {
+                mode: FailureMode::Hold,
+                ..FailurePolicy::default()
+            },
+        );
+        let g = p.gate("judge", "c1", ("app-1", 2), None, t(60));
+        assert!(
+            matches!(g, Gate::Validating { held: true, note: Some(ref n), .. } if n.contains("failurePolicy Hold")),
+            "{g:?}"
         );
     }
 
@@ -662,13 +1030,14 @@ mod tests {
     fn a_plugin_that_does_not_answer_holds_what_it_has_not_judged() {
         let mut p = inputs(PluginHealth::Unreachable {
             why: "connection refused".into(),
+            since: t(55),
         });
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
-        assert_eq!(
+        assert!(matches!(
             p.gate("judge", "c1", ("app-1", 2), None, t(60)),
-            Gate::Held("plugin judge is unreachable: connection refused".into())
-        );
+            Gate::Held(n) if n.starts_with("plugin judge is unreachable: connection refused")
+        ));
         p.verdicts
             .insert("c2".into(), verdict(Verdict::Succeeded, "app-1", 2));
         assert_eq!(

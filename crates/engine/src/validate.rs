@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use mwrs_api::mwrs::{CASCADE_BACKGROUND, CASCADE_FOREGROUND, ManifestWorkReplicaSetSpec};
+use mwrs_api::work::{ManifestWorkSpec, ManifestWorkTemplate};
 use serde_json::Value;
 
 use crate::Invalid;
@@ -33,7 +34,7 @@ pub fn validate(
     template
         .typed()
         .map_err(|e| Invalid::new(TEMPLATE, format!("is not a ManifestWork spec: {e}")))?;
-    validate_manifests(template.manifests(), manifest_size_limit)?;
+    validate_manifests(MANIFESTS, template.manifests(), manifest_size_limit)?;
     let strategies = validate_placement_refs(spec)?;
     match spec.cascade_deletion_policy.as_deref() {
         None | Some(CASCADE_BACKGROUND) | Some(CASCADE_FOREGROUND) => {}
@@ -56,15 +57,17 @@ pub fn validate(
     })
 }
 
-fn validate_manifests(manifests: &[Value], limit: usize) -> Result<(), Invalid> {
+/// The manifests at `field`: at least one, each with a fixed identity, no two the same,
+/// their total size within `limit`.
+fn validate_manifests(field: &str, manifests: &[Value], limit: usize) -> Result<(), Invalid> {
     if manifests.is_empty() {
-        return Err(Invalid::new(MANIFESTS, "must list at least one manifest"));
+        return Err(Invalid::new(field, "must list at least one manifest"));
     }
     let mut seen: BTreeMap<(String, String, String, String), usize> = BTreeMap::new();
     let mut total = 0usize;
     for (i, m) in manifests.iter().enumerate() {
-        let field = format!("{MANIFESTS}[{i}]");
-        let id = manifest_identity(m).map_err(|reason| Invalid::new(&field, reason))?;
+        let at = format!("{field}[{i}]");
+        let id = manifest_identity(m).map_err(|reason| Invalid::new(&at, reason))?;
         if let Some(first) = seen.insert(id.clone(), i) {
             let (api_version, kind, ns, name) = id;
             let what = if ns.is_empty() {
@@ -73,7 +76,7 @@ fn validate_manifests(manifests: &[Value], limit: usize) -> Result<(), Invalid> 
                 format!("{api_version} {kind} {ns}/{name}")
             };
             return Err(Invalid::new(
-                field,
+                at,
                 format!("duplicates manifests[{first}] ({what})"),
             ));
         }
@@ -81,11 +84,93 @@ fn validate_manifests(manifests: &[Value], limit: usize) -> Result<(), Invalid> 
     }
     if total > limit {
         return Err(Invalid::new(
-            MANIFESTS,
+            field,
             format!("total size {total} bytes exceeds the limit of {limit} bytes"),
         ));
     }
     Ok(())
+}
+
+/// Where a plugin's spec is checked from, in the names its errors use.
+const PLUGIN_SPEC: &str = "spec_json";
+
+/// The spec a rollout plugin's MutateManifestWork returned for a revision whose template
+/// is `template`, checked as a user's template is (SPEC §12.1): a ManifestWork spec with
+/// no field that type does not have, manifests present, valid and within `limit`, and
+/// every manifest of the template still there unless `allow_removal`. Ok(None): the
+/// template unchanged (an empty answer, or the template itself).
+pub fn plugin_spec(
+    answer: &[u8],
+    template: &ManifestWorkTemplate,
+    allow_removal: bool,
+    limit: usize,
+) -> Result<Option<Value>, Invalid> {
+    if answer.is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_slice(answer)
+        .map_err(|e| Invalid::new(PLUGIN_SPEC, format!("is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Invalid::new(PLUGIN_SPEC, "is not a JSON object"));
+    }
+    let typed: ManifestWorkSpec = serde_json::from_value(value.clone())
+        .map_err(|e| Invalid::new(PLUGIN_SPEC, format!("is not a ManifestWork spec: {e}")))?;
+    // Every field the typed spec keeps comes back; one that does not was unknown.
+    let known = serde_json::to_value(&typed).unwrap_or(Value::Null);
+    if let Some(path) = first_unknown(&value, &known, PLUGIN_SPEC) {
+        return Err(Invalid::new(path, "is not a field of a ManifestWork spec"));
+    }
+    let manifests = value["workload"]["manifests"].as_array().map(Vec::as_slice);
+    let field = format!("{PLUGIN_SPEC}.workload.manifests");
+    validate_manifests(&field, manifests.unwrap_or_default(), limit)?;
+    if !allow_removal {
+        let kept: Result<Vec<_>, _> = manifests
+            .unwrap_or_default()
+            .iter()
+            .map(manifest_identity)
+            .collect();
+        let kept = kept.map_err(|reason| Invalid::new(&field, reason))?;
+        for m in template.manifests() {
+            let Ok(id) = manifest_identity(m) else {
+                continue;
+            };
+            if !kept.contains(&id) {
+                let (group, kind, ns, name) = id;
+                return Err(Invalid::new(
+                    field,
+                    format!(
+                        "drops the template's {kind} {ns}{}{name} (group {group:?}): the plugin's registration does not allow removal (allowManifestRemoval)",
+                        if ns.is_empty() { "" } else { "/" }
+                    ),
+                ));
+            }
+        }
+    }
+    if hash::canonical_json(&value) == hash::canonical_json(&template.to_value()) {
+        return Ok(None);
+    }
+    Ok(Some(value))
+}
+
+/// The first field of `given` that `known` (its typed round trip) lacks, by path; raw
+/// manifests are not looked into (they are kept whole).
+fn first_unknown(given: &Value, known: &Value, path: &str) -> Option<String> {
+    match (given, known) {
+        (Value::Object(g), Value::Object(k)) => g.iter().find_map(|(key, v)| {
+            let at = format!("{path}.{key}");
+            match k.get(key) {
+                None => Some(at),
+                Some(_) if at.ends_with(".workload.manifests") => None,
+                Some(kv) => first_unknown(v, kv, &at),
+            }
+        }),
+        (Value::Array(g), Value::Array(k)) => g
+            .iter()
+            .zip(k)
+            .enumerate()
+            .find_map(|(i, (v, kv))| first_unknown(v, kv, &format!("{path}[{i}]"))),
+        _ => None,
+    }
 }
 
 /// (group of apiVersion, kind, namespace, name) of a manifest, or why it has none.
@@ -244,5 +329,104 @@ mod tests {
             .fields
             .insert("deleteOption".into(), json!("nope"));
         assert_eq!(field_of(&s), TEMPLATE);
+    }
+
+    fn template() -> ManifestWorkTemplate {
+        ManifestWorkTemplate::from_value(json!({"workload": {"manifests": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "app"}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "app"}},
+        ]}}))
+        .unwrap()
+    }
+
+    fn answer(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn a_plugins_spec_that_would_empty_a_cluster_is_refused_by_field() {
+        let t = template();
+        let limit = DEFAULT_MANIFEST_SIZE_LIMIT;
+        let whole_work = json!({"apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "ManifestWork", "metadata": {"name": "x"}, "spec": t.to_value()});
+        let cases = [
+            (
+                json!({}),
+                "spec_json.workload.manifests",
+                "at least one manifest",
+            ),
+            (
+                json!({"workload": {"manifests": []}}),
+                "spec_json.workload.manifests",
+                "at least one",
+            ),
+            (whole_work, "spec_json.apiVersion", "not a field"),
+            (
+                json!({"workload": {"manifests": [], "extra": 1}}),
+                "spec_json.workload.extra",
+                "not a field",
+            ),
+            (
+                json!({"workload": {"manifests": 3}}),
+                "spec_json",
+                "not a ManifestWork spec",
+            ),
+            (json!([1]), "spec_json", "not a JSON object"),
+        ];
+        for (given, field, why) in cases {
+            let e = plugin_spec(&answer(given.clone()), &t, false, limit).unwrap_err();
+            assert_eq!(e.field, field, "{given}: {e}");
+            assert!(e.reason.contains(why), "{given}: {e}");
+        }
+        let e = plugin_spec(b"{not json", &t, false, limit).unwrap_err();
+        assert!(e.reason.contains("is not JSON"), "{e}");
+    }
+
+    #[test]
+    fn a_plugins_spec_may_drop_a_manifest_only_when_its_registration_allows() {
+        let t = template();
+        let limit = DEFAULT_MANIFEST_SIZE_LIMIT;
+        let mut v = t.to_value();
+        v["workload"]["manifests"].as_array_mut().unwrap().remove(1);
+        let e = plugin_spec(&answer(v.clone()), &t, false, limit).unwrap_err();
+        assert!(
+            e.reason.contains("drops the template's ConfigMap app/cfg"),
+            "{e}"
+        );
+        assert!(plugin_spec(&answer(v), &t, true, limit).unwrap().is_some());
+        // Another version of the same group names the same object.
+        let mut v = t.to_value();
+        v["workload"]["manifests"][0]["apiVersion"] = json!("apps/v2");
+        assert!(plugin_spec(&answer(v), &t, false, limit).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_plugins_spec_is_held_to_the_manifest_size_limit_and_checks() {
+        let t = template();
+        let mut v = t.to_value();
+        v["workload"]["manifests"][1]["data"] = json!({"big": "x".repeat(4096)});
+        let e = plugin_spec(&answer(v.clone()), &t, false, 1024).unwrap_err();
+        assert!(e.reason.contains("exceeds the limit"), "{e}");
+        v["workload"]["manifests"][1]["metadata"] = json!({"generateName": "cfg-"});
+        let e = plugin_spec(&answer(v), &t, false, DEFAULT_MANIFEST_SIZE_LIMIT).unwrap_err();
+        assert_eq!(e.field, "spec_json.workload.manifests[1]", "{e}");
+    }
+
+    #[test]
+    fn a_plugins_spec_equal_to_the_template_or_empty_changes_nothing() {
+        let t = template();
+        let limit = DEFAULT_MANIFEST_SIZE_LIMIT;
+        assert_eq!(plugin_spec(b"", &t, false, limit).unwrap(), None);
+        assert_eq!(
+            plugin_spec(&answer(t.to_value()), &t, false, limit).unwrap(),
+            None
+        );
+        let mut v = t.to_value();
+        v["workload"]["manifests"][1]["metadata"]["labels"] = json!({"judge": "was here"});
+        v["deleteOption"] = json!({"propagationPolicy": "Foreground"});
+        assert_eq!(
+            plugin_spec(&answer(v.clone()), &t, false, limit).unwrap(),
+            Some(v)
+        );
     }
 }

@@ -120,7 +120,7 @@ fn verdicts(works: &[ManifestWork]) -> Vec<Option<ClusterVerdict>> {
                 .annotations
                 .as_ref()?
                 .get(labels::PLUGIN_VERDICT)?;
-            ClusterVerdict::from_annotation(v)
+            ClusterVerdict::as_written(v)
         })
         .collect()
 }

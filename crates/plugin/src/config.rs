@@ -7,6 +7,11 @@
 //!     endpoint: smoke-tests.mwrs-system.svc:10843
 //!     caCertificate:
 //!       caBundle: LS0tLS1CRUdJTi...   # base64 of the PEM CA that signed its certificate
+//!     allowManifestRemoval: false      # may its MutateManifestWork drop a manifest?
+//!     failurePolicy:                   # what its failures cost a rollout (SPEC §12.3)
+//!       policy: Fail                   # Fail (default) or Hold
+//!       consecutiveErrors: 4           # errors in a row about one cluster
+//!       unavailableFor: 5m             # unreachable this long
 //! ```
 //!
 //! Every plugin is reached over TLS and verified against its CA bundle. The one exception
@@ -14,6 +19,7 @@
 //! A file that breaks a rule is refused whole, naming the field and why.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -34,6 +40,31 @@ pub struct PluginConfig {
     pub tls_domain: Option<String>,
     /// PEM of the CA its certificate must chain to.
     pub ca_pem: Option<Vec<u8>>,
+    /// Its MutateManifestWork may return a spec without a manifest the template has.
+    pub allow_manifest_removal: bool,
+    pub failure_policy: FailurePolicyConfig,
+}
+
+/// What a plugin's failures cost a rollout: past `consecutive_errors` in a row about one
+/// cluster, or `unavailable_for` unreachable, a held cluster counts as failed, or stays
+/// held with `hold`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailurePolicyConfig {
+    pub hold: bool,
+    pub consecutive_errors: u32,
+    pub unavailable_for: Duration,
+}
+
+impl Default for FailurePolicyConfig {
+    /// Fail, after 4 errors in a row (as Argo Rollouts' `consecutiveErrorLimit`) or 5
+    /// minutes unreachable.
+    fn default() -> Self {
+        Self {
+            hold: false,
+            consecutive_errors: 4,
+            unavailable_for: Duration::from_secs(300),
+        }
+    }
 }
 
 /// Why the file cannot be used.
@@ -67,6 +98,87 @@ struct RawPlugin {
     endpoint: String,
     #[serde(default)]
     ca_certificate: Option<RawCa>,
+    #[serde(default)]
+    allow_manifest_removal: bool,
+    #[serde(default)]
+    failure_policy: Option<RawFailurePolicy>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawFailurePolicy {
+    #[serde(default)]
+    policy: Option<String>,
+    #[serde(default)]
+    consecutive_errors: Option<u32>,
+    #[serde(default)]
+    unavailable_for: Option<String>,
+}
+
+impl RawFailurePolicy {
+    fn parse(self, field: &str) -> Result<FailurePolicyConfig, ConfigError> {
+        let default = FailurePolicyConfig::default();
+        let hold = match self.policy.as_deref() {
+            None | Some("Fail") => false,
+            Some("Hold") => true,
+            Some(other) => {
+                return Err(refuse(
+                    format!("{field}.policy"),
+                    format!("{other:?} is not Fail or Hold"),
+                ));
+            }
+        };
+        let consecutive_errors = match self.consecutive_errors {
+            Some(0) => {
+                return Err(refuse(
+                    format!("{field}.consecutiveErrors"),
+                    "must be 1 or more",
+                ));
+            }
+            n => n.unwrap_or(default.consecutive_errors),
+        };
+        let unavailable_for = match self.unavailable_for.as_deref() {
+            None => default.unavailable_for,
+            Some(d) => parse_duration(d).filter(|d| !d.is_zero()).ok_or_else(|| {
+                refuse(
+                    format!("{field}.unavailableFor"),
+                    format!("{d:?} is not a positive duration such as 30s, 5m or 1h30m"),
+                )
+            })?,
+        };
+        Ok(FailurePolicyConfig {
+            hold,
+            consecutive_errors,
+            unavailable_for,
+        })
+    }
+}
+
+/// A duration written as Go writes one, in h, m, s and ms (`1h30m`, `90s`).
+fn parse_duration(s: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "h" => Duration::from_secs(3600),
+            "m" => Duration::from_secs(60),
+            "s" => Duration::from_secs(1),
+            "ms" => Duration::from_millis(1),
+            _ => return None,
+        };
+        total = total.checked_add(unit.checked_mul(u32::try_from(n).ok()?)?)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total)
 }
 
 #[derive(Deserialize)]
@@ -134,6 +246,12 @@ impl PluginConfig {
                 uri: endpoint.uri,
                 tls_domain: tls.then_some(endpoint.host),
                 ca_pem,
+                allow_manifest_removal: p.allow_manifest_removal,
+                failure_policy: p
+                    .failure_policy
+                    .map(|f| f.parse(&format!("{field}.failurePolicy")))
+                    .transpose()?
+                    .unwrap_or_default(),
             }),
         }
     }
@@ -226,12 +344,16 @@ mod tests {
                     uri: "https://smoke.mwrs-system.svc:10843".into(),
                     tls_domain: Some("smoke.mwrs-system.svc".into()),
                     ca_pem: Some(PEM.as_bytes().to_vec()),
+                    allow_manifest_removal: false,
+                    failure_policy: FailurePolicyConfig::default(),
                 },
                 PluginConfig {
                     name: "local".into(),
                     uri: "http://127.0.0.1:9000".into(),
                     tls_domain: None,
                     ca_pem: None,
+                    allow_manifest_removal: false,
+                    failure_policy: FailurePolicyConfig::default(),
                 },
             ]
         );
@@ -258,10 +380,47 @@ mod tests {
                 "plugins[0].caCertificate.caBundle",
             ),
             ("plugins:\n  - name: a\n    endpont: x:1\n".into(), "(file)"),
+            (
+                "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n    failurePolicy:\n      policy: Retry\n".into(),
+                "plugins[0].failurePolicy.policy",
+            ),
+            (
+                "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n    failurePolicy:\n      consecutiveErrors: 0\n".into(),
+                "plugins[0].failurePolicy.consecutiveErrors",
+            ),
+            (
+                "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n    failurePolicy:\n      unavailableFor: 5 minutes\n".into(),
+                "plugins[0].failurePolicy.unavailableFor",
+            ),
         ];
         for (yaml, field) in cases {
             let e = WorkConfig::parse(&yaml).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_failure_policy_and_removal_parse() {
+        let yaml = "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n    allowManifestRemoval: true\n    failurePolicy:\n      policy: Hold\n      consecutiveErrors: 2\n      unavailableFor: 1m30s\n";
+        let c = WorkConfig::parse(yaml).unwrap();
+        let p = &c.plugins[0];
+        assert!(p.allow_manifest_removal);
+        assert_eq!(
+            p.failure_policy,
+            FailurePolicyConfig {
+                hold: true,
+                consecutive_errors: 2,
+                unavailable_for: Duration::from_secs(90),
+            }
+        );
+        for (text, want) in [
+            ("5m", Some(300)),
+            ("1h", Some(3600)),
+            ("", None),
+            ("5", None),
+            ("m", None),
+        ] {
+            assert_eq!(parse_duration(text).map(|d| d.as_secs()), want, "{text:?}");
         }
     }
 }

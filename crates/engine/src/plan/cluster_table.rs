@@ -8,8 +8,9 @@ use hashbrown::HashMap;
 use jiff::Timestamp;
 use mwrs_api::labels;
 
-use crate::hash::Digest;
+use crate::marks::{MarkPlace, Marks};
 use crate::placement::PlacementView;
+use crate::plugin::read_spec_mark;
 use crate::rollout::{GroupKey, RolloutStatus};
 use crate::work;
 use crate::work::WorkView;
@@ -42,7 +43,11 @@ pub(super) struct Expected<'e> {
     pub(super) mwrs_labels: Option<&'e BTreeMap<String, String>>,
     /// placementRef names, by index.
     pub(super) placements: Vec<&'e str>,
+    /// Whether each placementRef names a rollout plugin, by index.
+    pub(super) plugin_named: Vec<bool>,
     pub(super) ids: &'e RevisionIds,
+    pub(super) marks: &'e Marks,
+    pub(super) mwrs_uid: &'e str,
 }
 
 /// What a pass reads from a surviving ManifestWork, read in one go when the rows are
@@ -124,7 +129,7 @@ impl Facts {
             progressing: w.is_true(work_condition::PROGRESSING),
             degraded: w.is_true(work_condition::DEGRADED),
             content: if w.written_generation.is_some_and(|g| g == w.generation)
-                || carries_plugin_spec(w)
+                || wanted.is_some_and(|d| e.plugin_named[d.placement] && carries_plugin_spec(w, e))
             {
                 // Written by this controller and unchanged since, or holding the spec a
                 // rollout plugin returned for it: the revision its label names, even when
@@ -367,10 +372,18 @@ impl<'a, V> ClusterIndex<'a, V> {
     }
 }
 
-/// Is `w`'s spec the one a rollout plugin returned, as this controller wrote it?
-fn carries_plugin_spec(w: &WorkView) -> bool {
-    let written = w
-        .annotation(labels::PLUGIN_SPEC_DIGEST)
-        .and_then(Digest::from_hex);
+/// Is `w`'s spec the one a rollout plugin returned for the revision its label names, as
+/// this controller wrote it? Only a mark sealed by this controller says so: anyone who
+/// may patch the ManifestWork can write one over a hand edit (SPEC §12.2).
+fn carries_plugin_spec(w: &WorkView, e: &Expected<'_>) -> bool {
+    let (Some(value), Some(revision)) = (w.annotation(labels::PLUGIN_SPEC_DIGEST), w.hash()) else {
+        return false;
+    };
+    let place = MarkPlace {
+        mwrs_uid: e.mwrs_uid,
+        cluster: &w.cluster,
+        work: &w.name,
+    };
+    let written = read_spec_mark(value, e.marks, place, revision);
     written.is_some() && written == w.spec_digest
 }

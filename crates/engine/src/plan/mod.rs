@@ -223,7 +223,14 @@ impl<'a> Pass<'a> {
             owner_slashed: &owner_slashed,
             mwrs_labels: observed.mwrs.metadata.labels.as_ref(),
             placements: refs.iter().map(|r| r.name.as_str()).collect(),
+            plugin_named: validated
+                .strategies
+                .iter()
+                .map(|s| s.plugin.is_some())
+                .collect(),
             ids: &ids,
+            marks: &observed.plugins.marks,
+            mwrs_uid: observed.mwrs.metadata.uid.as_deref().unwrap_or_default(),
         };
         let clusters = Clusters::new(&views, observed.works, &expect);
         Self {

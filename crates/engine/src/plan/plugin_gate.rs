@@ -12,9 +12,10 @@ use mwrs_api::labels;
 use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
+use crate::marks::MarkPlace;
 use crate::plugin::{
-    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, Gate, Mutation, PluginHealth,
-    Progress, Validation,
+    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, FailureMode, Gate, Mutation,
+    PLUGIN_FAILED, PluginHealth, Progress, Validation, read_spec_mark, spec_mark, spent_words,
 };
 use crate::rollout::RolloutStatus;
 use crate::work::WorkView;
@@ -69,20 +70,23 @@ impl<'a> Pass<'a> {
             note: note.clone(),
             held: false,
         };
-        let strategy = &self.validated.strategies[d.placement];
-        let (Some(plugin), Some(work), Some(i)) = (&strategy.plugin, row.work, target) else {
+        let (Some(plugin), Some(i)) = (self.plugin_of(d.placement), target) else {
             return ungated;
         };
         let revision = self.ids.name(i);
-        if status != RolloutStatus::Succeeded {
-            return ungated;
+        if status == RolloutStatus::ToApply {
+            return self.begin_budget(plugin, cluster, revision, ungated);
         }
+        let Some(work) = row.work.filter(|_| status == RolloutStatus::Succeeded) else {
+            return ungated;
+        };
         let plugins = self.observed.plugins;
         let about = (revision, work.generation);
+        let place = self.mark_place(&work.cluster, &work.name);
         let persisted = work
             .annotation(labels::PLUGIN_VERDICT)
-            .and_then(ClusterVerdict::from_annotation);
-        if let Some(value) = plugins.unwritten(plugin, cluster, about, persisted.as_ref()) {
+            .and_then(|v| ClusterVerdict::from_annotation(v, &plugins.marks, place));
+        if let Some(value) = plugins.unwritten(plugin, place, about, persisted.as_ref()) {
             questions.to_write.push((cluster.clone(), value));
         }
         match plugins.gate(plugin, cluster, about, persisted.as_ref(), self.now) {
@@ -133,6 +137,71 @@ impl<'a> Pass<'a> {
 }
 
 impl<'a> Pass<'a> {
+    /// The plugin the placementRef at `placement` names, unless the update revision is
+    /// to roll out past its plugins (`mwrs rollout undo|retry --skip-plugins`).
+    pub(super) fn plugin_of(&self, placement: usize) -> Option<&str> {
+        let plugin = self.validated.strategies[placement].plugin.as_deref()?;
+        (!self.skips_plugins()).then_some(plugin)
+    }
+
+    /// Is the update revision to roll out without asking any plugin?
+    pub(super) fn skips_plugins(&self) -> bool {
+        let annotations = self.observed.mwrs.metadata.annotations.as_ref();
+        annotations
+            .and_then(|a| a.get(labels::SKIP_PLUGINS))
+            .map(String::as_str)
+            == Some(self.resolution.hash())
+    }
+
+    /// Where a mark on the ManifestWork `work` of `cluster` is about.
+    pub(super) fn mark_place<'p>(&'p self, cluster: &'p str, work: &'p str) -> MarkPlace<'p> {
+        MarkPlace {
+            mwrs_uid: self
+                .observed
+                .mwrs
+                .metadata
+                .uid
+                .as_deref()
+                .unwrap_or_default(),
+            cluster,
+            work,
+        }
+    }
+
+    /// A cluster waiting for `revision` behind `plugin` (ToApply): Failed once the calls
+    /// about it went wrong past the plugin's budget under failurePolicy Fail (it is then
+    /// not written); else what went wrong, as its note.
+    fn begin_budget(&self, plugin: &str, cluster: &str, revision: &str, ungated: Gated) -> Gated {
+        let plugins = self.observed.plugins;
+        if let Some(run) = plugins.spent_run(plugin, cluster, revision) {
+            let words = spent_words(plugin, run);
+            return match plugins.policy(plugin).mode {
+                FailureMode::Fail => Gated {
+                    status: RolloutStatus::Failed,
+                    since: Some(run.since),
+                    note: Some(format!("{PLUGIN_FAILED}: {words}")),
+                    held: false,
+                },
+                FailureMode::Hold => Gated {
+                    note: Some(format!("{words} (failurePolicy Hold: held)")),
+                    ..ungated
+                },
+            };
+        }
+        match plugins.erring_run(plugin, cluster, revision) {
+            Some(run) => Gated {
+                note: Some(format!(
+                    "plugin {plugin}: {} ({} of {} errors in a row)",
+                    run.last,
+                    run.count,
+                    plugins.policy(plugin).consecutive_errors
+                )),
+                ..ungated
+            },
+            None => ungated,
+        }
+    }
+
     /// The question to `plugin` about `cluster`'s ManifestWork `work`, done by its agent
     /// on `revision` since `since`, for the placementRef at `placement`.
     fn question(
@@ -179,7 +248,7 @@ impl<'a> Pass<'a> {
         revision: &str,
         (begins, next): (&mut Vec<Begin>, &mut Option<Timestamp>),
     ) -> Option<Option<&'a Mutation>> {
-        let Some(plugin) = &self.validated.strategies[placement].plugin else {
+        let Some(plugin) = self.plugin_of(placement) else {
             return Some(None);
         };
         let plugins = self.observed.plugins;
@@ -210,7 +279,7 @@ impl<'a> Pass<'a> {
         placement: usize,
         revision: &str,
     ) -> Option<&'a Mutation> {
-        let plugin = self.validated.strategies[placement].plugin.as_ref()?;
+        let plugin = self.plugin_of(placement)?;
         self.observed
             .plugins
             .revert_mutation(plugin, cluster, revision)
@@ -227,7 +296,7 @@ impl<'a> Pass<'a> {
         revision: &str,
         reverting: bool,
     ) -> Result<Begin, Option<Timestamp>> {
-        let Some(plugin) = self.validated.strategies[placement].plugin.as_ref() else {
+        let Some(plugin) = self.plugin_of(placement) else {
             return Err(None);
         };
         let plugins = self.observed.plugins;
@@ -246,7 +315,7 @@ impl<'a> Pass<'a> {
         let refs = &self.observed.mwrs.spec.placement_refs;
         let mut out = Vec::new();
         for (i, r) in refs.iter().enumerate() {
-            let Some(plugin) = &self.validated.strategies[i].plugin else {
+            let Some(plugin) = self.plugin_of(i) else {
                 continue;
             };
             let mine = || reports.iter().filter(|c| *c.placement == *r.name);
@@ -287,6 +356,19 @@ impl<'a> Pass<'a> {
         if named.is_empty() {
             return None;
         }
+        if self.skips_plugins() {
+            return Some(Cond::new(
+                mwrs_condition::PLUGIN_LOADED,
+                Status::True,
+                mwrs_condition::REASON_PLUGINS_SKIPPED,
+                format!(
+                    "{} not asked about revision {}: its rollout skips plugins ({} annotation, set by --skip-plugins).",
+                    named.join(", "),
+                    self.resolution.hash(),
+                    labels::SKIP_PLUGINS
+                ),
+            ));
+        }
         let health = &self.observed.plugins.health;
         let mut available = Vec::new();
         let mut failed = Vec::new();
@@ -295,7 +377,7 @@ impl<'a> Pass<'a> {
                 Some(PluginHealth::Available { description, .. }) => {
                     available.push(format!("{name} plugin is available ({description})"));
                 }
-                Some(PluginHealth::Unreachable { why }) => {
+                Some(PluginHealth::Unreachable { why, .. }) => {
                     failed.push(format!("{name} plugin is unreachable: {why}"));
                 }
                 None => failed.push(format!(
@@ -316,7 +398,7 @@ impl<'a> Pass<'a> {
                 Status::False,
                 mwrs_condition::REASON_PLUGIN_FAILED,
                 format!(
-                    "{}; its clusters are held until it answers.",
+                    "{}; its clusters are held until it answers, or until its failurePolicy counts them failed. To roll out without it: mwrs rollout retry --skip-plugins.",
                     failed.join("; ")
                 ),
             )
@@ -324,20 +406,35 @@ impl<'a> Pass<'a> {
     }
 }
 
-/// `a` with the spec a plugin returned in place of its revision's template, and the
-/// digest of that spec, by which a ManifestWork carrying it is known to be current.
-pub(super) fn mutated(mut a: WorkApply, mutation: Option<&Mutation>) -> WorkApply {
-    if let Some(m) = mutation {
-        a.spec = Some(m.spec.clone());
-        a.annotations
-            .insert(labels::PLUGIN_SPEC_DIGEST.into(), m.digest.to_hex());
+impl Pass<'_> {
+    /// `a` with the spec a plugin returned in place of its revision's template, and the
+    /// sealed digest of that spec, by which a ManifestWork carrying it is known to be
+    /// current.
+    pub(super) fn mutated(&self, mut a: WorkApply, mutation: Option<&Mutation>) -> WorkApply {
+        if let Some(m) = mutation {
+            let place = self.mark_place(&a.cluster, &a.name);
+            let mark = spec_mark(&self.observed.plugins.marks, place, &a.revision, &m.digest);
+            a.spec = Some(m.spec.clone());
+            a.annotations
+                .insert(labels::PLUGIN_SPEC_DIGEST.into(), mark);
+        }
+        a
     }
-    a
-}
 
-/// Does `work` carry the spec `mutation` asks for? (None asks for nothing more than
-/// the revision's template, which the caller checks.)
-pub(super) fn carries_mutation(work: Option<&WorkView>, mutation: Option<&Mutation>) -> bool {
-    let Some(m) = mutation else { return true };
-    work.and_then(|w| w.annotation(labels::PLUGIN_SPEC_DIGEST)) == Some(m.digest.to_hex().as_str())
+    /// Does `work` carry the spec `mutation` asks for as `revision`? (None asks for
+    /// nothing more than the revision's template, which the caller checks.)
+    pub(super) fn carries_mutation(
+        &self,
+        work: Option<&WorkView>,
+        revision: &str,
+        mutation: Option<&Mutation>,
+    ) -> bool {
+        let Some(m) = mutation else { return true };
+        let Some(w) = work else { return false };
+        let place = self.mark_place(&w.cluster, &w.name);
+        let marked = w
+            .annotation(labels::PLUGIN_SPEC_DIGEST)
+            .and_then(|v| read_spec_mark(v, &self.observed.plugins.marks, place, revision));
+        marked == Some(m.digest)
+    }
 }

@@ -15,7 +15,6 @@ use crate::work::WorkView;
 use super::abort::{AbortDecision, AbortState, Hold, stopped_now};
 use super::classify::{Classified, min_recheck};
 use super::cluster_table::{ClusterRow, copied_labels};
-use super::plugin_gate::{carries_mutation, mutated};
 use super::{Pass, WorkApply, WorkChange};
 
 /// Stage 5's answer.
@@ -199,7 +198,7 @@ impl<'a> Pass<'a> {
                     continue;
                 };
                 if let Some(a) = self.apply(&c.cluster, d.placement, update, self.now) {
-                    w.works.push(WorkChange::Apply(mutated(a, mutation)));
+                    w.works.push(WorkChange::Apply(self.mutated(a, mutation)));
                 }
             }
         }
@@ -227,11 +226,11 @@ impl<'a> Pass<'a> {
             // Written at once, and again with the spec the plugin returns if it returns
             // one: an abort waits for no plugin.
             let mutation = self.revert_mutation(cluster, i, target);
-            if self.carries_in(row, id) && carries_mutation(row.work, mutation) {
+            if self.carries_in(row, id) && self.carries_mutation(row.work, target, mutation) {
                 continue;
             }
             if let Some(a) = self.apply(cluster, i, target, self.now) {
-                w.works.push(WorkChange::Apply(mutated(a, mutation)));
+                w.works.push(WorkChange::Apply(self.mutated(a, mutation)));
             }
         }
         next

@@ -51,6 +51,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .plugins }}
 - --work-config=/etc/mwrs/work-config/config.yaml
 - --plugin-poll={{ .pluginPoll }}
+{{- if not $.Values.leaderElection.enabled }}
+- --lease-namespace={{ $.Release.Namespace }}
+{{- end }}
+- --mark-key-secret={{ include "mwrs.fullname" $ }}-marks
 {{- end }}
 {{- range .extraArgs }}
 - {{ . }}

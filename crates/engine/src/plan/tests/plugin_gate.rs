@@ -9,10 +9,11 @@ use mwrs_api::mwrs::condition as mwrs_condition;
 use serde_json::json;
 
 use crate::conditions;
+use crate::marks::{MarkKey, MarkPlace, Marks};
 use crate::plan::WorkChange;
 use crate::plugin::{
-    Begin, Begun, CallTarget, ClusterVerdict, Mutation, PluginHealth, PluginInputs, Validation,
-    Verdict,
+    Begin, Begun, CallTarget, ClusterVerdict, ErrorRun, Mutation, PluginHealth, PluginInputs,
+    Validation, Verdict,
 };
 use crate::rollout::RolloutStatus;
 use mwrs_api::labels;
@@ -26,10 +27,12 @@ fn fixture(strategy: serde_json::Value, clusters: &[&str]) -> (Fixture, String) 
     (f, update)
 }
 
+/// The controller's view: marks count only with its seal.
 fn plugins(health: PluginHealth) -> PluginInputs {
     PluginInputs {
         health: BTreeMap::from([("judge".to_string(), health)]),
         poll: secs(10),
+        marks: Marks::Sealed(MarkKey::new(&[7; 32]).unwrap()),
         ..Default::default()
     }
 }
@@ -44,6 +47,7 @@ fn available() -> PluginHealth {
 fn unreachable() -> PluginHealth {
     PluginHealth::Unreachable {
         why: "connection refused".into(),
+        since: t0() - secs(60),
     }
 }
 
@@ -170,7 +174,12 @@ fn a_final_verdict_is_written_onto_its_manifestwork_once() {
     said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
     said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(30));
     let out = plan_with(&f, &p);
-    let value = p.verdicts["c1"].to_annotation().unwrap();
+    let place = MarkPlace {
+        mwrs_uid: "",
+        cluster: "c1",
+        work: &f.works.iter().find(|w| &*w.cluster == "c1").unwrap().name,
+    };
+    let value = p.verdicts["c1"].to_annotation(&p.marks, place).unwrap();
     let writes: Vec<(String, Option<String>)> = out
         .works
         .iter()
@@ -288,12 +297,14 @@ fn a_plugin_that_does_not_answer_holds_the_rollout() {
     let got = statuses(&out);
     assert_eq!(got["c1"].0, RolloutStatus::Succeeded, "its verdict stands");
     assert_eq!(
-        got["c2"],
-        (
-            RolloutStatus::Validating,
-            Some("plugin judge is unreachable: connection refused".into())
-        ),
+        got["c2"].0,
+        RolloutStatus::Validating,
         "held, not timed out"
+    );
+    let note = got["c2"].1.clone().unwrap_or_default();
+    assert!(
+        note.starts_with("plugin judge is unreachable: connection refused (counts as failed from "),
+        "{note}"
     );
     assert!(
         out.plugin_calls.validations.is_empty(),
@@ -595,7 +606,11 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
     let WorkChange::Apply(a) = &out.works[0] else {
         panic!("{:?}", out.works)
     };
-    assert_eq!(a.annotations.get(labels::PLUGIN_SPEC_DIGEST), Some(&hex));
+    let mark = a.annotations[labels::PLUGIN_SPEC_DIGEST].clone();
+    assert!(
+        mark.starts_with(&format!("{hex}.")),
+        "the digest, sealed: {mark}"
+    );
     assert_eq!(a.revision, update);
 
     // Its ManifestWork with that spec carries the revision, also for a controller that
@@ -604,7 +619,7 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
     let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
     w.spec_digest = Some(mutation.digest);
     let mut annotations = (*w.annotations).clone();
-    annotations.insert(labels::PLUGIN_SPEC_DIGEST.into(), hex);
+    annotations.insert(labels::PLUGIN_SPEC_DIGEST.into(), mark);
     w.annotations = std::sync::Arc::new(annotations);
     for p in [p.clone(), plugins(available())] {
         let out = plan_with(&f, &p);
@@ -622,6 +637,143 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
     assert_eq!(
         specs(&out),
         [("c1".to_string(), Some(mutation.digest.to_hex()))]
+    );
+    // The same hand edit with a digest mark written over it (SPEC §12.2): without the
+    // controller's seal it vouches for nothing.
+    let edited = crate::hash::digest(&json!({"edited": true}));
+    for forged in [
+        edited.to_hex(),
+        format!("{}.{}", edited.to_hex(), "0".repeat(64)),
+    ] {
+        let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+        let mut annotations = (*w.annotations).clone();
+        annotations.insert(labels::PLUGIN_SPEC_DIGEST.into(), forged);
+        w.annotations = std::sync::Arc::new(annotations);
+        let out = plan_with(&f, &plugins(available()));
+        assert_eq!(
+            out.plugin_calls.begins.len(),
+            1,
+            "asked again, to write again"
+        );
+        let out = plan_with(&f, &p);
+        assert_eq!(
+            specs(&out),
+            [("c1".to_string(), Some(mutation.digest.to_hex()))]
+        );
+    }
+}
+
+#[test]
+fn a_forged_succeeded_verdict_does_not_promote() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::InProgress, t0() - secs(5));
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    let place = MarkPlace {
+        mwrs_uid: "",
+        cluster: "c1",
+        work: &w.name,
+    };
+    let v = ClusterVerdict {
+        plugin: "judge".into(),
+        revision: update.clone(),
+        generation: 1,
+        verdict: Verdict::Succeeded,
+        message: "certified by the spoke".into(),
+        at: t0() - secs(10),
+    };
+    let forged = v.to_annotation(&Marks::AsWritten, place).unwrap();
+    let under_other_key = v
+        .to_annotation(&Marks::Sealed(MarkKey::new(&[9; 32]).unwrap()), place)
+        .unwrap();
+    for value in [forged, under_other_key] {
+        let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+        let mut annotations = (*w.annotations).clone();
+        annotations.insert(labels::PLUGIN_VERDICT.into(), value);
+        w.annotations = std::sync::Arc::new(annotations);
+        let out = plan_with(&f, &p);
+        assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Validating);
+        let status = out.status.as_ref().unwrap();
+        assert_eq!(
+            status.current_revision.as_deref(),
+            Some(STABLE),
+            "not promoted"
+        );
+    }
+}
+
+#[test]
+fn refused_begins_past_the_budget_fail_the_cluster_and_abort_all() {
+    let strategy = json!({"type": "All", "plugin": "judge", "failureStrategy": "AbortAll"});
+    let (f, update) = fixture(strategy, &["c1", "c2"]);
+    let mut p = plugins(available());
+    for c in ["c1", "c2"] {
+        p.begun.insert(c.into(), sent(&update, false, 30));
+    }
+    let run = |count| ErrorRun {
+        plugin: "judge".into(),
+        revision: update.clone(),
+        count,
+        since: t0() - secs(40),
+        last: "MutateManifestWork: refused: spec_json drops manifest v1 ConfigMap default/app"
+            .into(),
+    };
+    p.errors.insert("c1".into(), run(2));
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        applies(&out),
+        [],
+        "nothing written before the plugin's usable answer"
+    );
+    let (status, note) = statuses(&out)["c1"].clone();
+    assert_eq!(status, RolloutStatus::ToApply);
+    assert!(
+        note.unwrap_or_default()
+            .contains("(2 of 4 errors in a row)")
+    );
+    p.errors.insert("c1".into(), run(4));
+    let out = plan_with(&f, &p);
+    let (status, note) = statuses(&out)["c1"].clone();
+    assert_eq!(status, RolloutStatus::Failed);
+    assert!(
+        note.unwrap_or_default()
+            .starts_with("PluginFailed: plugin judge went wrong 4 times")
+    );
+    let status = out.status.as_ref().unwrap();
+    assert!(
+        status.aborted_time.is_some(),
+        "AbortAll: the failure counts"
+    );
+}
+
+#[test]
+fn skip_plugins_rolls_the_named_revision_out_without_asking() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    let skip = |f: &mut Fixture, revision: &str| {
+        f.mwrs
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(labels::SKIP_PLUGINS.into(), revision.into());
+    };
+    skip(&mut f, "another-revision");
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(applies(&out), [], "held: the skip names another revision");
+    skip(&mut f, &update);
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(applies(&out), [("c1".to_string(), update.clone())]);
+    assert!(out.plugin_calls.is_empty(), "{:?}", out.plugin_calls);
+    let (s, reason, message) = condition(&out, mwrs_condition::PLUGIN_LOADED).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("True", "Skipped"));
+    assert!(message.contains(&update), "{message}");
+    f.work("c1", &update, secs(60), Reported::Done);
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
+    assert_eq!(
+        out.status.as_ref().unwrap().current_revision.as_deref(),
+        Some(update.as_str()),
+        "promoted without a verdict"
     );
 }
 
@@ -692,4 +844,28 @@ fn a_call_the_plugin_answers_with_an_error_holds_that_cluster_only() {
     );
     let (s, _, _) = condition(&out, mwrs_condition::PLUGIN_LOADED).unwrap();
     assert_eq!(s, "True", "the plugin answers: it is not down");
+}
+
+#[test]
+fn a_failed_verdict_with_a_huge_message_still_aborts_with_writable_conditions() {
+    let strategy = json!({"type": "All", "plugin": "judge", "failureStrategy": "AbortAll",
+        "all": {"maxFailures": 0}});
+    let (mut f, update) = fixture(strategy, &["c1", "c2", "c3", "c4", "c5", "c6"]);
+    let mut p = plugins(available());
+    for c in ["c1", "c2", "c3", "c4", "c5", "c6"] {
+        f.work(c, &update, secs(60), Reported::Done);
+        said(&mut p, c, &update, Verdict::Failed, t0() - secs(5));
+        p.verdicts.get_mut(c).unwrap().message = "x".repeat(40_000);
+    }
+    let out = plan_with(&f, &p);
+    let status = out.status.as_ref().unwrap();
+    assert!(status.aborted_time.is_some(), "AbortAll starts");
+    for c in status.conditions.as_deref().unwrap_or_default() {
+        assert!(
+            c.message.len() <= conditions::MESSAGE_MAX,
+            "{}: {} bytes",
+            c.type_,
+            c.message.len()
+        );
+    }
 }
