@@ -97,6 +97,15 @@ pub enum ColorMode {
     Never,
 }
 
+#[derive(Args, Debug)]
+pub struct RetryArgs {
+    /// The ManifestWorkReplicaSet.
+    pub name: String,
+    /// Roll the update revision out without asking its rollout plugins.
+    #[arg(long)]
+    pub skip_plugins: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// List ManifestWorkReplicaSets with their rollout state.
@@ -217,9 +226,13 @@ any change since that resourceVersion refuses it, status included.
 
 After an abort, undo to the held revision changes nothing: use `rollout retry`.
 
+With --skip-plugins the revision undo goes to rolls out without asking its rollout plugins
+(mwrs.rollout.open-cluster-management.io/skip-plugins names it, in the same write).
+
 Examples:
   kubectl mwrs rollout undo app
-  kubectl mwrs rollout undo app --to-revision 2 --dry-run")]
+  kubectl mwrs rollout undo app --to-revision 2 --dry-run
+  kubectl mwrs rollout undo app --skip-plugins")]
     Undo(UndoArgs),
     /// Abort the rollout of the update revision now: every cluster goes back to the stable revision.
     #[command(after_help = "\
@@ -233,9 +246,14 @@ Examples:
     #[command(after_help = "\
 Sets the annotation mwrs.rollout.open-cluster-management.io/retry to a new request token.
 
+With --skip-plugins the update revision rolls out without asking its rollout plugins
+(mwrs.rollout.open-cluster-management.io/skip-plugins names it): the way past a plugin that
+is down or holds a rollout it should not. PluginLoaded says Skipped, and an Event records it.
+
 Examples:
-  kubectl mwrs rollout retry app")]
-    Retry(NameArg),
+  kubectl mwrs rollout retry app
+  kubectl mwrs rollout retry app --skip-plugins")]
+    Retry(RetryArgs),
     /// Stop starting clusters on a new revision (clusters in flight finish).
     #[command(after_help = "\
 Sets mwrs.rollout.open-cluster-management.io/paused=true. An abort can still happen.
@@ -329,6 +347,9 @@ pub struct UndoArgs {
     /// Print the change and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Roll the revision out without asking its rollout plugins.
+    #[arg(long)]
+    pub skip_plugins: bool,
     /// Write only if the MWRS is still exactly at this resourceVersion, status included
     /// (without it, only a change to the spec since the read refuses the write).
     #[arg(long = "resource-version", value_name = "RV")]

@@ -493,15 +493,21 @@ async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
         url: String::new(),
     };
     let stale = Guard::Spec(m.metadata.generation.unwrap() - 1);
-    let e = write_template(&client, "app", &stale, &configmap_template("v1"))
+    let e = write_template(&client, "app", &stale, &configmap_template("v1"), None)
         .await
         .unwrap_err();
     assert_eq!(e.code, Exit::Conflict, "{}", e.message);
     assert!(e.message.contains("its spec changed"), "{}", e.message);
     let current = Guard::Spec(m.metadata.generation.unwrap());
-    let e = write_template(&client, "app", &current, &json!({"workload": "no list"}))
-        .await
-        .unwrap_err();
+    let e = write_template(
+        &client,
+        "app",
+        &current,
+        &json!({"workload": "no list"}),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, Exit::Error, "{}", e.message);
     assert!(!e.message.contains("changed since"), "{}", e.message);
     let after = hub.get_mwrs("app").await.unwrap();

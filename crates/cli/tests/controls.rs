@@ -524,3 +524,101 @@ async fn a_missing_placement_and_a_refused_write_say_so() {
         "{events:?}"
     );
 }
+
+/// SPEC §12.3: a rollout held by a plugin that does not answer (here one the controller
+/// does not know) reaches no cluster; `rollout status` says so and how to get past it;
+/// `rollout retry --skip-plugins` rolls the revision out without it, which status and an
+/// Event record; `rollout undo --skip-plugins` goes back the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_plugins_rolls_out_past_a_plugin_that_holds_the_rollout() {
+    let Some(hub) = TestHub::from_env("cli-skip-plugins", 3).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = agent(
+        &hub,
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_millis(200),
+    );
+    let (v1, v2) = v1_then_v2(&hub, json!({"type": "All"})).await;
+    all_on(&hub, &v2, "v2 without a plugin").await;
+    // v3 behind plugin `judge`, which no --work-config registers.
+    let body = json!({"spec": {
+        "placementRefs": [{"name": "p", "rolloutStrategy": {"type": "All", "plugin": "judge"}}],
+        "manifestWorkTemplate": configmap_template("v3")}});
+    hub.mwrs_api()
+        .patch(
+            "app",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&body),
+        )
+        .await
+        .unwrap();
+    let hub = &hub;
+    let v2 = &v2;
+    let v3 = wait_for("v3 held by its plugin", WAIT, || async move {
+        let m = hub.get_mwrs("app").await.unwrap();
+        let s = status(&m);
+        let held = has_condition(&m, "PluginLoaded", "False", "Failed");
+        match s.update_revision {
+            Some(u) if held && u != *v2 => Ok(u),
+            _ => Err(describe(&m)),
+        }
+    })
+    .await;
+    all_on(hub, v2, "no cluster given v3").await;
+    let r = mwrs(hub, &["rollout", "status", "app"]).await;
+    assert!(
+        r.out.contains("plugins: judge plugin is not registered"),
+        "{r:?}"
+    );
+    assert!(r.out.contains("--skip-plugins"), "{r:?}");
+
+    let r = mwrs(hub, &["rollout", "retry", "app", "--skip-plugins"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.err
+            .contains(&format!("revision {v3} rolls out without asking")),
+        "{r:?}"
+    );
+    let r = watch(hub, "app").await;
+    assert_eq!(r.code, 0, "{r:?}");
+    all_on(hub, &v3, "every cluster on v3").await;
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert!(
+        has_condition(&m, "PluginLoaded", "True", "Skipped"),
+        "{}",
+        describe(&m)
+    );
+    let r = mwrs(hub, &["rollout", "status", "app"]).await;
+    assert!(
+        r.out.contains("plugins: judge not asked about revision"),
+        "{r:?}"
+    );
+    let events = hub.events_of("app").await;
+    assert!(
+        events.iter().any(|(reason, _)| reason == "Skipped"),
+        "{events:?}"
+    );
+
+    // Back to v1 the same way: the skip names v1 in the same write as the template.
+    let r = mwrs(
+        hub,
+        &[
+            "rollout",
+            "undo",
+            "app",
+            "--to-revision",
+            "1",
+            "--skip-plugins",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = watch(hub, "app").await;
+    assert_eq!(r.code, 0, "{r:?}");
+    all_on(hub, &v1, "every cluster back on v1").await;
+    let m = hub.get_mwrs("app").await.unwrap();
+    let skip = m.metadata.annotations.unwrap_or_default()[labels::SKIP_PLUGINS].clone();
+    assert_eq!(skip, v1);
+}

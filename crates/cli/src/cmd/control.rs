@@ -15,7 +15,12 @@ use crate::output::{Out, Paint};
 const FIELD_MANAGER: &str = "kubectl-mwrs";
 
 async fn annotate(hub: &HubClient, name: &str, key: &str, value: Value) -> Result<()> {
-    let body = json!({"metadata": {"annotations": {key: value}}});
+    annotate_all(hub, name, json!({ key: value })).await
+}
+
+/// Sets (or, with null, removes) `annotations` on mwrs/`name` in one write.
+async fn annotate_all(hub: &HubClient, name: &str, annotations: Value) -> Result<()> {
+    let body = json!({"metadata": {"annotations": annotations}});
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -118,25 +123,44 @@ pub async fn abort(hub: &HubClient, name: &str, shown: Option<&str>) -> Result<D
 }
 
 /// Requests that the update revision an abort holds roll out again (`shown`, when given:
-/// nothing is written if another one is the update revision now).
-pub async fn retry(hub: &HubClient, name: &str, shown: Option<&str>) -> Result<Done> {
+/// nothing is written if another one is the update revision now); `skip_plugins`: without
+/// asking its rollout plugins (SPEC §12.3), in the same write.
+pub async fn retry(
+    hub: &HubClient,
+    name: &str,
+    shown: Option<&str>,
+    skip_plugins: bool,
+) -> Result<Done> {
     let m = hub.get(name).await?;
     let s = m.status.clone().unwrap_or_default();
     still_shown(name, shown, s.update_revision.as_deref())?;
-    let notes = if s.update_aborted() {
-        Vec::new()
-    } else {
-        vec![
+    let update = s.update_revision.as_deref().unwrap_or("<none>");
+    let mut notes = Vec::new();
+    if !s.update_aborted() && !skip_plugins {
+        notes.push(
             "no abort holds this rollout: the controller records the retry and changes nothing"
                 .to_string(),
-        ]
-    };
+        );
+    }
     let t = token(s.update_revision.as_deref());
-    annotate(hub, name, labels::CONTROL_RETRY, Value::String(t.clone())).await?;
+    let mut annotations = json!({ labels::CONTROL_RETRY: t });
+    if skip_plugins {
+        let Some(update) = s.update_revision.as_deref() else {
+            return Err(CliError::new(
+                Exit::Conflict,
+                format!("mwrs/{name} has no update revision yet: nothing to skip plugins for"),
+            ));
+        };
+        annotations[labels::SKIP_PLUGINS] = json!(update);
+        notes.push(format!(
+            "revision {update} rolls out without asking its rollout plugins (annotation {})",
+            labels::SKIP_PLUGINS
+        ));
+    }
+    annotate_all(hub, name, annotations).await?;
     Ok(Done {
         said: format!(
-            "mwrs/{name} retry requested (request {t}): revision {} rolls out again",
-            s.update_revision.as_deref().unwrap_or("<none>")
+            "mwrs/{name} retry requested (request {t}): revision {update} rolls out again"
         ),
         notes,
         undo: None,

@@ -46,7 +46,10 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
                 Rollout::Diff(a) => diff::run(&hub, out, a).await,
                 Rollout::Undo(a) => undo::run(&hub, out, a).await,
                 Rollout::Abort(a) => Ok(control::abort(&hub, &a.name, None).await?.print(out)),
-                Rollout::Retry(a) => Ok(control::retry(&hub, &a.name, None).await?.print(out)),
+                Rollout::Retry(a) => {
+                    let done = control::retry(&hub, &a.name, None, a.skip_plugins).await?;
+                    Ok(done.print(out))
+                }
                 Rollout::Pause(a) => Ok(control::pause(&hub, &a.name, true).await?.print(out)),
                 Rollout::Resume(a) => Ok(control::pause(&hub, &a.name, false).await?.print(out)),
                 Rollout::Plan(a) => plan::run(&hub, out, a).await,

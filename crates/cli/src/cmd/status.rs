@@ -47,6 +47,18 @@ pub struct View {
     /// Why per-cluster states are missing, when they are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What the rollout plugins do to the rollout, when they hold it (or are skipped):
+    /// the controller's `PluginLoaded` message, which says how to get past them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<String>,
+}
+
+/// The `PluginLoaded` message of `m` when its plugins hold the rollout or are skipped.
+fn plugins_line(m: &ManifestWorkReplicaSet) -> Option<String> {
+    let list = m.status.as_ref()?.conditions.as_deref()?;
+    let c = mwrs_engine::conditions::find(list, mwrs_api::mwrs::condition::PLUGIN_LOADED)?;
+    let holds = c.status != "True" || c.reason == mwrs_api::mwrs::condition::REASON_PLUGINS_SKIPPED;
+    holds.then(|| c.message.clone())
 }
 
 impl View {
@@ -88,6 +100,7 @@ impl View {
                     why,
                 )
             }),
+            plugins: plugins_line(m),
         }
     }
 }
@@ -152,6 +165,9 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
     }
     if let Some(note) = &v.note {
         s.push_str(&format!("{note}\n"));
+    }
+    if let Some(plugins) = &v.plugins {
+        s.push_str(&format!("plugins: {plugins}\n"));
     }
     s.push('\n');
     // The VALIDATING column only where a rollout plugin judges clusters.

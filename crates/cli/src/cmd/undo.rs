@@ -168,12 +168,29 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
         Some(rv) => Guard::ResourceVersion(rv.clone()),
         None => Guard::Spec(generation),
     };
-    write_template(hub, &a.name, &guard, &target.template).await?;
-    Ok(Done::said(format!(
-        "mwrs/{} rolled back to {}",
-        a.name,
-        label(target)
-    )))
+    let skip = a.skip_plugins.then(|| skip_plugins_op(&m, &target.hash));
+    write_template(hub, &a.name, &guard, &target.template, skip).await?;
+    let mut done = Done::said(format!("mwrs/{} rolled back to {}", a.name, label(target)));
+    if a.skip_plugins {
+        done.notes.push(format!(
+            "revision {} rolls out without asking its rollout plugins (annotation {})",
+            target.hash,
+            labels::SKIP_PLUGINS
+        ));
+    }
+    Ok(done)
+}
+
+/// The JSON patch op that names `hash` in the skip-plugins annotation of `m`.
+fn skip_plugins_op(m: &ManifestWorkReplicaSet, hash: &str) -> serde_json::Value {
+    match &m.metadata.annotations {
+        Some(_) => {
+            let key = labels::SKIP_PLUGINS.replace('~', "~0").replace('/', "~1");
+            json!({"op": "add", "path": format!("/metadata/annotations/{key}"), "value": hash})
+        }
+        None => json!({"op": "add", "path": "/metadata/annotations",
+            "value": {labels::SKIP_PLUGINS: hash}}),
+    }
 }
 
 /// What must still hold when undo writes: without it, a change made since the read would
@@ -219,16 +236,22 @@ impl Guard {
     }
 }
 
-/// Replaces `spec.manifestWorkTemplate` of mwrs/`name` with `template` in one patch that
-/// the API server applies only while `guard` holds: nothing is written otherwise.
+/// Replaces `spec.manifestWorkTemplate` of mwrs/`name` with `template` (and applies
+/// `also`, a JSON patch op) in one patch that the API server applies only while `guard`
+/// holds: nothing is written otherwise.
 pub async fn write_template(
     hub: &HubClient,
     name: &str,
     guard: &Guard,
     template: &serde_json::Value,
+    also: Option<serde_json::Value>,
 ) -> Result<()> {
-    let ops = json!([guard.op(), {"op": "replace", "path": "/spec/manifestWorkTemplate",
-        "value": template}]);
+    let mut ops = vec![
+        guard.op(),
+        json!({"op": "replace", "path": "/spec/manifestWorkTemplate", "value": template}),
+    ];
+    ops.extend(also);
+    let ops = serde_json::Value::Array(ops);
     let patch: json_patch::Patch = serde_json::from_value(ops)
         .map_err(|e| CliError::error(format!("cannot build the patch: {e}")))?;
     let pp = PatchParams {

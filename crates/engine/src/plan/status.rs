@@ -101,6 +101,7 @@ pub(super) fn transitions(
                     | mwrs_condition::REASON_ROLLOUT_DEGRADED
                     | mwrs_condition::REASON_INVALID_SPEC
                     | mwrs_condition::REASON_PLACEMENT_DECISION_NOT_FOUND
+                    | mwrs_condition::REASON_PLUGINS_SKIPPED
             ),
         })
         .collect()

@@ -49,12 +49,13 @@ pub async fn act(
         "pause" => control::pause(&hub, &name, true).await?,
         "resume" => control::pause(&hub, &name, false).await?,
         "abort" => control::abort(&hub, &name, body.revision.as_deref()).await?,
-        "retry" => control::retry(&hub, &name, body.revision.as_deref()).await?,
+        "retry" => control::retry(&hub, &name, body.revision.as_deref(), false).await?,
         "undo" => {
             let a = UndoArgs {
                 name,
                 to_revision: body.to_revision,
                 dry_run: body.dry_run,
+                skip_plugins: false,
                 resource_version: None,
                 generation: body.generation,
             };

@@ -328,6 +328,7 @@ mod tests {
             placements: Vec::new(),
             clusters: clusters.iter().map(|(c, s)| line(c, s)).collect(),
             note: None,
+            plugins: None,
         }
     }
 
