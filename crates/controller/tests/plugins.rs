@@ -970,3 +970,43 @@ async fn a_plugin_down_past_its_budget_fails_its_clusters() {
         .collect();
     common::wait_works(&hub, "app", &want).await;
 }
+
+/// SPEC §12.2: the key marks are sealed with is made once, in a Secret, and every replica
+/// and restart reads the same one; a Secret without a usable key is named, not replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mark_key_is_made_once_and_shared() {
+    use mwrs_controller::mark_key::{KeyError, load_or_create};
+    use mwrs_engine::marks::{MarkPlace, Marks};
+    let Some(hub) = TestHub::from_env("plugin-mark-key", 1).await else {
+        return;
+    };
+    let (first, second) = tokio::join!(
+        load_or_create(hub.client.clone(), &hub.namespace, "marks"),
+        load_or_create(hub.client.clone(), &hub.namespace, "marks"),
+    );
+    let place = MarkPlace {
+        mwrs_uid: "u",
+        cluster: "c",
+        work: "w",
+    };
+    let seal = |k| Marks::Sealed(k).seal(place, &[b"x"]);
+    let (first, second) = (seal(first.unwrap()), seal(second.unwrap()));
+    assert_eq!(first, second, "two replicas starting at once share one key");
+    let again = load_or_create(hub.client.clone(), &hub.namespace, "marks").await;
+    assert_eq!(seal(again.unwrap()), first, "a restart reads the same key");
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(hub.client.clone(), &hub.namespace);
+    let short = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "short"},
+        "data": {"key": base64::engine::general_purpose::STANDARD.encode([1u8; 8])}});
+    secrets
+        .create(&Default::default(), &serde_json::from_value(short).unwrap())
+        .await
+        .unwrap();
+    let e = load_or_create(hub.client.clone(), &hub.namespace, "short").await;
+    assert!(matches!(e, Err(KeyError::Unusable { .. })), "{e:?}");
+    let message = e.unwrap_err().to_string();
+    assert!(
+        message.contains("short") && message.contains("delete it"),
+        "{message}"
+    );
+}

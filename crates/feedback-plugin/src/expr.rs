@@ -77,6 +77,10 @@ impl Expr {
     }
 
     pub fn eval(&self, values: &BTreeMap<String, Value>) -> Outcome {
+        let show = |o: &Operand, v: &Value| match o {
+            Operand::Name(n) => format!("{n}={v}"),
+            Operand::Literal(_) => v.to_string(),
+        };
         for (a, op, b) in &self.all {
             let get = |o: &Operand| match o {
                 Operand::Literal(v) => Ok(v.clone()),
@@ -88,6 +92,15 @@ impl Expr {
                     return Outcome::Unknown(format!("{n} is not reported"));
                 }
             };
+            // Values of two types have no order, and are never equal: say so rather
+            // than judge by the order of the enum's variants.
+            if std::mem::discriminant(&x) != std::mem::discriminant(&y) {
+                return Outcome::Unknown(format!(
+                    "{} and {} are not of one type",
+                    show(a, &x),
+                    show(b, &y)
+                ));
+            }
             let holds = match op {
                 Op::Eq => x == y,
                 Op::Ne => x != y,
@@ -97,10 +110,6 @@ impl Expr {
                 Op::Ge => x >= y,
             };
             if !holds {
-                let show = |o: &Operand, v: &Value| match o {
-                    Operand::Name(n) => format!("{n}={v}"),
-                    Operand::Literal(_) => v.to_string(),
-                };
                 return Outcome::False(format!("{} {} {}", show(a, &x), op_str(*op), show(b, &y)));
             }
         }
@@ -210,5 +219,17 @@ mod tests {
         for bad in ["ReadyReplicas", "a == ", "a = b", "a == $x"] {
             assert!(Expr::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn values_of_two_types_are_neither_equal_nor_ordered() {
+        let e = Expr::parse("Phase < 1").unwrap();
+        let values = BTreeMap::from([("Phase".to_string(), Value::String("0".into()))]);
+        assert_eq!(
+            e.eval(&values),
+            Outcome::Unknown("Phase=\"0\" and 1 are not of one type".into())
+        );
+        let e = Expr::parse("Phase != 1").unwrap();
+        assert!(matches!(e.eval(&values), Outcome::Unknown(_)));
     }
 }

@@ -44,16 +44,30 @@ impl WorkReader {
         }
     }
 
-    /// The ManifestWork as JSON; None when it does not exist (an answer, not an error:
-    /// the controller takes errors for a plugin that does not work).
+    /// The ManifestWork as JSON; None when it does not exist (an answer, not an error).
+    /// A read the hub refuses (403 in one cluster namespace, 429, 500) is an error about
+    /// this cluster only (INTERNAL: the controller holds that cluster and counts it
+    /// against the budget); a hub that does not answer at all is UNAVAILABLE (the plugin
+    /// cannot judge anything).
     async fn get(&self, namespace: &str, name: &str) -> Result<Option<serde_json::Value>, Status> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &self.resource);
-        let o = api.get_opt(name).await.map_err(|e| {
-            Status::unavailable(format!("reading ManifestWork {namespace}/{name}: {e}"))
-        })?;
+        let o = api
+            .get_opt(name)
+            .await
+            .map_err(|e| read_error(&format!("{namespace}/{name}"), e))?;
         o.map(|o| serde_json::to_value(o).map_err(|e| Status::internal(e.to_string())))
             .transpose()
+    }
+}
+
+/// The answer to a question whose ManifestWork `what` could not be read: about that
+/// cluster when the hub answered with an error, about the plugin when it did not answer.
+fn read_error(what: &str, e: kube::Error) -> Status {
+    let why = format!("reading ManifestWork {what}: {e}");
+    match e {
+        kube::Error::Api(_) => Status::internal(why),
+        _ => Status::unavailable(why),
     }
 }
 
@@ -178,4 +192,26 @@ pub async fn serve(
         .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_the_hub_refuses_is_about_that_cluster_only() {
+        let refused = kube::Error::Api(
+            kube::core::Status::failure("forbidden", "Forbidden")
+                .with_code(403)
+                .boxed(),
+        );
+        let s = read_error("c1/ns.app", refused);
+        assert_eq!(s.code(), tonic::Code::Internal, "{s:?}");
+        assert!(s.message().contains("c1/ns.app"), "{s:?}");
+        let silent = kube::Error::LinesCodecMaxLineLengthExceeded;
+        assert_eq!(
+            read_error("c1/ns.app", silent).code(),
+            tonic::Code::Unavailable
+        );
+    }
 }

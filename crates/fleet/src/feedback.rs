@@ -3,7 +3,8 @@
 //! in `status.resourceStatus.manifests[].statusFeedback.values`. A simulated cluster has
 //! no Deployment controller, so the values follow the ManifestWork's conditions: every
 //! replica ready once the work is done (Available, not Progressing, not Degraded), none
-//! before.
+//! before. A `JSONPaths` rule on `.status.updatedReplicas` is answered the same way, under
+//! the rule's name.
 
 use mwrs_api::work::condition;
 use serde_json::{Value, json};
@@ -17,6 +18,8 @@ pub struct Tracked {
     replicas: i64,
     /// No replica ever gets ready ([`never_ready`]).
     unready: bool,
+    /// The name of a `JSONPaths` rule reading `.status.updatedReplicas`, if one does.
+    updated_as: Option<String>,
 }
 
 /// The `tracked` Deployments never get a ready replica, whatever the conditions say.
@@ -31,15 +34,25 @@ pub fn never_ready(tracked: &mut [Tracked]) {
 pub fn tracked(spec: &Value) -> Vec<Tracked> {
     let none = Vec::new();
     let configs = spec["manifestConfigs"].as_array().unwrap_or(&none);
-    let ruled = |namespace: &str, name: &str| {
-        configs.iter().any(|c| {
+    let rules_of = |namespace: &str, name: &str| {
+        configs.iter().find_map(|c| {
             let id = &c["resourceIdentifier"];
-            c["feedbackRules"].as_array().is_some_and(|r| !r.is_empty())
-                && id["group"] == "apps"
+            let rules = c["feedbackRules"].as_array().filter(|r| !r.is_empty())?;
+            (id["group"] == "apps"
                 && id["resource"] == "deployments"
                 && id["name"] == name
-                && id["namespace"] == namespace
+                && id["namespace"] == namespace)
+                .then_some(rules)
         })
+    };
+    let updated_as = |rules: &Vec<Value>| {
+        rules
+            .iter()
+            .filter(|r| r["type"] == "JSONPaths")
+            .flat_map(|r| r["jsonPaths"].as_array().into_iter().flatten())
+            .find(|p| p["path"] == ".status.updatedReplicas")
+            .and_then(|p| p["name"].as_str())
+            .map(str::to_string)
     };
     spec["workload"]["manifests"]
         .as_array()
@@ -50,12 +63,14 @@ pub fn tracked(spec: &Value) -> Vec<Tracked> {
         .filter_map(|(ordinal, m)| {
             let namespace = m["metadata"]["namespace"].as_str().unwrap_or("default");
             let name = m["metadata"]["name"].as_str()?;
-            ruled(namespace, name).then(|| Tracked {
+            let rules = rules_of(namespace, name)?;
+            Some(Tracked {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
                 ordinal,
                 replicas: m["spec"]["replicas"].as_i64().unwrap_or(1),
                 unready: false,
+                updated_as: updated_as(rules),
             })
         })
         .collect()
@@ -79,25 +94,31 @@ pub fn resource_status(
         .iter()
         .map(|t| {
             let ready = if done && !t.unready { t.replicas } else { 0 };
-            let value = |name: &str, n: i64| {
-                json!({"name": name, "fieldValue": {"type": "Integer", "integer": n}})
-            };
             json!({
                 "resourceMeta": {
                     "ordinal": t.ordinal, "group": "apps", "version": "v1",
                     "kind": "Deployment", "resource": "deployments",
                     "name": t.name, "namespace": t.namespace,
                 },
-                "statusFeedback": {"values": [
-                    value("ReadyReplicas", ready),
-                    value("Replicas", t.replicas),
-                    value("AvailableReplicas", ready),
-                ]},
+                "statusFeedback": {"values": values(t, ready)},
                 "conditions": [],
             })
         })
         .collect();
     Some(json!({"manifests": manifests}))
+}
+
+/// The feedback values of `t` with `ready` replicas ready (and updated).
+fn values(t: &Tracked, ready: i64) -> Vec<Value> {
+    let value =
+        |name: &str, n: i64| json!({"name": name, "fieldValue": {"type": "Integer", "integer": n}});
+    let mut v = vec![
+        value("ReadyReplicas", ready),
+        value("Replicas", t.replicas),
+        value("AvailableReplicas", ready),
+    ];
+    v.extend(t.updated_as.as_deref().map(|name| value(name, ready)));
+    v
 }
 
 #[cfg(test)]
@@ -172,5 +193,31 @@ mod tests {
         let values = &s["manifests"][0]["statusFeedback"]["values"];
         assert_eq!(values[0]["fieldValue"]["integer"], 0, "ReadyReplicas");
         assert_eq!(values[1]["fieldValue"]["integer"], 3, "Replicas");
+    }
+
+    #[test]
+    fn a_json_paths_rule_on_updated_replicas_is_answered_under_its_name() {
+        let mut spec = spec();
+        spec["manifestConfigs"][0]["feedbackRules"] = json!([{"type": "WellKnownStatus"},
+            {"type": "JSONPaths", "jsonPaths": [{"name": "UpdatedReplicas", "path": ".status.updatedReplicas"}]}]);
+        let t = tracked(&spec);
+        let done = [cond("Available", "True")];
+        let s = resource_status(&t, &done).unwrap();
+        let values = s["manifests"][0]["statusFeedback"]["values"]
+            .as_array()
+            .unwrap();
+        let updated = values
+            .iter()
+            .find(|v| v["name"] == "UpdatedReplicas")
+            .unwrap();
+        assert_eq!(updated["fieldValue"]["integer"], 3);
+        let plain = resource_status(&tracked(&super::tests::spec()), &done).unwrap();
+        assert_eq!(
+            plain["manifests"][0]["statusFeedback"]["values"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
     }
 }
