@@ -67,6 +67,26 @@ def main():
                        "rollout holds.",
         "type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
     }
+    strategy["pluginFailurePolicy"] = {
+        "description": "pluginFailurePolicy is this placementRef's failure budget for its plugin; "
+                       "a field left out takes the plugin's registration (defaults: Fail, 4, 5m).",
+        "type": "object",
+        "properties": {
+            "policy": {
+                "description": "policy is what happens past the budget: Fail counts the "
+                               "clusters the plugin holds as failed (maxFailures and AbortAll "
+                               "apply); Hold keeps holding them.",
+                "type": "string", "enum": ["Fail", "Hold"]},
+            "consecutiveErrors": {
+                "description": "consecutiveErrors is how many calls about one cluster may go "
+                               "wrong in a row (an error, or an answer refused as unusable).",
+                "type": "integer", "format": "int32", "minimum": 1},
+            "unavailableFor": {
+                "description": "unavailableFor is how long the plugin may be unreachable (a Go "
+                               "duration such as 5m).",
+                "type": "string"},
+        },
+    }
     status = root["properties"]["status"]["properties"]
     status["currentRevision"] = {
         "description": "currentRevision is the hash of the last revision that completed on "

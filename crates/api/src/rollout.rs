@@ -28,6 +28,25 @@ pub struct RolloutStrategy {
     /// `--work-config`, that must validate each cluster before it counts as succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
+    /// NEW (SPEC §12.3): this placementRef's own failure budget for its plugin; each
+    /// field absent takes the plugin's registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_failure_policy: Option<PluginFailurePolicy>,
+}
+
+/// What a rollout plugin's failures cost a rollout (SPEC §12.3).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginFailurePolicy {
+    /// `Fail` or `Hold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Calls about one cluster going wrong in a row before the policy applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_errors: Option<i32>,
+    /// Go duration the plugin may be unreachable before the policy applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_for: Option<String>,
 }
 
 /// Fields shared by all three strategies (Go's inlined `RolloutConfig`).

@@ -200,6 +200,11 @@ fn full_object() -> ManifestWorkReplicaSet {
         }),
         failure_strategy: Some("AbortAll".into()),
         plugin: Some("smoke-tests".into()),
+        plugin_failure_policy: Some(mwrs_api::rollout::PluginFailurePolicy {
+            policy: Some("Hold".into()),
+            consecutive_errors: Some(2),
+            unavailable_for: Some("10m".into()),
+        }),
     };
     let now = Time("2026-01-02T03:04:05Z".parse().unwrap());
     let summary = Summary {

@@ -461,6 +461,31 @@ pub async fn publish_on(
     if !gate_is_open(ctx, "create", "event") {
         return;
     }
+    publish_fenced(ctx, regarding, type_, reason, message).await;
+}
+
+/// Publishes the Event that says the CRD cannot hold this controller's state: fenced by
+/// leadership only, since the CRD gate it reports on is closed.
+pub async fn publish_crd_state(
+    ctx: &Context,
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    message: &str,
+) {
+    if !ctx.config.write_gate.is_open() {
+        return;
+    }
+    let reason = "StateFieldsMissing";
+    publish_fenced(ctx, regarding, EventType::Warning, reason, message).await;
+}
+
+/// Publishes one Event, the caller having checked the gate; failures are logged.
+async fn publish_fenced(
+    ctx: &Context,
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
     let r = ctx
         .events
         .publish(

@@ -21,7 +21,6 @@ use mwrs_engine::rollout::RolloutStatus;
 
 use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
-use crate::events::EventType;
 use crate::metrics::InfoLabels;
 use crate::store_view::StoreView;
 use crate::watch::{self, GuardedMwrs};
@@ -343,14 +342,7 @@ async fn run_while(
         for m in stores.mwrs.state() {
             let regarding = m.object_ref(&());
             let note = format!("writes stopped until the CRD is restored: {why}");
-            execute::publish_on(
-                &ctx,
-                &regarding,
-                EventType::Warning,
-                "StateFieldsMissing",
-                &note,
-            )
-            .await;
+            execute::publish_crd_state(&ctx, &regarding, &note).await;
         }
     }
 }

@@ -228,6 +228,26 @@ impl Default for FailurePolicy {
     }
 }
 
+/// A placementRef's own failure budget for its plugin (`pluginFailurePolicy`): each field
+/// set replaces the registration's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyOverride {
+    pub mode: Option<FailureMode>,
+    pub consecutive_errors: Option<u32>,
+    pub unavailable_for: Option<SignedDuration>,
+}
+
+impl PolicyOverride {
+    /// `base` with what this override sets.
+    pub fn over(self, base: FailurePolicy) -> FailurePolicy {
+        FailurePolicy {
+            mode: self.mode.unwrap_or(base.mode),
+            consecutive_errors: self.consecutive_errors.unwrap_or(base.consecutive_errors),
+            unavailable_for: self.unavailable_for.unwrap_or(base.unavailable_for),
+        }
+    }
+}
+
 /// The calls about one cluster that went wrong in a row (an error status, or an answer
 /// refused as unusable), about one revision; any usable answer ends the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -493,7 +513,7 @@ impl PluginInputs {
     /// one recorded here wins.
     pub(crate) fn gate(
         &self,
-        plugin: &str,
+        (plugin, policy): (&str, FailurePolicy),
         cluster: &str,
         (revision, generation): (&str, i64),
         persisted: Option<&ClusterVerdict>,
@@ -515,7 +535,6 @@ impl PluginInputs {
             }
             _ => {}
         }
-        let policy = self.policy(plugin);
         match self.health.get(plugin) {
             None => Gate::Held(format!("plugin {plugin} is not registered")),
             Some(PluginHealth::Unreachable { why, since }) => {
@@ -539,7 +558,8 @@ impl PluginInputs {
             }
             Some(PluginHealth::Available { since, .. }) => {
                 let erred = verdict.is_some_and(|v| v.verdict == Verdict::Erred);
-                if let Some(run) = self.spent_run(plugin, cluster, revision).filter(|_| erred) {
+                let spent = self.spent_run((plugin, policy), cluster, revision);
+                if let Some(run) = spent.filter(|_| erred) {
                     let words = spent_words(plugin, run);
                     if policy.mode == FailureMode::Fail {
                         return Gate::Failed(run.since, format!("{PLUGIN_FAILED}: {words}"));
@@ -568,15 +588,15 @@ impl PluginInputs {
         self.policies.get(plugin).copied().unwrap_or_default()
     }
 
-    /// The run of errors about `cluster` on `revision` that has spent `plugin`'s budget,
-    /// if one has.
+    /// The run of errors about `cluster` on `revision` that has spent `plugin`'s budget
+    /// `policy`, if one has.
     pub(crate) fn spent_run(
         &self,
-        plugin: &str,
+        (plugin, policy): (&str, FailurePolicy),
         cluster: &str,
         revision: &str,
     ) -> Option<&ErrorRun> {
-        let limit = self.policy(plugin).consecutive_errors;
+        let limit = policy.consecutive_errors;
         self.errors
             .get(cluster)
             .filter(|r| r.plugin == plugin && r.revision == revision && r.count >= limit)
@@ -807,12 +827,24 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::Succeeded, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
+            p.gate(
+                ("judge", p.policy("judge")),
+                "c1",
+                ("app-1", 2),
+                None,
+                t(60)
+            ),
             Gate::Passed(t(50))
         );
         for (revision, generation) in [("app-2", 2), ("app-1", 3)] {
             assert_eq!(
-                p.gate("judge", "c1", (revision, generation), None, t(60)),
+                p.gate(
+                    ("judge", p.policy("judge")),
+                    "c1",
+                    (revision, generation),
+                    None,
+                    t(60)
+                ),
                 Gate::Validating {
                     note: None,
                     ask: true,
@@ -824,7 +856,13 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::Failed, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
+            p.gate(
+                ("judge", p.policy("judge")),
+                "c1",
+                ("app-1", 2),
+                None,
+                t(60)
+            ),
             Gate::Failed(t(50), "plugin judge: said FAILED".into())
         );
     }
@@ -856,12 +894,24 @@ mod tests {
             why: "connection refused".into(),
             since: t(55),
         });
-        let gate = p.gate("judge", "c1", ("app-1", 2), Some(&v), t(60));
+        let gate = p.gate(
+            ("judge", p.policy("judge")),
+            "c1",
+            ("app-1", 2),
+            Some(&v),
+            t(60),
+        );
         assert_eq!(
             gate,
             Gate::Failed(t(50), "plugin judge: said FAILED".into())
         );
-        let other = p.gate("judge", "c1", ("app-1", 3), Some(&v), t(60));
+        let other = p.gate(
+            ("judge", p.policy("judge")),
+            "c1",
+            ("app-1", 3),
+            Some(&v),
+            t(60),
+        );
         assert!(
             matches!(other, Gate::Held(_)),
             "another generation: {other:?}"
@@ -936,7 +986,7 @@ mod tests {
             since,
         };
         let p = inputs(down(t(0)));
-        let at = |s| p.gate("judge", "c1", ("app-1", 2), None, t(s));
+        let at = |s| p.gate(("judge", p.policy("judge")), "c1", ("app-1", 2), None, t(s));
         assert!(matches!(at(299), Gate::Held(ref n) if n.contains("counts as failed from")));
         match at(300) {
             Gate::Failed(when, why) => {
@@ -956,7 +1006,13 @@ mod tests {
                 ..FailurePolicy::default()
             },
         );
-        let g = hold.gate("judge", "c1", ("app-1", 2), None, t(3600));
+        let g = hold.gate(
+            ("judge", hold.policy("judge")),
+            "c1",
+            ("app-1", 2),
+            None,
+            t(3600),
+        );
         assert!(
             matches!(g, Gate::Held(ref n) if n.contains("failurePolicy Hold")),
             "{g:?}"
@@ -976,11 +1032,23 @@ mod tests {
             last: "Internal: no metrics".into(),
         };
         p.errors.insert("c1".into(), run(3));
-        let g = p.gate("judge", "c1", ("app-1", 2), None, t(60));
+        let g = p.gate(
+            ("judge", p.policy("judge")),
+            "c1",
+            ("app-1", 2),
+            None,
+            t(60),
+        );
         assert!(matches!(g, Gate::Validating { held: true, .. }), "{g:?}");
         p.errors.insert("c1".into(), run(4));
         assert_eq!(
-            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
+            p.gate(
+                ("judge", p.policy("judge")),
+                "c1",
+                ("app-1", 2),
+                None,
+                t(60)
+            ),
             Gate::Failed(
                 t(40),
                 "PluginFailed: plugin judge went wrong 4 times in a row: Internal: no metrics"
@@ -989,7 +1057,13 @@ mod tests {
         );
         // A run about another revision spends nothing.
         assert!(matches!(
-            p.gate("judge", "c1", ("app-2", 2), None, t(60)),
+            p.gate(
+                ("judge", p.policy("judge")),
+                "c1",
+                ("app-2", 2),
+                None,
+                t(60)
+            ),
             Gate::Validating { .. }
         ));
         p.policies.insert(
@@ -999,7 +1073,13 @@ mod tests {
                 ..FailurePolicy::default()
             },
         );
-        let g = p.gate("judge", "c1", ("app-1", 2), None, t(60));
+        let g = p.gate(
+            ("judge", p.policy("judge")),
+            "c1",
+            ("app-1", 2),
+            None,
+            t(60),
+        );
         assert!(
             matches!(g, Gate::Validating { held: true, note: Some(ref n), .. } if n.contains("failurePolicy Hold")),
             "{g:?}"
@@ -1012,7 +1092,7 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
         p.asked.insert("c1".into(), t(100));
-        let gate = |now| p.gate("judge", "c1", ("app-1", 2), None, now);
+        let gate = |now| p.gate(("judge", p.policy("judge")), "c1", ("app-1", 2), None, now);
         assert_eq!(
             gate(t(105)),
             Gate::Validating {
@@ -1035,17 +1115,29 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
         assert!(matches!(
-            p.gate("judge", "c1", ("app-1", 2), None, t(60)),
+            p.gate(("judge", p.policy("judge")), "c1", ("app-1", 2), None, t(60)),
             Gate::Held(n) if n.starts_with("plugin judge is unreachable: connection refused")
         ));
         p.verdicts
             .insert("c2".into(), verdict(Verdict::Succeeded, "app-1", 2));
         assert_eq!(
-            p.gate("judge", "c2", ("app-1", 2), None, t(60)),
+            p.gate(
+                ("judge", p.policy("judge")),
+                "c2",
+                ("app-1", 2),
+                None,
+                t(60)
+            ),
             Gate::Passed(t(50))
         );
         assert_eq!(
-            p.gate("other", "c1", ("app-1", 2), None, t(60)),
+            p.gate(
+                ("other", p.policy("other")),
+                "c1",
+                ("app-1", 2),
+                None,
+                t(60)
+            ),
             Gate::Held("plugin other is not registered".into())
         );
     }

@@ -132,6 +132,7 @@ fn parsed_strategy() -> impl Strategy<Value = ParsedStrategy> {
                     mandatory: if progressive { mandatory } else { vec![] },
                     abort_all: false,
                     plugin: None,
+                    plugin_failure: Default::default(),
                 }
             },
         )

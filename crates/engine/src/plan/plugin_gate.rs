@@ -14,8 +14,9 @@ use mwrs_api::mwrs::condition as mwrs_condition;
 use crate::conditions::{Cond, Status};
 use crate::marks::MarkPlace;
 use crate::plugin::{
-    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, FailureMode, Gate, Mutation,
-    PLUGIN_FAILED, PluginHealth, Progress, Validation, read_spec_mark, spec_mark, spent_words,
+    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, FailureMode, FailurePolicy, Gate,
+    Mutation, PLUGIN_FAILED, PluginHealth, Progress, Validation, read_spec_mark, spec_mark,
+    spent_words,
 };
 use crate::rollout::RolloutStatus;
 use crate::work::WorkView;
@@ -74,8 +75,9 @@ impl<'a> Pass<'a> {
             return ungated;
         };
         let revision = self.ids.name(i);
+        let policy = self.policy_of(d.placement, plugin);
         if status == RolloutStatus::ToApply {
-            return self.begin_budget(plugin, cluster, revision, ungated);
+            return self.begin_budget((plugin, policy), cluster, revision, ungated);
         }
         let Some(work) = row.work.filter(|_| status == RolloutStatus::Succeeded) else {
             return ungated;
@@ -89,7 +91,13 @@ impl<'a> Pass<'a> {
         if let Some(value) = plugins.unwritten(plugin, place, about, persisted.as_ref()) {
             questions.to_write.push((cluster.clone(), value));
         }
-        match plugins.gate(plugin, cluster, about, persisted.as_ref(), self.now) {
+        match plugins.gate(
+            (plugin, policy),
+            cluster,
+            about,
+            persisted.as_ref(),
+            self.now,
+        ) {
             Gate::Passed(at) => Gated {
                 since: since.max(Some(at)),
                 ..ungated
@@ -153,6 +161,15 @@ impl<'a> Pass<'a> {
             == Some(self.resolution.hash())
     }
 
+    /// The failure budget of `plugin` for the placementRef at `placement`: its
+    /// registration's, with what the placementRef's `pluginFailurePolicy` sets.
+    fn policy_of(&self, placement: usize, plugin: &str) -> FailurePolicy {
+        let registered = self.observed.plugins.policy(plugin);
+        self.validated.strategies[placement]
+            .plugin_failure
+            .over(registered)
+    }
+
     /// Where a mark on the ManifestWork `work` of `cluster` is about.
     pub(super) fn mark_place<'p>(&'p self, cluster: &'p str, work: &'p str) -> MarkPlace<'p> {
         MarkPlace {
@@ -171,11 +188,17 @@ impl<'a> Pass<'a> {
     /// A cluster waiting for `revision` behind `plugin` (ToApply): Failed once the calls
     /// about it went wrong past the plugin's budget under failurePolicy Fail (it is then
     /// not written); else what went wrong, as its note.
-    fn begin_budget(&self, plugin: &str, cluster: &str, revision: &str, ungated: Gated) -> Gated {
+    fn begin_budget(
+        &self,
+        (plugin, policy): (&str, FailurePolicy),
+        cluster: &str,
+        revision: &str,
+        ungated: Gated,
+    ) -> Gated {
         let plugins = self.observed.plugins;
-        if let Some(run) = plugins.spent_run(plugin, cluster, revision) {
+        if let Some(run) = plugins.spent_run((plugin, policy), cluster, revision) {
             let words = spent_words(plugin, run);
-            return match plugins.policy(plugin).mode {
+            return match policy.mode {
                 FailureMode::Fail => Gated {
                     status: RolloutStatus::Failed,
                     since: Some(run.since),
@@ -192,9 +215,7 @@ impl<'a> Pass<'a> {
             Some(run) => Gated {
                 note: Some(format!(
                     "plugin {plugin}: {} ({} of {} errors in a row)",
-                    run.last,
-                    run.count,
-                    plugins.policy(plugin).consecutive_errors
+                    run.last, run.count, policy.consecutive_errors
                 )),
                 ..ungated
             },

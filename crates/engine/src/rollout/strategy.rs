@@ -6,13 +6,14 @@ use std::fmt;
 
 use jiff::SignedDuration;
 use mwrs_api::rollout::{
-    FAILURE_STRATEGY_ABORT_ALL, RolloutConfig, RolloutStrategy, TYPE_ALL, TYPE_PROGRESSIVE,
-    TYPE_PROGRESSIVE_PER_GROUP,
+    FAILURE_STRATEGY_ABORT_ALL, PluginFailurePolicy, RolloutConfig, RolloutStrategy, TYPE_ALL,
+    TYPE_PROGRESSIVE, TYPE_PROGRESSIVE_PER_GROUP,
 };
 
 use super::groups::{MandatoryGroup, mandatory_groups};
 use super::parse::{Deadline, Size, parse_deadline, parse_go_duration, parse_size};
 use crate::Invalid;
+use crate::plugin::{FailureMode, PolicyOverride};
 
 /// The three rollout types.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -66,6 +67,8 @@ pub struct ParsedStrategy {
     pub abort_all: bool,
     /// The rollout plugin that validates each cluster (issue #18).
     pub plugin: Option<String>,
+    /// This placementRef's own failure budget for its plugin (SPEC §12.3).
+    pub plugin_failure: PolicyOverride,
 }
 
 impl ParsedStrategy {
@@ -76,6 +79,12 @@ impl ParsedStrategy {
         let kind = parse_kind(s.type_.as_deref())?;
         let abort_all = parse_failure_strategy(s.failure_strategy.as_deref())?;
         let plugin = s.plugin.as_deref().map(parse_plugin).transpose()?;
+        let plugin_failure = s
+            .plugin_failure_policy
+            .as_ref()
+            .map(parse_plugin_failure)
+            .transpose()?
+            .unwrap_or_default();
         let (config, mandatory, max_concurrency) = match kind {
             StrategyKind::All => (s.all.as_ref().map(|a| &a.config), None, None),
             StrategyKind::Progressive => s.progressive.as_ref().map_or((None, None, None), |p| {
@@ -116,6 +125,7 @@ impl ParsedStrategy {
             mandatory: mandatory.map(mandatory_groups).unwrap_or_default(),
             abort_all,
             plugin,
+            plugin_failure,
         })
     }
 }
@@ -160,6 +170,53 @@ fn parse_plugin(name: &str) -> Result<String, Invalid> {
             ),
         ))
     }
+}
+
+/// `pluginFailurePolicy`: each field it sets, checked.
+fn parse_plugin_failure(p: &PluginFailurePolicy) -> Result<PolicyOverride, Invalid> {
+    let field = |f: &str| format!("pluginFailurePolicy.{f}");
+    let mode = match p.policy.as_deref() {
+        None => None,
+        Some("Fail") => Some(FailureMode::Fail),
+        Some("Hold") => Some(FailureMode::Hold),
+        Some(other) => {
+            return Err(Invalid::new(
+                field("policy"),
+                format!("unknown policy {other:?}; expected Fail or Hold"),
+            ));
+        }
+    };
+    let consecutive_errors = p
+        .consecutive_errors
+        .map(|n| {
+            u32::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+                Invalid::new(
+                    field("consecutiveErrors"),
+                    format!("must be 1 or more, got {n}"),
+                )
+            })
+        })
+        .transpose()?;
+    let unavailable_for = p
+        .unavailable_for
+        .as_deref()
+        .map(|d| {
+            parse_go_duration(d)
+                .ok()
+                .filter(|d| d.is_positive())
+                .ok_or_else(|| {
+                    Invalid::new(
+                        field("unavailableFor"),
+                        format!("{d:?} is not a positive duration such as 30s or 5m"),
+                    )
+                })
+        })
+        .transpose()?;
+    Ok(PolicyOverride {
+        mode,
+        consecutive_errors,
+        unavailable_for,
+    })
 }
 
 /// The fields every type shares, with upstream's defaults.

@@ -869,3 +869,56 @@ fn a_failed_verdict_with_a_huge_message_still_aborts_with_writable_conditions() 
         );
     }
 }
+
+#[test]
+fn a_placement_ref_overrides_its_plugins_failure_budget() {
+    let run = |update: &str, count| ErrorRun {
+        plugin: "judge".into(),
+        revision: update.to_string(),
+        count,
+        since: t0() - secs(40),
+        last: "BeginRollout: Internal: no quota".into(),
+    };
+    // Two errors spend a budget of 2 (the registration says 4).
+    let strategy = json!({"type": "All", "plugin": "judge",
+        "pluginFailurePolicy": {"consecutiveErrors": 2}});
+    let (f, update) = fixture(strategy, &["c1"]);
+    let mut p = plugins(available());
+    p.begun.insert("c1".into(), sent(&update, false, 30));
+    p.errors.insert("c1".into(), run(&update, 2));
+    assert_eq!(statuses(&plan_with(&f, &p))["c1"].0, RolloutStatus::Failed);
+    // Hold over a registration's Fail: held however many errors come.
+    let strategy = json!({"type": "All", "plugin": "judge",
+        "pluginFailurePolicy": {"policy": "Hold"}});
+    let (f, update) = fixture(strategy, &["c1"]);
+    p.errors.insert("c1".into(), run(&update, 9));
+    p.begun.insert("c1".into(), sent(&update, false, 30));
+    let (status, note) = statuses(&plan_with(&f, &p))["c1"].clone();
+    assert_eq!(status, RolloutStatus::ToApply);
+    assert!(note.unwrap_or_default().contains("failurePolicy Hold"));
+}
+
+#[test]
+fn a_plugin_failure_policy_that_cannot_be_one_is_refused_by_field() {
+    for (policy, field) in [
+        (json!({"policy": "Retry"}), "pluginFailurePolicy.policy"),
+        (
+            json!({"consecutiveErrors": 0}),
+            "pluginFailurePolicy.consecutiveErrors",
+        ),
+        (
+            json!({"unavailableFor": "soon"}),
+            "pluginFailurePolicy.unavailableFor",
+        ),
+    ] {
+        let strategy = json!({"type": "All", "plugin": "judge", "pluginFailurePolicy": policy});
+        let m = mwrs_with(strategy, Some(STABLE));
+        let limit = crate::validate::DEFAULT_MANIFEST_SIZE_LIMIT;
+        let invalid = crate::validate::validate(&m.spec, limit).expect_err("refused");
+        assert_eq!(
+            invalid.field,
+            format!("spec.placementRefs[0].rolloutStrategy.{field}"),
+            "{invalid}"
+        );
+    }
+}
