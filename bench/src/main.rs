@@ -100,6 +100,10 @@ struct Args {
     /// The `mwrs-feedback-plugin` binary, for `--plugin-clusters`.
     #[arg(long)]
     feedback_plugin: Option<PathBuf>,
+    /// With `--plugin-clusters`: pad the template's ConfigMap to about this many KiB (the
+    /// memory a plugin's calls cost grows with the template).
+    #[arg(long, default_value_t = 0, value_name = "KIB")]
+    plugin_template_kib: usize,
     /// Instead of the sizes: the dashboard run over this many clusters
     /// (bench/src/dashboard.rs), with `--cli`.
     #[arg(long, value_name = "N", conflicts_with_all = ["many_mwrs", "plugin_clusters"])]

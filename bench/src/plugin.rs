@@ -37,18 +37,35 @@ pub struct PluginRow {
     pub status_writes_with: f64,
     pub plugin_cpu_s: f64,
     pub plugin_peak_rss_bytes: u64,
+    /// The template's size (KiB of padding).
+    pub template_kib: usize,
+    /// The controller's largest RSS sampled (every 100 ms) during each rollout.
+    pub controller_rss_without: u64,
+    pub controller_rss_with: u64,
 }
 
 impl PluginRow {
     pub fn ratio(&self) -> f64 {
         self.with_s / self.without_s.max(f64::EPSILON)
     }
+
+    pub fn rss_ratio(&self) -> f64 {
+        self.controller_rss_with as f64 / (self.controller_rss_without as f64).max(1.0)
+    }
 }
 
+/// What one rollout measured: seconds, hub requests, MWRS status writes, the
+/// controller's largest sampled RSS.
+type Rollout = (f64, f64, f64, u64);
+
 /// The bench's template with a feedback rule on its Deployment (the agent then reports
-/// `ReadyReplicas`, `Replicas` and `AvailableReplicas`).
-fn judged_template(version: &str) -> Value {
+/// `ReadyReplicas`, `Replicas` and `AvailableReplicas`), its ConfigMap padded to about
+/// `kib` KiB.
+fn judged_template(version: &str, kib: usize) -> Value {
     let mut t = template(version);
+    if kib > 0 {
+        t["workload"]["manifests"][0]["data"]["padding"] = json!("x".repeat(kib * 1024));
+    }
     t["manifestConfigs"] = json!([{
         "resourceIdentifier": {"group": "apps", "resource": "deployments",
             "namespace": "web", "name": "web"},
@@ -91,14 +108,16 @@ impl Bench {
             .await?;
         let mut row = PluginRow {
             clusters: n,
+            template_kib: self.args.plugin_template_kib,
             ..PluginRow::default()
         };
+        let pid = controller.pid()?;
         let mwrs: ManifestWorkReplicaSet = serde_json::from_value(json!({
             "apiVersion": "work.open-cluster-management.io/v1alpha1",
             "kind": "ManifestWorkReplicaSet",
             "metadata": {"name": NAME},
             "spec": {
-                "manifestWorkTemplate": judged_template("v1"),
+                "manifestWorkTemplate": judged_template("v1", self.args.plugin_template_kib),
                 "placementRefs": [{"name": "fleet", "rolloutStrategy": strategy(false)}],
             },
         }))?;
@@ -112,10 +131,15 @@ impl Bench {
             row.without_s,
             row.requests_without,
             row.status_writes_without,
-        ) = self.judged_rollout("v2", false, n, &addr).await?;
+            row.controller_rss_without,
+        ) = self.judged_rollout("v2", false, n, (&addr, pid)).await?;
         eprintln!("   with the plugin: v3");
-        (row.with_s, row.requests_with, row.status_writes_with) =
-            self.judged_rollout("v3", true, n, &addr).await?;
+        (
+            row.with_s,
+            row.requests_with,
+            row.status_writes_with,
+            row.controller_rss_with,
+        ) = self.judged_rollout("v3", true, n, (&addr, pid)).await?;
         row.plugin_cpu_s = plugin.0.cpu_secs(self.tck)?;
         row.plugin_peak_rss_bytes = plugin.0.peak_rss()?;
 
@@ -164,15 +188,16 @@ impl Bench {
     }
 
     /// Changes the template to `version` (and names the plugin, with `plugin`), and waits
-    /// until it is promoted on all `n` clusters. Returns the time it took, and the hub
-    /// requests and MWRS status writes meanwhile.
+    /// until it is promoted on all `n` clusters. Returns the time it took, the hub
+    /// requests and MWRS status writes meanwhile, and the largest RSS of the controller
+    /// (`pid`, serving metrics on `addr`) sampled meanwhile.
     async fn judged_rollout(
         &self,
         version: &str,
         plugin: bool,
         n: usize,
-        addr: &str,
-    ) -> anyhow::Result<(f64, f64, f64)> {
+        (addr, pid): (&str, u32),
+    ) -> anyhow::Result<Rollout> {
         let api = self.mwrs_api(NS);
         let before = api.get(NAME).await?;
         let old = before.status.and_then(|s| s.current_revision);
@@ -183,16 +208,28 @@ impl Bench {
         let (r0, w0) = (hub_requests(&self.client).await?, status_writes().await);
         let t0 = Instant::now();
         let body = json!({"spec": {
-            "manifestWorkTemplate": judged_template(version),
+            "manifestWorkTemplate": judged_template(version, self.args.plugin_template_kib),
             "placementRefs": [{"name": "fleet", "rolloutStrategy": strategy(plugin)}],
         }});
         api.patch(NAME, &PatchParams::default(), &Patch::Merge(&body))
             .await?;
-        self.promoted(n, old).await?;
+        let mut most = rss_of(pid);
+        let promoted = self.promoted(n, old);
+        tokio::pin!(promoted);
+        loop {
+            tokio::select! {
+                r = &mut promoted => { r?; break; }
+                _ = tokio::time::sleep(Duration::from_millis(100)) => most = most.max(rss_of(pid)),
+            }
+        }
         let took = t0.elapsed().as_secs_f64();
         let (r1, w1) = (hub_requests(&self.client).await?, status_writes().await);
-        eprintln!("   {took:.2}s, {:.0} hub requests", r1 - r0);
-        Ok((took, r1 - r0, w1 - w0))
+        eprintln!(
+            "   {took:.2}s, {:.0} hub requests, controller RSS up to {:.1} MiB",
+            r1 - r0,
+            most as f64 / 1048576.0
+        );
+        Ok((took, r1 - r0, w1 - w0, most))
     }
 
     /// Waits until a revision other than `old` is promoted on all `n` clusters.
@@ -207,6 +244,16 @@ impl Bench {
         })
         .await
     }
+}
+
+/// The resident set of process `pid`, in bytes (0 when it cannot be read).
+fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
 
 pub fn print(r: &PluginRow) {
@@ -229,6 +276,13 @@ pub fn print(r: &PluginRow) {
         r.plugin_cpu_s,
         r.plugin_peak_rss_bytes as f64 / 1048576.0
     );
+    println!(
+        "  the controller's RSS (template {} KiB of padding): up to {:.1} MiB with, {:.1} MiB without: {:.2}x",
+        r.template_kib,
+        r.controller_rss_with as f64 / 1048576.0,
+        r.controller_rss_without as f64 / 1048576.0,
+        r.rss_ratio()
+    );
 }
 
 pub fn json(r: &PluginRow) -> Value {
@@ -243,5 +297,9 @@ pub fn json(r: &PluginRow) -> Value {
         "status_writes_with": r.status_writes_with,
         "plugin_cpu_s": r.plugin_cpu_s,
         "plugin_peak_rss_bytes": r.plugin_peak_rss_bytes,
+        "template_kib": r.template_kib,
+        "controller_rss_without_bytes": r.controller_rss_without,
+        "controller_rss_with_bytes": r.controller_rss_with,
+        "rss_ratio": r.rss_ratio(),
     })
 }

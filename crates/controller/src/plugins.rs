@@ -54,6 +54,9 @@ struct Judged {
     progressed: BTreeMap<String, u64>,
     /// Per cluster, the calls about it that went wrong in a row.
     errors: BTreeMap<Arc<str>, ErrorRun>,
+    /// Every distinct spec the plugins returned that a cluster still holds, by digest: a
+    /// plugin returning the same spec for 5,000 clusters costs one copy, not 5,000.
+    specs: HashMap<mwrs_engine::hash::Digest, Arc<serde_json::Value>>,
     /// Validations (cluster, revision) and Begins (cluster, revision, aborting) not
     /// answered yet: a slow plugin is not asked the same again meanwhile.
     validating: BTreeSet<(Arc<str>, String)>,
@@ -80,6 +83,8 @@ pub struct Plugins {
     policies: BTreeMap<String, FailurePolicy>,
     /// Plugins whose registration lets their spec drop a manifest of the template.
     allow_removal: BTreeSet<String>,
+    /// Plugins open only to the MWRS of some namespaces, with those namespaces.
+    namespaces: BTreeMap<String, BTreeSet<String>>,
     /// The limit a plugin's spec is held to, as a user's template is.
     manifest_size_limit: usize,
     /// How marks on ManifestWorks are sealed and checked.
@@ -108,6 +113,7 @@ impl Default for Plugins {
             health: RwLock::default(),
             policies: BTreeMap::new(),
             allow_removal: BTreeSet::new(),
+            namespaces: BTreeMap::new(),
             manifest_size_limit: mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT,
             marks: Marks::Sealed(ephemeral_key()),
             judged: Mutex::default(),
@@ -116,6 +122,23 @@ impl Default for Plugins {
             controller_version: String::new(),
         }
     }
+}
+
+/// `m` sharing the copy of its spec `specs` holds, if one is there; else `m`, whose spec
+/// `specs` then holds. Specs no cluster holds any more are dropped meanwhile.
+fn intern(
+    specs: &mut HashMap<mwrs_engine::hash::Digest, Arc<serde_json::Value>>,
+    m: Mutation,
+) -> Mutation {
+    if let Some(spec) = specs.get(&m.digest) {
+        return Mutation {
+            spec: spec.clone(),
+            digest: m.digest,
+        };
+    }
+    specs.retain(|_, spec| Arc::strong_count(spec) > 1);
+    specs.insert(m.digest, m.spec.clone());
+    m
 }
 
 /// The engine's form of a registered failure policy.
@@ -179,11 +202,17 @@ impl Plugins {
             .filter(|p| p.allow_manifest_removal)
             .map(|p| p.name.clone())
             .collect();
+        let namespaces = config
+            .plugins
+            .iter()
+            .filter_map(|p| Some((p.name.clone(), p.namespaces.clone()?)))
+            .collect();
         Ok(Self {
             clients,
             health: RwLock::new(health),
             policies,
             allow_removal,
+            namespaces,
             judged: Mutex::new(HashMap::new()),
             poll,
             controller_version: controller_version.to_string(),
@@ -221,12 +250,13 @@ impl Plugins {
 
     /// What a pass over MWRS `owner` plans with.
     pub fn inputs(&self, owner: &str) -> PluginInputs {
+        let namespace = owner.split_once('/').map_or(owner, |(ns, _)| ns);
         let health = self
             .health
             .read()
             .map(|h| {
                 h.iter()
-                    .map(|(n, t)| (n.clone(), t.health.clone()))
+                    .map(|(n, t)| (n.clone(), self.health_for(n, namespace, &t.health)))
                     .collect()
             })
             .unwrap_or_default();
@@ -251,6 +281,33 @@ impl Plugins {
             progressed: j.progressed.clone(),
             errors: j.errors.clone(),
             ..base
+        }
+    }
+
+    /// May an MWRS of `namespace` use `plugin`? (Its registration's `namespaces`.)
+    fn serves(&self, plugin: &str, namespace: &str) -> bool {
+        self.namespaces
+            .get(plugin)
+            .is_none_or(|n| n.contains(namespace))
+    }
+
+    /// `health` as an MWRS of `namespace` sees `plugin`: a plugin not open to the
+    /// namespace holds its clusters for ever (no call is made, no budget runs).
+    fn health_for(&self, plugin: &str, namespace: &str, health: &PluginHealth) -> PluginHealth {
+        let Some(open) = self
+            .namespaces
+            .get(plugin)
+            .filter(|n| !n.contains(namespace))
+        else {
+            return health.clone();
+        };
+        let open: Vec<&str> = open.iter().map(String::as_str).collect();
+        PluginHealth::Unreachable {
+            why: format!(
+                "not open to namespace {namespace}: its registration lists namespaces {}",
+                open.join(", ")
+            ),
+            since: Timestamp::MAX,
         }
     }
 
@@ -507,7 +564,14 @@ impl Plugins {
         specs: &BTreeMap<String, Template>,
         to: Reporting<'_>,
     ) {
-        let client = |plugin: &str| self.clients.get(plugin).cloned();
+        // A plugin not open to the MWRS's namespace is never called (the planner plans
+        // no call to it: this is the second lock on the door).
+        let client = |plugin: &str| {
+            self.clients
+                .get(plugin)
+                .filter(|_| self.serves(plugin, &about.namespace))
+                .cloned()
+        };
         let mut jobs: Vec<Job> = Vec::new();
         for v in calls.validations {
             let request = validate_request(about, &v);
@@ -691,7 +755,7 @@ impl Plugins {
         }
         sent.acked = true;
         let spec_changes = mutation.is_some();
-        sent.mutation = mutation;
+        sent.mutation = mutation.map(|m| intern(&mut j.specs, m));
         !b.aborting || spec_changes
     }
 
@@ -1278,6 +1342,19 @@ mod tests {
         let m = Mutation::new(serde_json::json!({"workload": {}}));
         assert!(p.record_begun("ns/app", &begin("abc", true), Some(m.clone())));
         assert_eq!(p.inputs("ns/app").begun["c1"].mutation, Some(m));
+    }
+
+    #[test]
+    fn the_same_spec_for_many_clusters_is_kept_once() {
+        let mut specs = HashMap::new();
+        let spec = || serde_json::json!({"workload": {"manifests": [{"kind": "ConfigMap"}]}});
+        let a = intern(&mut specs, Mutation::new(spec()));
+        let b = intern(&mut specs, Mutation::new(spec()));
+        assert!(Arc::ptr_eq(&a.spec, &b.spec), "one copy");
+        drop((a, b));
+        let other = intern(&mut specs, Mutation::new(serde_json::json!({"workload": {}})));
+        assert_eq!(specs.len(), 1, "a spec no cluster holds is dropped");
+        assert!(Arc::ptr_eq(&specs[&other.digest], &other.spec));
     }
 
     #[test]

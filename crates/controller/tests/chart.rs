@@ -192,6 +192,29 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
         .find(|v| v["name"] == "work-config")
         .expect("the volume");
     assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
+    // The client certificate's Secret, mounted where a plugin entry names its files.
+    let with_client = documents(&helm(
+        &helm_bin,
+        &[
+            "template",
+            "mwrs",
+            CHART,
+            "--set",
+            "controller.plugins[0].name=smoke-tests",
+            "--set",
+            "controller.plugins[0].endpoint=smoke.mwrs-system.svc:10843",
+            "--set",
+            "controller.pluginClientCertSecret=plugin-client",
+        ],
+    ));
+    let spec = &find(&with_client, "Deployment")["spec"]["template"]["spec"];
+    let mounted = spec["containers"][0]["volumeMounts"].to_string();
+    assert!(mounted.contains("/etc/mwrs/plugin-client"), "{mounted}");
+    assert!(
+        spec["volumes"]
+            .to_string()
+            .contains("\"secretName\":\"plugin-client\"")
+    );
     // The mark key's Secret, which the controller may read and make (SPEC §12.2).
     assert!(
         args.contains(&"--mark-key-secret=mwrs-mwrs-controller-marks"),

@@ -252,13 +252,21 @@ impl RolloutPlugin for Served {
 /// Serves `script` over TLS on loopback; returns the `--work-config` that registers it
 /// as `judge`, and the server task.
 async fn serve(script: Arc<Script>) -> (String, TaskGuard) {
+    serve_with(script, None).await
+}
+
+/// [`serve`], answering only callers with a certificate `client_ca` (PEM) signed.
+async fn serve_with(script: Arc<Script>, client_ca: Option<&str>) -> (String, TaskGuard) {
     let made = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let cert = made.cert.pem();
     let key = made.signing_key.serialize_pem();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
-    let tls = tonic::transport::ServerTlsConfig::new()
+    let mut tls = tonic::transport::ServerTlsConfig::new()
         .identity(tonic::transport::Identity::from_pem(&cert, &key));
+    if let Some(ca) = client_ca {
+        tls = tls.client_ca_root(tonic::transport::Certificate::from_pem(ca));
+    }
     let server = tonic::transport::Server::builder()
         .tls_config(tls)
         .unwrap()
@@ -1009,4 +1017,96 @@ async fn the_mark_key_is_made_once_and_shared() {
         message.contains("short") && message.contains("delete it"),
         "{message}"
     );
+}
+
+/// Item 7 of #31: a plugin may answer only the controller. The controller presents the
+/// client certificate its work config names; without it the plugin's TLS handshake
+/// refuses the controller, which holds the rollout and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_requiring_a_client_certificate_answers_only_the_controller() {
+    let Some(hub) = TestHub::from_env("plugin-mtls", CLUSTERS).await else {
+        return;
+    };
+    let client = rcgen::generate_simple_self_signed(vec!["mwrs-controller".into()]).unwrap();
+    let (cert, key) = (client.cert.pem(), client.signing_key.serialize_pem());
+    let dir = std::env::temp_dir().join(format!("mwrs-mtls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tls.crt"), &cert).unwrap();
+    std::fs::write(dir.join("tls.key"), &key).unwrap();
+    let script = Arc::new(Script::default());
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let (work_config, _server) = serve_with(script.clone(), Some(&cert)).await;
+    let anonymous = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
+    let controller = common::start_controller_configured(&hub, anonymous, Shared::default());
+    hub.publish_all("p").await;
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(200));
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    wait_mwrs(
+        &hub,
+        "app",
+        "PluginLoaded False without a certificate",
+        |m| plugin_loaded(m) == Some(("False".into(), "Failed".into())),
+    )
+    .await;
+    assert!(
+        script.calls("BeginRollout").is_empty(),
+        "answered a stranger"
+    );
+    drop(controller);
+    let identified = format!(
+        "{work_config}    clientCertificate:\n      certFile: {}\n      keyFile: {}\n",
+        dir.join("tls.crt").display(),
+        dir.join("tls.key").display()
+    );
+    let config = knowing_judge(&identified, Config::default(), Duration::from_secs(2));
+    let _controller = common::start_controller_configured(&hub, config, Shared::default());
+    let m = wait_complete(&hub, "app", None).await;
+    assert_eq!(plugin_loaded(&m), Some(("True".into(), "Available".into())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 7 of #31: a plugin registered for other namespaces is never called about an
+/// MWRS of this one; its clusters are held and `PluginLoaded` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_open_to_other_namespaces_is_never_called_for_this_one() {
+    let elsewhere = "    namespaces: [team-elsewhere]\n";
+    let started = started_registering(
+        "plugin-namespaces",
+        Config::default(),
+        Duration::from_secs(2),
+        elsewhere,
+    );
+    let Some((hub, script, _tasks)) = started.await else {
+        return;
+    };
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    let m = wait_mwrs(
+        &hub,
+        "app",
+        "PluginLoaded False naming the namespace",
+        |m| common::message(m, "PluginLoaded").contains("not open to namespace"),
+    )
+    .await;
+    assert_eq!(current(&m), None);
+    assert!(
+        common::works_by_cluster(&hub, "app").await.is_empty(),
+        "written past the plugin"
+    );
+    let called: Vec<&str> = ["BeginRollout", "ProgressRollout"]
+        .into_iter()
+        .filter(|c| !script.calls(c).is_empty())
+        .collect();
+    assert!(called.is_empty(), "called: {called:?}");
+    assert!(script.asked.lock().unwrap().is_empty());
 }

@@ -3,6 +3,8 @@
 //! ```yaml
 //! listen: 0.0.0.0:10843
 //! tls: {certFile: /etc/tls/tls.crt, keyFile: /etc/tls/tls.key}   # off loopback: required
+//! #   clientCaFile: /etc/tls/client-ca.crt   # optional: answer only callers it signed
+//! read: Watch      # or Get: a GET per question (needs `get` only, not `list`/`watch`)
 //! checks:
 //!   - resource: {group: apps, resource: deployments, namespace: web, name: web}
 //!     succeedWhen: ReadyReplicas == Replicas
@@ -27,6 +29,18 @@ pub struct Config {
     pub listen: SocketAddr,
     pub tls: Option<Tls>,
     pub checks: Vec<Check>,
+    pub read: Read,
+}
+
+/// How ManifestWorks are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum Read {
+    /// A watch of every ManifestWork (needs `list` and `watch`), and a GET of the one
+    /// asked about when the watched copy does not say SUCCEEDED.
+    #[default]
+    Watch,
+    /// A GET per question (needs `get` only).
+    Get,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -34,6 +48,10 @@ pub struct Config {
 pub struct Tls {
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
+    /// Require callers to present a certificate this CA signed (the controller's
+    /// `clientCertificate` in its work config): no one else gets an answer.
+    #[serde(default)]
+    pub client_ca_file: Option<PathBuf>,
 }
 
 /// Which manifest of the ManifestWork a check reads (its `resourceMeta`).
@@ -63,6 +81,8 @@ struct Raw {
     #[serde(default)]
     tls: Option<Tls>,
     checks: Vec<RawCheck>,
+    #[serde(default)]
+    read: Read,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +122,7 @@ impl Config {
             listen,
             tls: raw.tls,
             checks,
+            read: raw.read,
         })
     }
 }

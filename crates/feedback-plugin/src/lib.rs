@@ -7,68 +7,26 @@
 pub mod config;
 mod expr;
 mod judge;
+mod works;
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use mwrs_plugin::v1alpha1 as api;
 use mwrs_plugin::v1alpha1::rollout_plugin_server::{RolloutPlugin, RolloutPluginServer};
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
 use config::{Check, Config};
 use judge::{Asked, Judged};
+use works::WorkReader;
 
 /// The plugin's service: answers from the hub `client` reads, judged by `checks`.
 pub struct Feedback {
     works: WorkReader,
     checks: Arc<Vec<Check>>,
-}
-
-/// Reads ManifestWorks as JSON (the plugin needs their status feedback only).
-#[derive(Clone)]
-pub(crate) struct WorkReader {
-    client: Client,
-    resource: ApiResource,
-}
-
-impl WorkReader {
-    fn new(client: Client) -> Self {
-        let gvk = GroupVersionKind::gvk("work.open-cluster-management.io", "v1", "ManifestWork");
-        Self {
-            client,
-            resource: ApiResource::from_gvk(&gvk),
-        }
-    }
-
-    /// The ManifestWork as JSON; None when it does not exist (an answer, not an error).
-    /// A read the hub refuses (403 in one cluster namespace, 429, 500) is an error about
-    /// this cluster only (INTERNAL: the controller holds that cluster and counts it
-    /// against the budget); a hub that does not answer at all is UNAVAILABLE (the plugin
-    /// cannot judge anything).
-    async fn get(&self, namespace: &str, name: &str) -> Result<Option<serde_json::Value>, Status> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &self.resource);
-        let o = api
-            .get_opt(name)
-            .await
-            .map_err(|e| read_error(&format!("{namespace}/{name}"), e))?;
-        o.map(|o| serde_json::to_value(o).map_err(|e| Status::internal(e.to_string())))
-            .transpose()
-    }
-}
-
-/// The answer to a question whose ManifestWork `what` could not be read: about that
-/// cluster when the hub answered with an error, about the plugin when it did not answer.
-fn read_error(what: &str, e: kube::Error) -> Status {
-    let why = format!("reading ManifestWork {what}: {e}");
-    match e {
-        kube::Error::Api(_) => Status::internal(why),
-        _ => Status::unavailable(why),
-    }
 }
 
 fn ack() -> Result<Response<api::Ack>, Status> {
@@ -83,8 +41,7 @@ impl RolloutPlugin for Feedback {
     ) -> Result<Response<api::InitializeResponse>, Status> {
         // Answering means the hub answers too (`/version` needs no grant).
         self.works
-            .client
-            .apiserver_version()
+            .hub_answers()
             .await
             .map_err(|e| Status::unavailable(format!("the hub does not answer: {e}")))?;
         Ok(Response::new(api::InitializeResponse {
@@ -115,22 +72,27 @@ impl RolloutPlugin for Feedback {
         r: Request<api::ValidateRequest>,
     ) -> Result<Response<api::ValidateResponse>, Status> {
         let r = r.into_inner();
-        let Some(work) = self.works.get(&r.cluster, &r.manifest_work).await? else {
-            return Ok(Response::new(api::ValidateResponse {
-                verdict: api::Verdict::InProgress.into(),
-                message: format!(
-                    "ManifestWork {}/{} does not exist",
-                    r.cluster, r.manifest_work
-                ),
-            }));
-        };
         let asked = Asked {
             generation: r.generation,
             since: r
                 .since
                 .and_then(|t| Timestamp::new(t.seconds, t.nanos).ok()),
         };
-        let (verdict, message) = match judge::judge(&work, &asked, &self.checks, Timestamp::now()) {
+        let judge =
+            |work: &serde_json::Value| judge::judge(work, &asked, &self.checks, Timestamp::now());
+        // The watched copy answers SUCCEEDED alone; anything else is read again first.
+        let watched = self.works.watched(&r.cluster, &r.manifest_work);
+        let judged = match watched.as_deref().map(judge) {
+            Some(success @ Judged::Succeeded(_)) => success,
+            _ => match self.works.get(&r.cluster, &r.manifest_work).await? {
+                Some(work) => judge(&work),
+                None => Judged::InProgress(format!(
+                    "ManifestWork {}/{} does not exist",
+                    r.cluster, r.manifest_work
+                )),
+            },
+        };
+        let (verdict, message) = match judged {
             Judged::Succeeded(m) => (api::Verdict::Succeeded, m),
             Judged::Failed(m) => (api::Verdict::Failed, m),
             Judged::InProgress(m) => (api::Verdict::InProgress, m),
@@ -174,7 +136,10 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
     let service = Feedback {
-        works: WorkReader::new(client),
+        works: match config.read {
+            config::Read::Watch => WorkReader::watching(client),
+            config::Read::Get => WorkReader::new(client),
+        },
         checks: Arc::new(config.checks),
     };
     let mut server = Server::builder();
@@ -183,8 +148,14 @@ pub async fn serve(
             .with_context(|| format!("reading {}", tls.cert_file.display()))?;
         let key = std::fs::read(&tls.key_file)
             .with_context(|| format!("reading {}", tls.key_file.display()))?;
-        server =
-            server.tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))?;
+        let mut tls_config = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+        if let Some(ca) = &tls.client_ca_file {
+            // Only a caller with a certificate this CA signed (the controller's
+            // clientCertificate) gets an answer.
+            let ca = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+            tls_config = tls_config.client_ca_root(Certificate::from_pem(ca));
+        }
+        server = server.tls_config(tls_config)?;
     }
     tracing::info!(addr = %listener.local_addr()?, tls = config.tls.is_some(), "serving");
     server
@@ -192,26 +163,4 @@ pub async fn serve(
         .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
         .await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_read_the_hub_refuses_is_about_that_cluster_only() {
-        let refused = kube::Error::Api(
-            kube::core::Status::failure("forbidden", "Forbidden")
-                .with_code(403)
-                .boxed(),
-        );
-        let s = read_error("c1/ns.app", refused);
-        assert_eq!(s.code(), tonic::Code::Internal, "{s:?}");
-        assert!(s.message().contains("c1/ns.app"), "{s:?}");
-        let silent = kube::Error::LinesCodecMaxLineLengthExceeded;
-        assert_eq!(
-            read_error("c1/ns.app", silent).code(),
-            tonic::Code::Unavailable
-        );
-    }
 }

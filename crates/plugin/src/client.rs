@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Response, Status};
 
 use crate::config::PluginConfig;
@@ -50,9 +50,18 @@ impl PluginClient {
             .map_err(|e| fail(format!("endpoint {}: {e}", cfg.uri)))?
             .connect_timeout(CONNECT_TIMEOUT);
         if let (Some(domain), Some(pem)) = (&cfg.tls_domain, &cfg.ca_pem) {
-            let tls = ClientTlsConfig::new()
+            let mut tls = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(pem))
                 .domain_name(domain.clone());
+            if let Some(c) = &cfg.client_certificate {
+                let read = |p: &std::path::Path| {
+                    std::fs::read(p).map_err(|e| {
+                        fail(format!("clientCertificate: reading {}: {e}", p.display()))
+                    })
+                };
+                let identity = Identity::from_pem(read(&c.cert_file)?, read(&c.key_file)?);
+                tls = tls.identity(identity);
+            }
             endpoint = endpoint
                 .tls_config(tls)
                 .map_err(|e| fail(format!("TLS: {e}")))?;

@@ -7,6 +7,10 @@
 //!     endpoint: smoke-tests.mwrs-system.svc:10843
 //!     caCertificate:
 //!       caBundle: LS0tLS1CRUdJTi...   # base64 of the PEM CA that signed its certificate
+//!     clientCertificate:               # optional: the controller's identity to it (mTLS)
+//!       certFile: /etc/mwrs/plugin-client/tls.crt
+//!       keyFile: /etc/mwrs/plugin-client/tls.key
+//!     namespaces: [team-a, team-b]     # optional: only MWRS of these namespaces use it
 //!     allowManifestRemoval: false      # may its MutateManifestWork drop a manifest?
 //!     failurePolicy:                   # what its failures cost a rollout (SPEC §12.3)
 //!       policy: Fail                   # Fail (default) or Hold
@@ -19,6 +23,7 @@
 //! A file that breaks a rule is refused whole, naming the field and why.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
@@ -43,6 +48,28 @@ pub struct PluginConfig {
     /// Its MutateManifestWork may return a spec without a manifest the template has.
     pub allow_manifest_removal: bool,
     pub failure_policy: FailurePolicyConfig,
+    /// The certificate and key (PEM files) the controller presents to it.
+    pub client_certificate: Option<ClientCertificate>,
+    /// The namespaces whose MWRS may use it (None: every namespace).
+    pub namespaces: Option<BTreeSet<String>>,
+}
+
+impl PluginConfig {
+    /// May an MWRS of `namespace` use this plugin?
+    pub fn serves(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|n| n.contains(namespace))
+    }
+}
+
+/// The controller's client certificate for one plugin: PEM files, read when the
+/// controller starts.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientCertificate {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 /// What a plugin's failures cost a rollout: past `consecutive_errors` in a row about one
@@ -102,6 +129,10 @@ struct RawPlugin {
     allow_manifest_removal: bool,
     #[serde(default)]
     failure_policy: Option<RawFailurePolicy>,
+    #[serde(default)]
+    client_certificate: Option<ClientCertificate>,
+    #[serde(default)]
+    namespaces: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -232,6 +263,24 @@ impl PluginConfig {
             .map(|ca| decode_bundle(&ca.ca_bundle))
             .transpose()
             .map_err(|r| refuse(format!("{field}.caCertificate.caBundle"), r))?;
+        if p.client_certificate.is_some() && !endpoint.tls {
+            return Err(refuse(
+                format!("{field}.clientCertificate"),
+                "needs TLS: the endpoint is plaintext (http://)",
+            ));
+        }
+        let namespaces = match p.namespaces {
+            None => None,
+            Some(list) => {
+                if let Some(bad) = list.iter().find(|n| !is_label(n)) {
+                    return Err(refuse(
+                        format!("{field}.namespaces"),
+                        format!("{bad:?} is not a namespace name"),
+                    ));
+                }
+                Some(list.into_iter().collect())
+            }
+        };
         match (endpoint.tls, &ca_pem) {
             (true, None) => Err(refuse(
                 format!("{field}.caCertificate"),
@@ -252,6 +301,8 @@ impl PluginConfig {
                     .map(|f| f.parse(&format!("{field}.failurePolicy")))
                     .transpose()?
                     .unwrap_or_default(),
+                client_certificate: p.client_certificate,
+                namespaces,
             }),
         }
     }
@@ -346,6 +397,8 @@ mod tests {
                     ca_pem: Some(PEM.as_bytes().to_vec()),
                     allow_manifest_removal: false,
                     failure_policy: FailurePolicyConfig::default(),
+                    client_certificate: None,
+                    namespaces: None,
                 },
                 PluginConfig {
                     name: "local".into(),
@@ -354,6 +407,8 @@ mod tests {
                     ca_pem: None,
                     allow_manifest_removal: false,
                     failure_policy: FailurePolicyConfig::default(),
+                    client_certificate: None,
+                    namespaces: None,
                 },
             ]
         );
@@ -397,6 +452,35 @@ mod tests {
             let e = WorkConfig::parse(&yaml).unwrap_err();
             assert_eq!(e.field, field, "{yaml}: {e}");
         }
+    }
+
+    #[test]
+    fn a_client_certificate_and_namespaces_parse() {
+        let yaml = format!(
+            "plugins:\n  - name: a\n    endpoint: a.svc:1\n    caCertificate:\n      caBundle: {}\n    clientCertificate:\n      certFile: /c.crt\n      keyFile: /c.key\n    namespaces: [team-a]\n",
+            bundle()
+        );
+        let c = WorkConfig::parse(&yaml).unwrap();
+        let p = &c.plugins[0];
+        assert_eq!(
+            p.client_certificate,
+            Some(ClientCertificate {
+                cert_file: "/c.crt".into(),
+                key_file: "/c.key".into(),
+            })
+        );
+        assert!(p.serves("team-a") && !p.serves("team-b"));
+        let plain = "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n    clientCertificate:\n      certFile: /c.crt\n      keyFile: /c.key\n";
+        let e = WorkConfig::parse(plain).unwrap_err();
+        assert_eq!(e.field, "plugins[0].clientCertificate");
+        let bad =
+            "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n    namespaces: [Team_A]\n";
+        assert_eq!(
+            WorkConfig::parse(bad).unwrap_err().field,
+            "plugins[0].namespaces"
+        );
+        let every = "plugins:\n  - name: a\n    endpoint: http://127.0.0.1:1\n";
+        assert!(WorkConfig::parse(every).unwrap().plugins[0].serves("anyone"));
     }
 
     #[test]
