@@ -75,6 +75,66 @@ struct Tracked {
     last_outage: Option<(Timestamp, Timestamp)>,
 }
 
+impl Tracked {
+    fn new(health: PluginHealth) -> Self {
+        let up_since = match &health {
+            PluginHealth::Available { since, .. } => Some(*since),
+            PluginHealth::Unreachable { .. } => None,
+        };
+        Self {
+            health,
+            up_since,
+            last_outage: None,
+        }
+    }
+
+    /// Takes in `seen` (its `since` is when it was seen); false when it says what was
+    /// known. A plugin that keeps answering keeps the time it started to; one that keeps
+    /// failing keeps the time its outage began; a recovery or an outage shorter than
+    /// `flap` restarts neither clock (SPEC §12.3).
+    fn settle(&mut self, seen: PluginHealth, flap: SignedDuration) -> bool {
+        use PluginHealth::{Available, Unreachable};
+        let short = |from: Timestamp, to: Timestamp| to.duration_since(from) < flap;
+        let settled = match (&self.health, seen) {
+            (
+                Available {
+                    description: old,
+                    since,
+                },
+                Available { description, .. },
+            ) => {
+                let since = *since;
+                (*old != description).then_some(Available { description, since })
+            }
+            (Unreachable { why: old, since }, Unreachable { why, .. }) => {
+                let since = *since;
+                (*old != why).then_some(Unreachable { why, since })
+            }
+            (Available { .. }, Unreachable { why, since: now }) => {
+                let since = match self.last_outage {
+                    Some((start, end)) if short(end, now) => start,
+                    _ => now,
+                };
+                Some(Unreachable { why, since })
+            }
+            (
+                Unreachable { since: down, .. },
+                Available {
+                    description,
+                    since: now,
+                },
+            ) => {
+                let down = *down;
+                self.last_outage = Some((down, now));
+                let since = self.up_since.filter(|_| short(down, now)).unwrap_or(now);
+                self.up_since = Some(since);
+                Some(Available { description, since })
+            }
+        };
+        settled.map(|h| self.health = h).is_some()
+    }
+}
+
 /// Every registered plugin and what it said.
 pub struct Plugins {
     clients: BTreeMap<String, PluginClient>,
@@ -183,12 +243,7 @@ impl Plugins {
                     why,
                     since: started,
                 };
-                let tracked = Tracked {
-                    health,
-                    up_since: None,
-                    last_outage: None,
-                };
-                (n.clone(), tracked)
+                (n.clone(), Tracked::new(health))
             })
             .collect();
         let policies = config
@@ -344,71 +399,22 @@ impl Plugins {
     }
 
     /// Records `health` (its `since` is when it was seen); false when it says what was
-    /// known. A plugin that keeps answering keeps the time it started to; one that keeps
-    /// failing keeps the time its outage began; a recovery or an outage shorter than two
-    /// poll intervals restarts neither clock (SPEC §12.3).
+    /// known ([`Tracked::settle`] has the rules).
     fn set_health(&self, name: &str, health: PluginHealth) -> bool {
         let Ok(mut h) = self.health.write() else {
             return false;
         };
         let flap = SignedDuration::try_from(self.poll * 2).unwrap_or(SignedDuration::MAX);
-        let short = |from: Timestamp, to: Timestamp| to.duration_since(from) < flap;
-        let Some(mut t) = h.get(name).cloned() else {
-            let up_since = match &health {
-                PluginHealth::Available { since, .. } => Some(*since),
-                PluginHealth::Unreachable { .. } => None,
-            };
-            let tracked = Tracked {
-                health,
-                up_since,
-                last_outage: None,
-            };
-            h.insert(name.to_string(), tracked);
-            return true;
-        };
-        let settled = match (&t.health, health) {
-            (
-                PluginHealth::Available {
-                    description: old,
-                    since,
-                },
-                PluginHealth::Available { description, .. },
-            ) => (*old != description).then_some(PluginHealth::Available {
-                description,
-                since: *since,
-            }),
-            (
-                PluginHealth::Unreachable { why: old, since },
-                PluginHealth::Unreachable { why, .. },
-            ) => (*old != why).then_some(PluginHealth::Unreachable { why, since: *since }),
-            (PluginHealth::Available { .. }, PluginHealth::Unreachable { why, since: now }) => {
-                let since = match t.last_outage {
-                    Some((start, end)) if short(end, now) => start,
-                    _ => now,
-                };
-                Some(PluginHealth::Unreachable { why, since })
+        let t = match h.get_mut(name) {
+            Some(t) => {
+                if !t.settle(health, flap) {
+                    return false;
+                }
+                t
             }
-            (
-                PluginHealth::Unreachable { since: down, .. },
-                PluginHealth::Available {
-                    description,
-                    since: now,
-                },
-            ) => {
-                t.last_outage = Some((*down, now));
-                let since = match t.up_since {
-                    Some(up) if short(*down, now) => up,
-                    _ => now,
-                };
-                t.up_since = Some(since);
-                Some(PluginHealth::Available { description, since })
-            }
+            None => h.entry(name.to_string()).or_insert(Tracked::new(health)),
         };
-        let Some(settled) = settled.filter(|s| h.get(name).is_none_or(|old| old.health != *s))
-        else {
-            return false;
-        };
-        match &settled {
+        match &t.health {
             PluginHealth::Available { description, .. } => {
                 tracing::info!(plugin = name, %description, "rollout plugin available")
             }
@@ -416,8 +422,6 @@ impl Plugins {
                 tracing::warn!(plugin = name, %why, "rollout plugin unreachable")
             }
         }
-        t.health = settled;
-        h.insert(name.to_string(), t);
         true
     }
 
@@ -531,25 +535,25 @@ impl Plugins {
         calls
     }
 
-    /// The call `answer` answers landed: it may be made again.
-    fn landed(&self, owner: &str, answer: &Answer) {
+    /// The call `sent` landed (or was not made after all): it may be made again.
+    fn landed(&self, owner: &str, sent: Sent<'_>) {
         let Ok(mut judged) = self.judged.lock() else {
             return;
         };
         let Some(j) = judged.get_mut(owner) else {
             return;
         };
-        match answer {
-            Answer::Validated(v, _) => {
+        match sent {
+            Sent::Validation(v) => {
                 j.validating
                     .remove(&(Arc::from(v.cluster.as_str()), v.revision.clone()));
             }
-            Answer::Begun(b, _) => {
+            Sent::Begin(b) => {
                 let cluster = Arc::from(b.cluster.as_str());
                 j.beginning
                     .remove(&(cluster, b.revision.clone(), b.aborting));
             }
-            Answer::Progressed(..) => {}
+            Sent::Progress => {}
         }
     }
 
@@ -564,6 +568,45 @@ impl Plugins {
         specs: &BTreeMap<String, Template>,
         to: Reporting<'_>,
     ) {
+        let ctx = to.ctx;
+        let mut answers = futures::stream::iter(self.jobs(about, calls, specs))
+            .map(|job| async move {
+                // A replica that lost its lease (or the CRD) since the pass asks nothing.
+                if crate::execute::gate_is_open(ctx, "call", "rollout plugin") {
+                    Ok(job.run().await)
+                } else {
+                    Err(job)
+                }
+            })
+            .buffer_unordered(ASK_CONCURRENCY);
+        while let Some(answer) = answers.next().await {
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(job) => {
+                    self.landed(owner, job.sent());
+                    continue;
+                }
+            };
+            self.landed(owner, answer.sent());
+            if let Some(refusal) = self.refusal_to_report(owner, &answer) {
+                let reason = "PluginAnswerRefused";
+                let warning = EventType::Warning;
+                crate::execute::publish_on(ctx, to.regarding, warning, reason, &refusal).await;
+            }
+            if self.record_answer(owner, answer) {
+                self.announce(&to.key);
+            }
+        }
+    }
+
+    /// The calls to make for `calls` about the MWRS `about`, with the client of each one's
+    /// plugin; `specs` holds the templates Begins are about.
+    fn jobs(
+        &self,
+        about: &MwrsRef,
+        calls: PluginCalls,
+        specs: &BTreeMap<String, Template>,
+    ) -> Vec<Job> {
         // A plugin not open to the MWRS's namespace is never called (the planner plans
         // no call to it: this is the second lock on the door).
         let client = |plugin: &str| {
@@ -585,46 +628,14 @@ impl Plugins {
                 limit: self.manifest_size_limit,
             };
             let mutate = mutate_request(about, &b, Vec::new());
-            jobs.push(Job::Begin(
-                client(&b.target.plugin),
-                b,
-                request,
-                mutate,
-                check,
-            ));
+            let plugin = client(&b.target.plugin);
+            jobs.push(Job::Begin(plugin, b, request, mutate, check));
         }
         for p in calls.progress {
             let request = rollout_request(about, &p.target, "", &p.clusters, p.aborting);
             jobs.push(Job::Progress(client(&p.target.plugin), p, request));
         }
-        let ctx = to.ctx;
-        let mut answers = futures::stream::iter(jobs)
-            .map(|job| async move {
-                // A replica that lost its lease (or the CRD) since the pass asks nothing.
-                let open = crate::execute::gate_is_open(ctx, "call", "rollout plugin");
-                match open {
-                    true => Some(job.run().await),
-                    false => None,
-                }
-            })
-            .buffer_unordered(ASK_CONCURRENCY);
-        while let Some(answer) = answers.next().await {
-            let Some(answer) = answer else { continue };
-            self.landed(owner, &answer);
-            if let Some(refusal) = self.refusal_to_report(owner, &answer) {
-                crate::execute::publish_on(
-                    ctx,
-                    to.regarding,
-                    EventType::Warning,
-                    "PluginAnswerRefused",
-                    &refusal,
-                )
-                .await;
-            }
-            if self.record_answer(owner, answer) {
-                self.announce(&to.key);
-            }
-        }
+        jobs
     }
 
     /// Records one answer; true when it differs from what was known.
@@ -896,6 +907,33 @@ enum Job {
         SpecCheck,
     ),
     Progress(Option<PluginClient>, Progress, api::RolloutRequest),
+}
+
+/// What a call was about, as far as calls in flight go.
+enum Sent<'a> {
+    Validation(&'a Validation),
+    Begin(&'a Begin),
+    Progress,
+}
+
+impl Job {
+    fn sent(&self) -> Sent<'_> {
+        match self {
+            Job::Validate(_, v, _) => Sent::Validation(v),
+            Job::Begin(_, b, ..) => Sent::Begin(b),
+            Job::Progress(..) => Sent::Progress,
+        }
+    }
+}
+
+impl Answer {
+    fn sent(&self) -> Sent<'_> {
+        match self {
+            Answer::Validated(v, _) => Sent::Validation(v),
+            Answer::Begun(b, _) => Sent::Begin(b),
+            Answer::Progressed(..) => Sent::Progress,
+        }
+    }
 }
 
 /// A call and how it went.
@@ -1336,7 +1374,7 @@ mod tests {
         assert!(p.inputs("ns/app").begun["c1"].acked);
         // An abort's: news only when it brings a spec to write.
         let ok = Answer::Begun(begin("abc", false), Ok(None));
-        p.landed("ns/app", &ok);
+        p.landed("ns/app", ok.sent());
         p.mark_sent("ns/app", calls(begin("abc", true)), now);
         assert!(!p.record_begun("ns/app", &begin("abc", true), None));
         let m = Mutation::new(serde_json::json!({"workload": {}}));
@@ -1352,7 +1390,10 @@ mod tests {
         let b = intern(&mut specs, Mutation::new(spec()));
         assert!(Arc::ptr_eq(&a.spec, &b.spec), "one copy");
         drop((a, b));
-        let other = intern(&mut specs, Mutation::new(serde_json::json!({"workload": {}})));
+        let other = intern(
+            &mut specs,
+            Mutation::new(serde_json::json!({"workload": {}})),
+        );
         assert_eq!(specs.len(), 1, "a spec no cluster holds is dropped");
         assert!(Arc::ptr_eq(&specs[&other.digest], &other.spec));
     }
@@ -1392,7 +1433,7 @@ mod tests {
             "counted as asked all the same"
         );
         let answered = Answer::Validated(validation("c1"), Err(tonic::Status::unavailable("")));
-        p.landed("ns/app", &answered);
+        p.landed("ns/app", answered.sent());
         assert_eq!(
             p.mark_sent("ns/app", ask(&["c1"]), at(30))
                 .validations

@@ -744,6 +744,16 @@ async fn v1_complete_then_v2(
     Some((hub, script, tasks, stable))
 }
 
+/// Waits until every cluster's ManifestWork of `app` carries `revision`.
+async fn wait_all_on(hub: &TestHub, revision: &str) {
+    let want: BTreeMap<String, String> = hub
+        .clusters
+        .iter()
+        .map(|c| (c.clone(), revision.to_string()))
+        .collect();
+    common::wait_works(hub, "app", &want).await;
+}
+
 /// Every ManifestWork of `app` still lists the manifest the template has.
 async fn assert_no_work_emptied(hub: &TestHub) {
     for (cluster, w) in common::works_by_cluster(hub, "app").await {
@@ -924,12 +934,7 @@ async fn a_huge_failed_message_still_aborts_and_reverts() {
             message.len()
         );
     }
-    let want: BTreeMap<String, String> = hub
-        .clusters
-        .iter()
-        .map(|c| (c.clone(), stable.clone()))
-        .collect();
-    common::wait_works(&hub, "app", &want).await;
+    wait_all_on(&hub, &stable).await;
 }
 
 /// SPEC §12.3: a plugin unreachable past its `unavailableFor` (here 3 s) under the
@@ -971,12 +976,7 @@ async fn a_plugin_down_past_its_budget_fails_its_clusters() {
         "{events:?}"
     );
     // The reverts wait for no plugin.
-    let want: BTreeMap<String, String> = hub
-        .clusters
-        .iter()
-        .map(|c| (c.clone(), stable.clone()))
-        .collect();
-    common::wait_works(&hub, "app", &want).await;
+    wait_all_on(&hub, &stable).await;
 }
 
 /// SPEC §12.2: the key marks are sealed with is made once, in a Secret, and every replica

@@ -538,23 +538,7 @@ impl PluginInputs {
         match self.health.get(plugin) {
             None => Gate::Held(format!("plugin {plugin} is not registered")),
             Some(PluginHealth::Unreachable { why, since }) => {
-                let down = format!("plugin {plugin} is unreachable: {why}");
-                match (unavailable_until(policy, *since), policy.mode) {
-                    (Some(end), FailureMode::Fail) if end <= now => Gate::Failed(
-                        end,
-                        format!(
-                            "{PLUGIN_FAILED}: {down} (unreachable for {}, failurePolicy Fail)",
-                            policy.unavailable_for
-                        ),
-                    ),
-                    (Some(end), FailureMode::Hold) if end <= now => Gate::Held(format!(
-                        "{down} (failurePolicy Hold: held until it answers)"
-                    )),
-                    (Some(end), FailureMode::Fail) => {
-                        Gate::Held(format!("{down} (counts as failed from {end})"))
-                    }
-                    _ => Gate::Held(down),
-                }
+                outage_gate((plugin, policy), (why, *since), now)
             }
             Some(PluginHealth::Available { since, .. }) => {
                 let erred = verdict.is_some_and(|v| v.verdict == Verdict::Erred);
@@ -751,9 +735,32 @@ impl PluginInputs {
 /// The note a cluster's status carries when a plugin's failure counts against it.
 pub const PLUGIN_FAILED: &str = "PluginFailed";
 
-/// When an outage that began at `since` has lasted `policy.unavailable_for`.
-fn unavailable_until(policy: FailurePolicy, since: Timestamp) -> Option<Timestamp> {
-    since.saturating_add(policy.unavailable_for).ok()
+/// The gate behind `plugin`, unreachable (`why`) since `since`: held, and past the
+/// budget's `unavailableFor` failed under `Fail`.
+fn outage_gate(
+    (plugin, policy): (&str, FailurePolicy),
+    (why, since): (&str, Timestamp),
+    now: Timestamp,
+) -> Gate {
+    let down = format!("plugin {plugin} is unreachable: {why}");
+    // None: an outage that never spends the budget (a plugin not open to the namespace).
+    let end = since.saturating_add(policy.unavailable_for).ok();
+    match (end, policy.mode) {
+        (Some(end), FailureMode::Fail) if end <= now => Gate::Failed(
+            end,
+            format!(
+                "{PLUGIN_FAILED}: {down} (unreachable for {}, failurePolicy Fail)",
+                policy.unavailable_for
+            ),
+        ),
+        (Some(end), FailureMode::Hold) if end <= now => Gate::Held(format!(
+            "{down} (failurePolicy Hold: held until it answers)"
+        )),
+        (Some(end), FailureMode::Fail) => {
+            Gate::Held(format!("{down} (counts as failed from {end})"))
+        }
+        _ => Gate::Held(down),
+    }
 }
 
 /// What a spent run of errors says.
@@ -979,6 +986,15 @@ mod tests {
         );
     }
 
+    /// `p` with plugin `judge` registered under failurePolicy Hold.
+    fn holding(p: &mut PluginInputs) {
+        let hold = FailurePolicy {
+            mode: FailureMode::Hold,
+            ..FailurePolicy::default()
+        };
+        p.policies.insert("judge".into(), hold);
+    }
+
     #[test]
     fn an_outage_fails_held_clusters_only_past_the_budget_under_fail() {
         let down = |since| PluginHealth::Unreachable {
@@ -999,13 +1015,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let mut hold = inputs(down(t(0)));
-        hold.policies.insert(
-            "judge".into(),
-            FailurePolicy {
-                mode: FailureMode::Hold,
-                ..FailurePolicy::default()
-            },
-        );
+        holding(&mut hold);
         let g = hold.gate(
             ("judge", hold.policy("judge")),
             "c1",
@@ -1066,13 +1076,7 @@ mod tests {
             ),
             Gate::Validating { .. }
         ));
-        p.policies.insert(
-            "judge".into(),
-            FailurePolicy {
-                mode: FailureMode::Hold,
-                ..FailurePolicy::default()
-            },
-        );
+        holding(&mut p);
         let g = p.gate(
             ("judge", p.policy("judge")),
             "c1",
