@@ -458,21 +458,14 @@ impl Plugins {
             return;
         }
         let about = MwrsRef::of(mwrs);
-        // One copy of each template, shared by every call about its revision.
-        let specs: BTreeMap<String, Template> = calls
-            .begins
-            .iter()
-            .filter_map(|b| {
-                let template = templates.get(&b.revision)?;
-                let bytes = Arc::from(serde_json::to_vec(template).ok()?);
-                let typed = ManifestWorkTemplate::from_value(template.clone()).ok()?;
-                Some((
-                    b.revision.clone(),
-                    Template {
-                        bytes,
-                        typed: Arc::new(typed),
-                    },
-                ))
+        // One copy of each template, shared by every call about its revision (a Begin
+        // per cluster, all about one or two revisions).
+        let revisions: BTreeSet<&str> = calls.begins.iter().map(|b| b.revision.as_str()).collect();
+        let specs: BTreeMap<String, Template> = revisions
+            .into_iter()
+            .filter_map(|revision| {
+                let template = templates.get(revision)?;
+                Some((revision.to_string(), Template::of(template)?))
             })
             .collect();
         let plugins = self.clone();
@@ -983,6 +976,17 @@ impl Job {
 struct Template {
     bytes: Arc<[u8]>,
     typed: Arc<ManifestWorkTemplate>,
+}
+
+impl Template {
+    fn of(template: &serde_json::Value) -> Option<Self> {
+        let bytes = Arc::from(serde_json::to_vec(template).ok()?);
+        let typed = ManifestWorkTemplate::from_value(template.clone()).ok()?;
+        Some(Self {
+            bytes,
+            typed: Arc::new(typed),
+        })
+    }
 }
 
 /// What a MutateManifestWork answer is checked against (SPEC §12.1).
