@@ -8,11 +8,14 @@
 //!
 //! No answer within the time bound, or a status saying the plugin does not work
 //! (UNAVAILABLE, UNIMPLEMENTED, ...), marks the plugin unreachable: its clusters are held
-//! until an `Initialize` succeeds again ([`Plugins::probe`]). Any other error status is
-//! about the one call: its cluster is held, with the error as its note, and asked again. Final
-//! verdicts outlive a restart on the ManifestWorks (the planner writes them there); an
-//! IN_PROGRESS one is asked again, and a BeginRollout not followed by its write is sent
-//! again (the calls are idempotent).
+//! until an `Initialize` succeeds again ([`Plugins::probe`]) or its failure budget is
+//! spent. Any other error status is about the one call: its cluster is held, with the
+//! error as its note, asked again, and counted. Everything a plugin says is input: its
+//! texts are cut as they come in, and a spec it returns is checked as a template is
+//! ([`mwrs_engine::validate::plugin_spec`]); a refused one is never written. Final
+//! verdicts outlive a restart on the ManifestWorks (the planner writes them there,
+//! sealed); an IN_PROGRESS one is asked again, and a BeginRollout not followed by its
+//! write is sent again (the calls are idempotent).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};

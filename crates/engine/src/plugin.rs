@@ -7,8 +7,9 @@
 //! reports the target revision applied and available is `Validating` until the plugin
 //! says SUCCEEDED about that revision at that ManifestWork generation; FAILED counts as a
 //! failure; IN_PROGRESS past `progressDeadline` times out. A plugin that does not answer
-//! holds the clusters it has not judged where they are: no promotion, no timeout, no
-//! abort. A final verdict it gave before stands.
+//! holds the clusters it has not judged where they are: no promotion and no timeout, until
+//! its failure budget is spent ([`FailurePolicy`]). A final verdict it gave before stands.
+//! Marks found on ManifestWorks count only with this controller's seal ([`crate::marks`]).
 //!
 //! The other calls, all made at the edge from what a pass plans ([`PluginCalls`]):
 //! BeginRollout, then MutateManifestWork, before the update revision is written to a
