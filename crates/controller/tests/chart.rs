@@ -373,3 +373,91 @@ async fn the_rendered_chart_runs_a_rollout() {
     create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
 }
+
+/// The README's `helm install` line, as words.
+fn readme_helm_install() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("helm install "))
+        .expect("the README has a helm install line");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+/// Issue #32 item 1: the README's `helm install`, as written (the packaged chart swapped
+/// for its directory, the release's namespace for the test's), on a hub whose MWRS CRD
+/// something other than Helm installed (OCM's cluster-manager operator always does; here
+/// it is the CRD as a plain apply leaves it): install, an upgrade to changed values and
+/// uninstall all succeed; our CRD is in place throughout; the CRD and a user's MWRS
+/// survive the uninstall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_helm_install_takes_over_a_crd_it_did_not_create() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
+        eprintln!("MWRS_HELM not set (scripts/helm.sh): skipped");
+        return;
+    };
+    let Some(hub) = TestHub::from_env("helm-install", 1).await else {
+        return;
+    };
+    let crd_name = "manifestworkreplicasets.work.open-cluster-management.io";
+    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+    // Not Helm's: whatever ownership an earlier release left is taken off.
+    let unowned = serde_json::json!({"metadata": {
+        "labels": {"app.kubernetes.io/managed-by": null},
+        "annotations": {"meta.helm.sh/release-name": null, "meta.helm.sh/release-namespace": null}}});
+    crds.patch(crd_name, &PatchParams::default(), &Patch::Merge(&unowned))
+        .await
+        .unwrap();
+    create_app_for_all(&hub).await;
+    let ns = hub.namespace.as_str();
+    let release = format!("r-{ns}");
+    let kubeconfig = hub.kubeconfig.display().to_string();
+    let mut install: Vec<String> = readme_helm_install()
+        .into_iter()
+        .skip(1)
+        .map(|w| match w.as_str() {
+            "mwrs" => release.clone(),
+            w if w.ends_with(".tgz") => CHART.to_string(),
+            "open-cluster-management-hub" => ns.to_string(),
+            _ => w,
+        })
+        .collect();
+    install.extend(["--kubeconfig".to_string(), kubeconfig.clone()]);
+    let words: Vec<&str> = install.iter().map(String::as_str).collect();
+    helm(&helm_bin, &words);
+    let ours = |crd: &CustomResourceDefinition| {
+        let annotations = crd.metadata.annotations.clone().unwrap_or_default();
+        annotations
+            .get("operator.open-cluster-management.io/version")
+            .map(String::as_str)
+            == Some("999.0.0")
+    };
+    assert!(
+        ours(&crds.get(crd_name).await.unwrap()),
+        "our CRD after install"
+    );
+    let upgrade = [
+        "upgrade",
+        &release,
+        CHART,
+        "-n",
+        ns,
+        "--kubeconfig",
+        &kubeconfig,
+        "--reuse-values",
+        "--set",
+        "controller.workers=8",
+    ];
+    helm(&helm_bin, &upgrade);
+    assert!(
+        ours(&crds.get(crd_name).await.unwrap()),
+        "our CRD after upgrade"
+    );
+    helm(
+        &helm_bin,
+        &["uninstall", &release, "-n", ns, "--kubeconfig", &kubeconfig],
+    );
+    assert!(ours(&crds.get(crd_name).await.unwrap()), "the CRD kept");
+    assert!(hub.get_mwrs("app").await.is_some(), "the MWRS kept");
+}
