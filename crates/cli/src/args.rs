@@ -229,9 +229,14 @@ After an abort, undo to the held revision changes nothing: use `rollout retry`.
 With --skip-plugins the revision undo goes to rolls out without asking its rollout plugins
 (mwrs.rollout.open-cluster-management.io/skip-plugins names it, in the same write).
 
+With --dry-run -o yaml (or json) it prints only the template it would write: where Argo CD
+or Flux keep the MWRS in Git, commit that as spec.manifestWorkTemplate instead of running
+undo, or their self-heal writes Git's template back and rolls the bad revision out again.
+
 Examples:
   kubectl mwrs rollout undo app
   kubectl mwrs rollout undo app --to-revision 2 --dry-run
+  kubectl mwrs rollout undo app --dry-run -o yaml > template.yaml
   kubectl mwrs rollout undo app --skip-plugins")]
     Undo(UndoArgs),
     /// Abort the rollout of the update revision now: every cluster goes back to the stable revision.

@@ -452,6 +452,16 @@ async fn undo_previews_refuses_stale_and_foreign_and_rolls_back() {
     assert!(r.out.contains("nothing written"), "{}", r.out);
     let after = hub.get_mwrs("app").await.unwrap();
     assert_eq!(before.metadata.generation, after.metadata.generation);
+    // With -o json (or yaml): the template undo would write, to commit to Git (#32 item 7).
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--dry-run", "-o", "json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let template = r.json();
+    assert_eq!(
+        template["workload"]["manifests"][0]["data"]["version"], "v1",
+        "{template}"
+    );
+    let r = mwrs(&hub, &["rollout", "undo", "app", "--dry-run", "-o", "yaml"]).await;
+    assert!(r.out.starts_with("workload:"), "{}", r.out);
 
     // undo to a revision that does not exist.
     let r = mwrs(&hub, &["rollout", "undo", "app", "--to-revision", "42"]).await;

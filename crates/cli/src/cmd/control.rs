@@ -52,6 +52,10 @@ pub struct Done {
     /// An undo given both writes exactly that, or nothing when the spec changed since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undo: Option<UndoPin>,
+    /// An undo's dry run: the template it would write (what `-o yaml|json` prints, for a
+    /// GitOps user to commit).
+    #[serde(skip)]
+    pub template: Option<serde_json::Value>,
 }
 
 /// What an undo's dry run showed: see [`Done::undo`].
@@ -118,7 +122,7 @@ pub async fn abort(hub: &HubClient, name: &str, shown: Option<&str>) -> Result<D
     Ok(Done {
         said: format!("mwrs/{name} abort requested (request {t})"),
         notes: note.into_iter().collect(),
-        undo: None,
+        ..Done::default()
     })
 }
 
@@ -163,7 +167,7 @@ pub async fn retry(
             "mwrs/{name} retry requested (request {t}): revision {update} rolls out again"
         ),
         notes,
-        undo: None,
+        ..Done::default()
     })
 }
 

@@ -98,7 +98,14 @@ async fn not_ours(
 }
 
 pub async fn run(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Exit> {
-    Ok(undo(hub, out, a).await?.print(out))
+    let done = undo(hub, out, a).await?;
+    // A dry run with -o yaml|json prints the template undo would write: what a GitOps
+    // user commits, so that the repository's self-heal does not undo the undo.
+    if let Some(template) = done.template.as_ref().filter(|_| out.structured()) {
+        out.print_structured(template)?;
+        return Ok(Exit::Ok);
+    }
+    Ok(done.print(out))
 }
 
 /// Rewrites the template of mwrs/`a.name` from the revision `a` names (or the one a bare
@@ -157,6 +164,7 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
                 revision: target.revision,
                 generation,
             }),
+            template: Some(target.template.clone()),
             ..Done::said(format!(
                 "{diff}dry run: mwrs/{} would go to {}; nothing written",
                 a.name,
