@@ -1,6 +1,8 @@
 //! Our MWRS CRD must accept everything upstream's accepts: every field path of upstream's
 //! schema (open-cluster-management.io/api v1.3.0, fetched from the Go module proxy) exists
-//! in ours with the same type, the same defaults and no tighter validation.
+//! in ours with the same type, the same defaults and no tighter validation. And its
+//! template schema must hold every field of upstream's ManifestWork spec: a template field
+//! our schema lacks is pruned by the API server, silently (issue #32).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,17 +19,38 @@ const UPSTREAM_MODULE: &str = "open-cluster-management.io/api@v1.3.0";
 const UPSTREAM_FILE: &str =
     "work/v1alpha1/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml";
 
-/// Upstream's CRD from the Go module cache (downloading it if needed). None when Go or the
-/// proxy is unavailable; that fails the test in CI.
+/// Upstream's ManifestWork CRD, in the same module.
+const UPSTREAM_WORK_FILE: &str =
+    "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml";
+
+/// Upstream's MWRS CRD from the Go module cache (downloading it if needed). None when Go
+/// or the proxy is unavailable; that fails the test in CI.
 fn upstream() -> Option<Value> {
+    upstream_file(UPSTREAM_FILE)
+}
+
+/// `file` of upstream's api module, parsed.
+fn upstream_file(file: &str) -> Option<Value> {
     let out = Command::new("go")
         .args(["mod", "download", "-json", UPSTREAM_MODULE])
         .output()
         .ok()?;
     let info: Value = serde_json::from_slice(&out.stdout).ok()?;
     let dir = PathBuf::from(info["Dir"].as_str()?);
-    let text = std::fs::read_to_string(dir.join(UPSTREAM_FILE)).ok()?;
+    let text = std::fs::read_to_string(dir.join(file)).ok()?;
     serde_saphyr::from_str(&text).ok()
+}
+
+/// Skips (outside CI) when upstream's file cannot be had.
+fn or_skip(v: Option<Value>) -> Option<Value> {
+    if v.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "upstream CRD {UPSTREAM_MODULE} could not be fetched with `go mod download`"
+        );
+        eprintln!("SKIP: go or the module proxy is unavailable; upstream CRD not checked");
+    }
+    v
 }
 
 fn schema(crd: &Value) -> &Value {
@@ -68,14 +91,66 @@ const SAME: &[&str] = &[
     "required",
 ];
 
+/// Every path of `theirs` missing from `mine`, or whose type differs.
+fn not_held(theirs: &BTreeMap<String, &Value>, mine: &BTreeMap<String, &Value>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (path, t) in theirs {
+        match mine.get(path) {
+            None => problems.push(format!("{path}: missing")),
+            Some(m) if t.get("type") != m.get("type") => problems.push(format!(
+                "{path}: type differs ({:?} vs {:?})",
+                t.get("type"),
+                m.get("type")
+            )),
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+#[test]
+fn our_template_schema_holds_every_field_of_upstreams_manifestwork_spec() {
+    let Some(up) = or_skip(upstream_file(UPSTREAM_WORK_FILE)) else {
+        return;
+    };
+    let ours: Value = serde_saphyr::from_str(OURS).unwrap();
+    let (mut theirs, mut mine) = (BTreeMap::new(), BTreeMap::new());
+    nodes(
+        &schema(&up)["properties"]["spec"],
+        String::new(),
+        &mut theirs,
+    );
+    let template = &schema(&ours)["properties"]["spec"]["properties"]["manifestWorkTemplate"];
+    nodes(template, String::new(), &mut mine);
+    let problems = not_held(&theirs, &mine);
+    assert!(
+        problems.is_empty(),
+        "spec.manifestWorkTemplate lacks fields of upstream's ManifestWork spec (run \
+         scripts/gen-crd.py against the newer api module):\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        theirs.len() > 20,
+        "read upstream's schema: {} paths",
+        theirs.len()
+    );
+}
+
+#[test]
+fn a_template_schema_missing_a_field_is_caught() {
+    let theirs_schema = serde_json::json!({"properties": {"workload": {"type": "object"},
+        "executor": {"type": "object", "properties": {"subject": {"type": "object"}}}}});
+    let mine_schema = serde_json::json!({"properties": {"workload": {"type": "object"},
+        "executor": {"type": "object"}}});
+    let (mut theirs, mut mine) = (BTreeMap::new(), BTreeMap::new());
+    nodes(&theirs_schema, String::new(), &mut theirs);
+    nodes(&mine_schema, String::new(), &mut mine);
+    assert_eq!(not_held(&theirs, &mine), [".executor.subject: missing"]);
+}
+
 #[test]
 fn our_crd_is_a_superset_of_upstreams() {
-    let Some(up) = upstream() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "upstream CRD {UPSTREAM_MODULE} could not be fetched with `go mod download`"
-        );
-        eprintln!("SKIP: go or the module proxy is unavailable; upstream CRD not checked");
+    let Some(up) = or_skip(upstream()) else {
         return;
     };
     let ours: Value = serde_saphyr::from_str(OURS).unwrap();

@@ -218,6 +218,73 @@ async fn fields_served(client: &Client, namespace: Option<&str>) -> kube::Result
     Ok(answer.data["status"]["collisionCount"].is_number())
 }
 
+/// The hub's ManifestWork CRD (OCM's work API).
+const WORK_CRD_NAME: &str = "manifestworks.work.open-cluster-management.io";
+
+/// Fields of the hub's ManifestWork spec that the MWRS CRD's template schema lacks: a
+/// template that sets one has it pruned by the API server, silently (after an OCM upgrade
+/// that adds a field, until this project's CRD is regenerated). Empty when either CRD
+/// cannot be read (said in the log).
+pub async fn template_drift(client: &Client) -> Vec<String> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let read = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            let crd = api.get_opt(name).await.ok().flatten()?;
+            serde_json::to_value(crd).ok()
+        }
+    };
+    match (read(WORK_CRD_NAME).await, read(CRD_NAME).await) {
+        (Some(work), Some(ours)) => template_lacks(&work, &ours),
+        _ => {
+            tracing::info!(
+                "the ManifestWork or MWRS CRD cannot be read: template schema not compared"
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// Paths of the ManifestWork spec in `work_crd` (served version `v1`) that the template
+/// schema of `ours` (the MWRS CRD, as JSON) does not hold.
+pub fn template_lacks(work_crd: &Value, ours: &Value) -> Vec<String> {
+    let served = |crd: &Value, version: &str| {
+        crd["spec"]["versions"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"] == version))
+            .map(|v| v["schema"]["openAPIV3Schema"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let work = served(work_crd, "v1");
+    let template =
+        &served(ours, VERSION)["properties"]["spec"]["properties"]["manifestWorkTemplate"];
+    let mut paths = Vec::new();
+    property_paths(&work["properties"]["spec"], "", &mut paths);
+    paths.retain(|p| !has_path(template, p));
+    paths
+}
+
+/// Every property path below `schema`, as [`has_path`] spells them (`a.b[].c`).
+fn property_paths(schema: &Value, prefix: &str, out: &mut Vec<String>) {
+    let Some(props) = schema["properties"].as_object() else {
+        return;
+    };
+    for (name, node) in props {
+        let mut path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        out.push(path.clone());
+        let mut node = node;
+        if !node["items"].is_null() {
+            path.push_str("[]");
+            node = &node["items"];
+        }
+        property_paths(node, &path, out);
+    }
+}
+
 /// Paths of [`REQUIRED`] the CRD (as JSON) does not define. A schema node that keeps
 /// unknown fields accepts everything below it.
 pub fn missing_fields(crd: &Value) -> Result<Vec<String>> {
@@ -269,6 +336,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const SHIPPED: &str = include_str!(
+        "../../../deploy/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
+    );
+
     /// The shipped CRD carries the guard; one without it (or with the operator's own
     /// version, as after the operator replaced it) is warned about.
     #[test]
@@ -295,6 +366,20 @@ mod tests {
                     "placementRefs": {"items": {"properties": {"rolloutStrategy": {
                         "properties": {"failureStrategy": {"type": "string"}}}}}}}},
                 "status": {"properties": status_props}}}}}]}})
+    }
+
+    #[test]
+    fn a_manifestwork_field_the_template_schema_lacks_is_named() {
+        let work = serde_json::json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema":
+        {"properties": {"spec": {"properties": {
+            "workload": {"properties": {"manifests": {"items": {"x-kubernetes-preserve-unknown-fields": true}}}},
+            "manifestConfigs": {"items": {"properties": {"updateStrategy": {}, "newOption": {}}}},
+        }}}}}}]}});
+        let ours: Value = serde_saphyr::from_str(SHIPPED).expect("yaml");
+        assert_eq!(
+            template_lacks(&work, &ours),
+            ["manifestConfigs[].newOption"]
+        );
     }
 
     #[test]

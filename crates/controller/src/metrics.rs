@@ -74,6 +74,8 @@ pub struct Metrics {
     pub invalid_specs: Counter,
     /// 1 while the installed MWRS CRD can hold this controller's state, else 0.
     pub crd_usable: Gauge,
+    /// Fields of the hub's ManifestWork spec the MWRS template schema lacks, at start.
+    pub template_fields_missing: Gauge,
 }
 
 /// Registers `metric` under `name` and returns it (a handle to the same series).
@@ -98,6 +100,12 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("mwrs_controller");
         Self {
+            template_fields_missing: registered(
+                &mut r,
+                "template_fields_missing",
+                "Fields of the hub's ManifestWork spec that the MWRS CRD's template schema lacks (checked at start): a template setting one has it pruned silently; regenerate the CRD",
+                Gauge::default(),
+            ),
             crd_usable: registered(
                 &mut r,
                 "crd_usable",
