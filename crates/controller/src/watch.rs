@@ -341,7 +341,7 @@ fn watch_works(
     // as JSON and decoded objects (manifests and resourceStatus included) until its
     // ManifestWorks are filed, a few MB at the default 500.
     let config = watcher::Config::default()
-        .labels(key)
+        .labels(&work_selector(key))
         .page_size(WORK_LIST_PAGE);
     let filed = cache.clone();
     let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
@@ -356,6 +356,18 @@ fn watch_works(
         .touched_objects()
         .boxed();
     (cache, stream)
+}
+
+/// The label selector of the ManifestWorks filed under owner label `key`: a long owner's
+/// ManifestWork carries both keys (the dotted one only as the garbage collector's mark,
+/// [`mwrs_engine::owner::OwnerKey::collector_mark`]) and is filed under the hashed one
+/// alone.
+fn work_selector(key: &str) -> String {
+    if key == labels::MWRS_OWNER {
+        format!("{key},!{}", labels::OWNER_KEY_HASH)
+    } else {
+        key.to_string()
+    }
 }
 
 /// The ControllerRevisions carrying owner label `key`.

@@ -56,6 +56,15 @@ impl OwnerKey {
         }
     }
 
+    /// The label an owned ManifestWork carries besides [`Self::selector`] when the owner
+    /// is too long for the dotted label: upstream's key with the hashed owner as its value.
+    /// Upstream's hub garbage collector (`CleanUpCompletedManifestWork`) spares a completed
+    /// ManifestWork with a TTL only when it carries that key; a value without a dot never
+    /// names a dotted owner.
+    pub fn collector_mark(&self) -> Option<(&'static str, String)> {
+        (!self.fits_label()).then(|| (labels::MWRS_OWNER, self.hashed()))
+    }
+
     /// Owner labels every owned object carries.
     pub fn labels(&self) -> BTreeMap<String, String> {
         let (k, v) = self.selector();
@@ -74,9 +83,14 @@ impl OwnerKey {
         let (k, v) = self.selector();
         let annotation = obj_annotations.get(labels::MWRS_OWNER_ANNOTATION);
         obj_labels.get(k) == Some(&v)
-            && obj_labels
-                .get(labels::MWRS_OWNER)
-                .is_none_or(|d| self.fits_label() && *d == self.dotted())
+            && obj_labels.get(labels::MWRS_OWNER).is_none_or(|d| {
+                let mine = if self.fits_label() {
+                    self.dotted()
+                } else {
+                    self.hashed()
+                };
+                *d == mine
+            })
             && obj_labels
                 .get(labels::OWNER_KEY_HASH)
                 .is_none_or(|h| *h == self.hashed())
@@ -186,5 +200,24 @@ mod tests {
             OwnerKey::new("a", "b").work_name(),
             OwnerKey::new("b", "b").work_name()
         );
+    }
+
+    #[test]
+    fn a_long_owner_carries_the_collectors_mark_and_owns_with_it() {
+        let long = OwnerKey::new("ns", "x".repeat(70));
+        let (k, v) = long.collector_mark().unwrap();
+        assert_eq!(
+            (k, v.as_str()),
+            (labels::MWRS_OWNER, long.hashed().as_str())
+        );
+        assert!(!v.contains('.'), "never a dotted owner");
+        let mut l = long.labels();
+        l.insert(k.to_string(), v);
+        let ann = BTreeMap::from([(labels::MWRS_OWNER_ANNOTATION.to_string(), long.slashed())]);
+        assert!(long.owns(&l, &ann));
+        let other = OwnerKey::new("ns", "y".repeat(70));
+        l.insert(labels::MWRS_OWNER.into(), other.hashed());
+        assert!(!long.owns(&l, &ann), "another owner's mark");
+        assert_eq!(OwnerKey::new("ns", "app").collector_mark(), None);
     }
 }

@@ -39,6 +39,8 @@ pub(super) fn copied_labels(
 pub(super) struct Expected<'e> {
     pub(super) owner_work_name: String,
     pub(super) owner_label: &'e (&'static str, String),
+    /// [`crate::owner::OwnerKey::collector_mark`].
+    pub(super) collector_mark: Option<(&'static str, String)>,
     pub(super) owner_slashed: &'e str,
     pub(super) mwrs_labels: Option<&'e BTreeMap<String, String>>,
     /// placementRef names, by index.
@@ -115,6 +117,7 @@ impl Facts {
             w.hash().is_some()
                 && has(labels::PLACEMENT_NAME, e.placements[d.placement])
                 && has(owner_key, owner_value)
+                && e.collector_mark.as_ref().is_none_or(|(k, v)| has(k, v))
                 && copied_labels(e.mwrs_labels).all(|(k, v)| has(k, v))
                 && w.annotation(labels::MWRS_OWNER_ANNOTATION) == Some(e.owner_slashed)
                 && w.annotation(labels::REVISION_APPLIED_AT).is_some()

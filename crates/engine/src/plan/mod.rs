@@ -220,6 +220,7 @@ impl<'a> Pass<'a> {
         let expect = Expected {
             owner_work_name: owner.work_name(),
             owner_label: &owner_label,
+            collector_mark: owner.collector_mark(),
             owner_slashed: &owner_slashed,
             mwrs_labels: observed.mwrs.metadata.labels.as_ref(),
             placements: refs.iter().map(|r| r.name.as_str()).collect(),

@@ -162,6 +162,9 @@ impl<'a> Pass<'a> {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
         l.insert(self.owner_label.0.into(), self.owner_label.1.clone());
+        if let Some((k, v)) = self.owner.collector_mark() {
+            l.insert(k.into(), v);
+        }
         l.insert(labels::PLACEMENT_NAME.into(), placement.into());
         l.insert(labels::CONTROLLER_HASH.into(), revision.into());
         l
