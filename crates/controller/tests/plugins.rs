@@ -744,6 +744,23 @@ async fn v1_complete_then_v2(
     Some((hub, script, tasks, stable))
 }
 
+/// With the plugin answering IN_PROGRESS, sets v2 and waits until every cluster was
+/// asked about it; returns its revision.
+async fn v2_in_progress_everywhere(hub: &TestHub, script: &Script, stable: &str) -> String {
+    script.set_all(&hub.clusters, api::Verdict::InProgress);
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(hub, "app", "every cluster asked about v2", |m| {
+        let revision = update(m).unwrap_or_default();
+        revision != stable
+            && hub
+                .clusters
+                .iter()
+                .all(|c| script.asked_about(c, &revision) >= 1)
+    })
+    .await;
+    update(&m).unwrap()
+}
+
 /// Waits until every cluster's ManifestWork of `app` carries `revision`.
 async fn wait_all_on(hub: &TestHub, revision: &str) {
     let want: BTreeMap<String, String> = hub
@@ -823,18 +840,7 @@ async fn a_forged_verdict_promotes_nothing_and_a_forged_digest_hides_no_edit() {
         return;
     };
     script.mutate.store(true, Ordering::SeqCst);
-    script.set_all(&hub.clusters, api::Verdict::InProgress);
-    hub.set_template("app", configmap_template("v2")).await;
-    let m = wait_mwrs(&hub, "app", "every cluster asked about v2", |m| {
-        let revision = update(m).unwrap_or_default();
-        revision != stable
-            && hub
-                .clusters
-                .iter()
-                .all(|c| script.asked_about(c, &revision) >= 1)
-    })
-    .await;
-    let revision = update(&m).unwrap();
+    let revision = v2_in_progress_everywhere(&hub, &script, &stable).await;
     let works =
         |ns: &str| kube::Api::<mwrs_api::work::ManifestWork>::namespaced(hub.client.clone(), ns);
     for (cluster, w) in common::works_by_cluster(&hub, "app").await {
@@ -949,18 +955,8 @@ async fn a_plugin_down_past_its_budget_fails_its_clusters() {
     else {
         return;
     };
-    script.set_all(&hub.clusters, api::Verdict::InProgress);
-    hub.set_template("app", configmap_template("v2")).await;
-    let m = wait_mwrs(&hub, "app", "every cluster on v2, asked", |m| {
-        let revision = update(m).unwrap_or_default();
-        revision != stable
-            && hub
-                .clusters
-                .iter()
-                .all(|c| script.asked_about(c, &revision) >= 1)
-    })
-    .await;
-    assert_eq!(aborted(&m), None);
+    v2_in_progress_everywhere(&hub, &script, &stable).await;
+    assert_eq!(aborted(&hub.get_mwrs("app").await.unwrap()), None);
     script.down.store(true, Ordering::SeqCst);
     let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
     assert_eq!(current(&m).as_deref(), Some(stable.as_str()));

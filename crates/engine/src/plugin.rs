@@ -803,6 +803,16 @@ mod tests {
         Timestamp::from_second(s).unwrap()
     }
 
+    /// The gate for cluster `c1` behind plugin `judge` under its registered policy.
+    fn judge(
+        p: &PluginInputs,
+        about: (&str, i64),
+        persisted: Option<&ClusterVerdict>,
+        now: Timestamp,
+    ) -> Gate {
+        p.gate(("judge", p.policy("judge")), "c1", about, persisted, now)
+    }
+
     fn inputs(health: PluginHealth) -> PluginInputs {
         PluginInputs {
             health: BTreeMap::from([("judge".to_string(), health)]),
@@ -834,25 +844,10 @@ mod tests {
         let mut p = inputs(available());
         p.verdicts
             .insert("c1".into(), verdict(Verdict::Succeeded, "app-1", 2));
-        assert_eq!(
-            p.gate(
-                ("judge", p.policy("judge")),
-                "c1",
-                ("app-1", 2),
-                None,
-                t(60)
-            ),
-            Gate::Passed(t(50))
-        );
+        assert_eq!(judge(&p, ("app-1", 2), None, t(60)), Gate::Passed(t(50)));
         for (revision, generation) in [("app-2", 2), ("app-1", 3)] {
             assert_eq!(
-                p.gate(
-                    ("judge", p.policy("judge")),
-                    "c1",
-                    (revision, generation),
-                    None,
-                    t(60)
-                ),
+                judge(&p, (revision, generation), None, t(60)),
                 Gate::Validating {
                     note: None,
                     ask: true,
@@ -864,13 +859,7 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::Failed, "app-1", 2));
         assert_eq!(
-            p.gate(
-                ("judge", p.policy("judge")),
-                "c1",
-                ("app-1", 2),
-                None,
-                t(60)
-            ),
+            judge(&p, ("app-1", 2), None, t(60)),
             Gate::Failed(t(50), "plugin judge: said FAILED".into())
         );
     }
@@ -902,24 +891,12 @@ mod tests {
             why: "connection refused".into(),
             since: t(55),
         });
-        let gate = p.gate(
-            ("judge", p.policy("judge")),
-            "c1",
-            ("app-1", 2),
-            Some(&v),
-            t(60),
-        );
+        let gate = judge(&p, ("app-1", 2), Some(&v), t(60));
         assert_eq!(
             gate,
             Gate::Failed(t(50), "plugin judge: said FAILED".into())
         );
-        let other = p.gate(
-            ("judge", p.policy("judge")),
-            "c1",
-            ("app-1", 3),
-            Some(&v),
-            t(60),
-        );
+        let other = judge(&p, ("app-1", 3), Some(&v), t(60));
         assert!(
             matches!(other, Gate::Held(_)),
             "another generation: {other:?}"
@@ -1003,7 +980,7 @@ mod tests {
             since,
         };
         let p = inputs(down(t(0)));
-        let at = |s| p.gate(("judge", p.policy("judge")), "c1", ("app-1", 2), None, t(s));
+        let at = |s| judge(&p, ("app-1", 2), None, t(s));
         assert!(matches!(at(299), Gate::Held(ref n) if n.contains("counts as failed from")));
         match at(300) {
             Gate::Failed(when, why) => {
@@ -1017,13 +994,7 @@ mod tests {
         }
         let mut hold = inputs(down(t(0)));
         holding(&mut hold);
-        let g = hold.gate(
-            ("judge", hold.policy("judge")),
-            "c1",
-            ("app-1", 2),
-            None,
-            t(3600),
-        );
+        let g = judge(&hold, ("app-1", 2), None, t(3600));
         assert!(
             matches!(g, Gate::Held(ref n) if n.contains("failurePolicy Hold")),
             "{g:?}"
@@ -1043,23 +1014,11 @@ mod tests {
             last: "Internal: no metrics".into(),
         };
         p.errors.insert("c1".into(), run(3));
-        let g = p.gate(
-            ("judge", p.policy("judge")),
-            "c1",
-            ("app-1", 2),
-            None,
-            t(60),
-        );
+        let g = judge(&p, ("app-1", 2), None, t(60));
         assert!(matches!(g, Gate::Validating { held: true, .. }), "{g:?}");
         p.errors.insert("c1".into(), run(4));
         assert_eq!(
-            p.gate(
-                ("judge", p.policy("judge")),
-                "c1",
-                ("app-1", 2),
-                None,
-                t(60)
-            ),
+            judge(&p, ("app-1", 2), None, t(60)),
             Gate::Failed(
                 t(40),
                 "PluginFailed: plugin judge went wrong 4 times in a row: Internal: no metrics"
@@ -1068,23 +1027,11 @@ mod tests {
         );
         // A run about another revision spends nothing.
         assert!(matches!(
-            p.gate(
-                ("judge", p.policy("judge")),
-                "c1",
-                ("app-2", 2),
-                None,
-                t(60)
-            ),
+            judge(&p, ("app-2", 2), None, t(60)),
             Gate::Validating { .. }
         ));
         holding(&mut p);
-        let g = p.gate(
-            ("judge", p.policy("judge")),
-            "c1",
-            ("app-1", 2),
-            None,
-            t(60),
-        );
+        let g = judge(&p, ("app-1", 2), None, t(60));
         assert!(
             matches!(g, Gate::Validating { held: true, note: Some(ref n), .. } if n.contains("failurePolicy Hold")),
             "{g:?}"
@@ -1097,7 +1044,7 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
         p.asked.insert("c1".into(), t(100));
-        let gate = |now| p.gate(("judge", p.policy("judge")), "c1", ("app-1", 2), None, now);
+        let gate = |now| judge(&p, ("app-1", 2), None, now);
         assert_eq!(
             gate(t(105)),
             Gate::Validating {
@@ -1120,7 +1067,7 @@ mod tests {
         p.verdicts
             .insert("c1".into(), verdict(Verdict::InProgress, "app-1", 2));
         assert!(matches!(
-            p.gate(("judge", p.policy("judge")), "c1", ("app-1", 2), None, t(60)),
+            judge(&p, ("app-1", 2), None, t(60)),
             Gate::Held(n) if n.starts_with("plugin judge is unreachable: connection refused")
         ));
         p.verdicts
