@@ -413,13 +413,15 @@ async fn the_readmes_helm_install_takes_over_a_crd_it_did_not_create() {
     let ns = hub.namespace.as_str();
     let release = format!("r-{ns}");
     let kubeconfig = hub.kubeconfig.display().to_string();
+    // `helm install RELEASE CHART ...`: the test's release, the chart's directory.
     let mut install: Vec<String> = readme_helm_install()
         .into_iter()
         .skip(1)
-        .map(|w| match w.as_str() {
-            "mwrs" => release.clone(),
-            w if w.ends_with(".tgz") => CHART.to_string(),
-            "open-cluster-management-hub" => ns.to_string(),
+        .enumerate()
+        .map(|(i, w)| match (i, w.as_str()) {
+            (1, _) => release.clone(),
+            (2, w) if w.ends_with(".tgz") => CHART.to_string(),
+            (_, "open-cluster-management-hub") => ns.to_string(),
             _ => w,
         })
         .collect();
