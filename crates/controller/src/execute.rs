@@ -70,6 +70,12 @@ pub(crate) fn gate_is_open(ctx: &Context, verb: &str, what: &str) -> bool {
     may_write(ctx, verb, what).is_ok()
 }
 
+/// [`gate_is_open`] without a log line, for what asks on every poll or call (a standby
+/// asks for as long as it stands by).
+pub(crate) fn gate_is_open_quietly(ctx: &Context) -> bool {
+    ctx.config.write_gate.is_open() && ctx.schema.state().is_ok()
+}
+
 fn may_write(ctx: &Context, verb: &str, what: &str) -> Result<()> {
     if !ctx.config.write_gate.is_open() {
         tracing::warn!(verb, what, "write refused: leadership not confirmed");

@@ -298,7 +298,7 @@ async fn run_while(
         });
     }
     let (plugin_health, health_changes) = futures::channel::mpsc::channel(1);
-    let prober = tokio::spawn(probe_plugins(ctx.config.plugins.clone(), plugin_health));
+    let prober = tokio::spawn(probe_plugins(ctx.clone(), plugin_health));
     let (plugin_news, answered) = futures::channel::mpsc::unbounded();
     ctx.config.plugins.answers_to(plugin_news);
     let mwrs_store = stores.mwrs.clone();
@@ -349,15 +349,15 @@ async fn run_while(
 
 /// Asks every registered plugin `Initialize` once per poll interval, and says so on
 /// `changed` when any plugin's health changed.
-async fn probe_plugins(
-    plugins: Arc<crate::plugins::Plugins>,
-    mut changed: futures::channel::mpsc::Sender<()>,
-) {
+async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::Sender<()>) {
+    let plugins = &ctx.config.plugins;
     if plugins.is_empty() {
         return;
     }
     loop {
-        if plugins.probe().await {
+        // A replica whose gate is closed (a standby, or the CRD lost) calls no plugin,
+        // not even Initialize (SPEC §12.4); it probes within a poll of taking over.
+        if crate::execute::gate_is_open_quietly(&ctx) && plugins.probe().await {
             // Full: a pass over every MWRS is already due.
             let _ = changed.try_send(());
         }

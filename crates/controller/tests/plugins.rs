@@ -58,6 +58,8 @@ struct Script {
     mutate_answer: Mutex<Option<Vec<u8>>>,
     /// The message of every verdict (else one naming the verdict).
     message: Mutex<Option<String>>,
+    /// Initialize calls answered.
+    initialized: std::sync::atomic::AtomicUsize,
 }
 
 /// What the scripted plugin's MutateManifestWork adds to the first manifest.
@@ -133,6 +135,7 @@ impl RolloutPlugin for Served {
         _: Request<api::InitializeRequest>,
     ) -> Result<Response<api::InitializeResponse>, Status> {
         self.0.up()?;
+        self.0.initialized.fetch_add(1, Ordering::SeqCst);
         Ok(Response::new(api::InitializeResponse {
             description: "scripted judge".into(),
         }))
@@ -1105,4 +1108,42 @@ async fn a_plugin_open_to_other_namespaces_is_never_called_for_this_one() {
         .collect();
     assert!(called.is_empty(), "called: {called:?}");
     assert!(script.asked.lock().unwrap().is_empty());
+}
+
+/// SPEC §12.4: a replica whose gate is closed (a standby, or one that lost its lease)
+/// calls no plugin, not even Initialize, however many passes it makes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_replica_calls_no_plugin() {
+    let Some(hub) = TestHub::from_env("plugin-fenced", CLUSTERS).await else {
+        return;
+    };
+    let script = Arc::new(Script::default());
+    let (work_config, _server) = serve(script.clone()).await;
+    let fenced = Config {
+        write_gate: mwrs_controller::leader::WriteGate::fenced(),
+        ..Config::default()
+    };
+    let config = knowing_judge(&work_config, fenced, Duration::from_secs(2));
+    let shared = Shared::default();
+    let _controller = common::start_controller_configured(&hub, config, shared.clone());
+    hub.publish_all("p").await;
+    hub.create_mwrs(&mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", judged(json!({"type": "All"})))],
+    ))
+    .await;
+    // Passes come back off at 1, 2 and 4 s: several of the plugin's 1 s polls.
+    let shared = &shared;
+    wait_for("three passes over the MWRS", common::WAIT, || async move {
+        match shared.metrics.reconciles.get() {
+            n if n >= 3 => Ok(()),
+            n => Err(format!("{n} passes")),
+        }
+    })
+    .await;
+    assert_eq!(script.initialized.load(Ordering::SeqCst), 0, "Initialize");
+    assert!(script.asked.lock().unwrap().is_empty(), "a question");
+    assert!(script.calls.lock().unwrap().is_empty(), "a call");
+    assert!(common::works_by_cluster(&hub, "app").await.is_empty());
 }
