@@ -75,7 +75,12 @@ impl<'a> Pass<'a> {
             return ungated;
         };
         let revision = self.ids.name(i);
-        let policy = self.policy_of(d.placement, plugin);
+        let mut policy = self.policy_of(d.placement, plugin);
+        if revision != self.resolution.hash() {
+            // An abort's revert to the stable revision: a plugin that is down leaves it
+            // written and unvalidated, never failed (the stable revision is not on trial).
+            policy.mode = FailureMode::Hold;
+        }
         if status == RolloutStatus::ToApply {
             return self.begin_budget((plugin, policy), cluster, revision, ungated);
         }

@@ -922,3 +922,25 @@ fn a_plugin_failure_policy_that_cannot_be_one_is_refused_by_field() {
         );
     }
 }
+
+#[test]
+fn an_abort_s_reverts_are_never_failed_by_a_plugin_that_is_down() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.status().aborted_time = Some(mwrs_api::Time(t0() - secs(3600)));
+    f.work("c1", STABLE, secs(600), Reported::Done);
+    // Down for an hour: far past the budget's 5 minutes.
+    let down = PluginHealth::Unreachable {
+        why: "connection refused".into(),
+        since: t0() - secs(3600),
+    };
+    let out = plan_with(&f, &plugins(down.clone()));
+    let (status, note) = statuses(&out)["c1"].clone();
+    assert_eq!(status, RolloutStatus::Validating, "held, not failed");
+    assert!(note.unwrap_or_default().contains("failurePolicy Hold"));
+    // Rolling forward, the same outage fails the cluster.
+    let (mut f, update2) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    assert_eq!(update, update2);
+    f.work("c1", &update, secs(600), Reported::Done);
+    let out = plan_with(&f, &plugins(down));
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Failed);
+}
