@@ -146,20 +146,8 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
         return;
     };
     let bundle = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
-    let docs = documents(&helm(
-        &helm_bin,
-        &[
-            "template",
-            "mwrs",
-            CHART,
-            "--set",
-            "controller.plugins[0].name=smoke-tests",
-            "--set",
-            "controller.plugins[0].endpoint=smoke.mwrs-system.svc:10843",
-            "--set",
-            &format!("controller.plugins[0].caCertificate.caBundle={bundle}"),
-        ],
-    ));
+    let ca = format!("controller.plugins[0].caCertificate.caBundle={bundle}");
+    let docs = with_a_plugin(&helm_bin, &["--set", &ca]);
     let config = find(&docs, "ConfigMap");
     let text = config["data"]["config.yaml"].as_str().unwrap();
     let parsed = mwrs_plugin::config::WorkConfig::parse(text).unwrap();
@@ -193,20 +181,10 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
         .expect("the volume");
     assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
     // The client certificate's Secret, mounted where a plugin entry names its files.
-    let with_client = documents(&helm(
+    let with_client = with_a_plugin(
         &helm_bin,
-        &[
-            "template",
-            "mwrs",
-            CHART,
-            "--set",
-            "controller.plugins[0].name=smoke-tests",
-            "--set",
-            "controller.plugins[0].endpoint=smoke.mwrs-system.svc:10843",
-            "--set",
-            "controller.pluginClientCertSecret=plugin-client",
-        ],
-    ));
+        &["--set", "controller.pluginClientCertSecret=plugin-client"],
+    );
     let spec = &find(&with_client, "Deployment")["spec"]["template"]["spec"];
     let mounted = spec["containers"][0]["volumeMounts"].to_string();
     assert!(mounted.contains("/etc/mwrs/plugin-client"), "{mounted}");
@@ -268,6 +246,22 @@ fn the_chart_refuses_replicas_without_leader_election() {
     assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
     let on = documents(&helm(&helm_bin, &["template", "mwrs", CHART]));
     assert!(find(&on, "Deployment")["spec"].get("strategy").is_none());
+}
+
+/// The chart rendered as release `mwrs` with one plugin, `smoke-tests`, and `extra`
+/// arguments.
+fn with_a_plugin(helm_bin: &str, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec![
+        "template",
+        "mwrs",
+        CHART,
+        "--set",
+        "controller.plugins[0].name=smoke-tests",
+        "--set",
+        "controller.plugins[0].endpoint=smoke.mwrs-system.svc:10843",
+    ];
+    args.extend_from_slice(extra);
+    documents(&helm(helm_bin, &args))
 }
 
 /// Applies `doc` to the hub with server-side apply.

@@ -301,6 +301,21 @@ async fn started_with(
     started_registering(test, config, call_timeout, "").await
 }
 
+/// [`started`], `registration` (YAML lines at the plugin's indent) added to the plugin's
+/// entry in the work config.
+async fn started_registered(
+    test: &str,
+    registration: &str,
+) -> Option<(TestHub, Arc<Script>, Running)> {
+    started_registering(
+        test,
+        Config::default(),
+        Duration::from_secs(2),
+        registration,
+    )
+    .await
+}
+
 /// [`started_with`], `registration` (YAML lines at the plugin's indent) added to the
 /// plugin's entry in the work config.
 async fn started_registering(
@@ -577,12 +592,7 @@ async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_about_one_cluster_holds_that_cluster_only() {
     let hold = "    failurePolicy:\n      policy: Hold\n";
-    let started = started_registering(
-        "plugin-erring",
-        Config::default(),
-        Duration::from_secs(2),
-        hold,
-    );
+    let started = started_registered("plugin-erring", hold);
     let Some((hub, script, _tasks)) = started.await else {
         return;
     };
@@ -1074,12 +1084,7 @@ async fn a_plugin_requiring_a_client_certificate_answers_only_the_controller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_open_to_other_namespaces_is_never_called_for_this_one() {
     let elsewhere = "    namespaces: [team-elsewhere]\n";
-    let started = started_registering(
-        "plugin-namespaces",
-        Config::default(),
-        Duration::from_secs(2),
-        elsewhere,
-    );
+    let started = started_registered("plugin-namespaces", elsewhere);
     let Some((hub, script, _tasks)) = started.await else {
         return;
     };
