@@ -22,6 +22,7 @@ use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plan::{
     FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
 };
+use mwrs_engine::text::prefix;
 use serde_json::{Value, json};
 
 use crate::context::Context;
@@ -497,8 +498,8 @@ async fn publish_fenced(
         .publish(
             regarding,
             type_,
-            truncate(reason, 128),
-            truncate(message, MAX_NOTE),
+            prefix(reason, 128),
+            prefix(message, MAX_NOTE),
         )
         .await;
     ctx.metrics
@@ -506,18 +507,6 @@ async fn publish_fenced(
     if let Err(e) = r {
         tracing::warn!(error = %e, reason, "cannot publish event");
     }
-}
-
-/// Cuts `s` to at most `max` bytes on a char boundary.
-pub fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 async fn write_revision(

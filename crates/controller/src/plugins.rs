@@ -31,9 +31,10 @@ use mwrs_engine::marks::{MarkKey, Marks};
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plugin::{
     Begin, Begun, CallTarget, ClusterState, ClusterVerdict, ErrorRun, FailurePolicy, Mutation,
-    PLUGIN_TEXT_MAX, PluginCalls, PluginHealth, PluginInputs, Progress, Validation, Verdict, cut,
+    PLUGIN_TEXT_MAX, PluginCalls, PluginHealth, PluginInputs, Progress, Validation, Verdict,
 };
 use mwrs_engine::rollout::RolloutStatus;
+use mwrs_engine::text::cut;
 use mwrs_plugin::client::{PluginClient, SetupError};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;

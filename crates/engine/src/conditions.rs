@@ -54,7 +54,7 @@ pub const MESSAGE_MAX: usize = 32 * 1024;
 /// Sets `c` in `list`, keeping the old transition time when the status is unchanged.
 pub fn set(list: &mut Vec<Condition>, c: &Cond, generation: Option<i64>, now: Timestamp) {
     let status = c.status.as_str();
-    let message = || crate::plugin::cut(c.message.clone(), MESSAGE_MAX);
+    let message = || crate::text::cut(c.message.clone(), MESSAGE_MAX);
     match list.iter_mut().find(|old| old.type_ == c.type_) {
         Some(old) => {
             if old.status != status {

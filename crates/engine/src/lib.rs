@@ -28,6 +28,7 @@ pub mod revision;
 pub mod rollout;
 pub mod snapshot;
 pub mod stored_work;
+pub mod text;
 pub mod validate;
 pub mod work;
 

@@ -29,6 +29,7 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 use crate::hash::Digest;
 use crate::marks::{MarkPlace, Marks};
 use crate::rollout::RolloutStatus;
+use crate::text::cut;
 
 /// A plugin's answer about one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,21 +104,6 @@ impl Persisted {
 /// The longest text a plugin may put anywhere: its messages, descriptions and error
 /// texts are cut to this at intake (SPEC §12.1).
 pub const PLUGIN_TEXT_MAX: usize = 256;
-
-/// `s` cut to at most `max` bytes, at a character boundary, with an ellipsis when cut.
-pub fn cut(mut s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    const MORE: &str = "…";
-    let mut end = max.saturating_sub(MORE.len());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
-    s.push_str(MORE);
-    s
-}
 
 impl ClusterVerdict {
     /// The annotation value, sealed for `place` (None for a verdict that is not final).
@@ -949,18 +935,6 @@ mod tests {
         assert_eq!(
             read_spec_mark(&other.to_hex(), &Marks::AsWritten, HERE, "app-1"),
             Some(other)
-        );
-    }
-
-    #[test]
-    fn a_plugin_text_is_cut_at_a_character_boundary() {
-        assert_eq!(cut("short".into(), 256), "short");
-        let long = "é".repeat(300);
-        let c = cut(long, PLUGIN_TEXT_MAX);
-        assert!(
-            c.len() <= PLUGIN_TEXT_MAX && c.ends_with('…'),
-            "{}",
-            c.len()
         );
     }
 

@@ -114,11 +114,7 @@ pub fn revision_name(mwrs_name: &str, hash: &str) -> String {
 /// Cuts `s` to at most `max` bytes on a char boundary without leaving a trailing `-` or
 /// `.`, which would make the joined name invalid.
 pub(crate) fn truncate_name(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].trim_end_matches(['-', '.'])
+    crate::text::prefix(s, max).trim_end_matches(['-', '.'])
 }
 
 /// The revision whose content equals `digest`.
