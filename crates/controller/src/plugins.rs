@@ -980,6 +980,8 @@ impl Job {
 struct Template {
     bytes: Arc<[u8]>,
     typed: Arc<ManifestWorkTemplate>,
+    /// Its digest: an answer equal to it is no mutation.
+    digest: mwrs_engine::hash::Digest,
 }
 
 impl Template {
@@ -989,6 +991,7 @@ impl Template {
         Some(Self {
             bytes,
             typed: Arc::new(typed),
+            digest: mwrs_engine::hash::digest(template),
         })
     }
 }
@@ -1027,17 +1030,14 @@ async fn begin_and_mutate(
         .map_err(|s| (MUTATE, s))?;
     let spec = mwrs_engine::validate::plugin_spec(
         &answer.spec_json,
-        &template.typed,
+        (&template.typed, template.digest),
         check.allow_removal,
         check.limit,
     );
-    match spec {
-        Ok(spec) => Ok(spec.map(Mutation::new)),
-        Err(invalid) => {
-            let why = cut(format!("refused: {invalid}"), PLUGIN_TEXT_MAX);
-            Err((MUTATE, tonic::Status::invalid_argument(why)))
-        }
-    }
+    spec.map_err(|invalid| {
+        let why = cut(format!("refused: {invalid}"), PLUGIN_TEXT_MAX);
+        (MUTATE, tonic::Status::invalid_argument(why))
+    })
 }
 
 trait CallName {

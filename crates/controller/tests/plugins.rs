@@ -774,6 +774,21 @@ async fn v2_in_progress_everywhere(hub: &TestHub, script: &Script, stable: &str)
     update(&m).unwrap()
 }
 
+/// Merge-patches ManifestWork `cluster/name` with `body`, as anyone allowed to patch
+/// ManifestWorks in a cluster namespace can (the cluster's own work agent is).
+async fn patch_work(
+    hub: &TestHub,
+    (cluster, name): (&str, &str),
+    body: &serde_json::Value,
+) -> mwrs_api::work::ManifestWork {
+    let works = kube::Api::<mwrs_api::work::ManifestWork>::namespaced(hub.client.clone(), cluster);
+    let pp = kube::api::PatchParams::default();
+    works
+        .patch(name, &pp, &kube::api::Patch::Merge(body))
+        .await
+        .unwrap()
+}
+
 /// Waits until every cluster's ManifestWork of `app` carries `revision`.
 async fn wait_all_on(hub: &TestHub, revision: &str) {
     let want: BTreeMap<String, String> = hub
@@ -854,8 +869,6 @@ async fn a_forged_verdict_promotes_nothing_and_a_forged_digest_hides_no_edit() {
     };
     script.mutate.store(true, Ordering::SeqCst);
     let revision = v2_in_progress_everywhere(&hub, &script, &stable).await;
-    let works =
-        |ns: &str| kube::Api::<mwrs_api::work::ManifestWork>::namespaced(hub.client.clone(), ns);
     for (cluster, w) in common::works_by_cluster(&hub, "app").await {
         let name = w.metadata.name.clone().unwrap();
         let forged = json!({"plugin": "judge", "revision": revision,
@@ -863,14 +876,7 @@ async fn a_forged_verdict_promotes_nothing_and_a_forged_digest_hides_no_edit() {
             "at": jiff::Timestamp::now().to_string(), "message": "certified by the spoke"});
         let body =
             json!({"metadata": {"annotations": {labels::PLUGIN_VERDICT: forged.to_string()}}});
-        works(&cluster)
-            .patch(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&body),
-            )
-            .await
-            .unwrap();
+        patch_work(&hub, (&cluster, &name), &body).await;
     }
     // Many passes and questions later: not promoted.
     let before = script.asked_about(&hub.clusters[0], &revision);
@@ -896,24 +902,10 @@ async fn a_forged_verdict_promotes_nothing_and_a_forged_digest_hides_no_edit() {
     let name = w.metadata.name.clone().unwrap();
     let edit = json!({"spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "app", "namespace": "default"}, "data": {"version": "hand-edited"}}]}}});
-    let edited = works(&cluster)
-        .patch(
-            &name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&edit),
-        )
-        .await
-        .unwrap();
+    let edited = patch_work(&hub, (&cluster, &name), &edit).await;
     let digest = mwrs_engine::hash::digest(&edited.spec.to_value()).to_hex();
     let body = json!({"metadata": {"annotations": {labels::PLUGIN_SPEC_DIGEST: digest}}});
-    works(&cluster)
-        .patch(
-            &name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&body),
-        )
-        .await
-        .unwrap();
+    patch_work(&hub, (&cluster, &name), &body).await;
     let hub = &hub;
     let cluster = &cluster;
     wait_for("the hand edit restored", common::WAIT, || async move {

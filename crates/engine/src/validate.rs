@@ -8,7 +8,8 @@ use mwrs_api::work::{ManifestWorkSpec, ManifestWorkTemplate};
 use serde_json::Value;
 
 use crate::Invalid;
-use crate::hash;
+use crate::hash::{self, Digest};
+use crate::plugin::Mutation;
 use crate::rollout::ParsedStrategy;
 
 /// Default limit of the total size of a template's manifests (upstream's webhook).
@@ -98,13 +99,13 @@ const PLUGIN_SPEC: &str = "spec_json";
 /// is `template`, checked as a user's template is (SPEC §12.1): a ManifestWork spec with
 /// no field that type does not have, manifests present, valid and within `limit`, and
 /// every manifest of the template still there unless `allow_removal`. Ok(None): the
-/// template unchanged (an empty answer, or the template itself).
+/// template unchanged (an empty answer, or the template itself: `template_digest`).
 pub fn plugin_spec(
     answer: &[u8],
-    template: &ManifestWorkTemplate,
+    (template, template_digest): (&ManifestWorkTemplate, Digest),
     allow_removal: bool,
     limit: usize,
-) -> Result<Option<Value>, Invalid> {
+) -> Result<Option<Mutation>, Invalid> {
     if answer.is_empty() {
         return Ok(None);
     }
@@ -146,10 +147,8 @@ pub fn plugin_spec(
             }
         }
     }
-    if hash::canonical_json(&value) == hash::canonical_json(&template.to_value()) {
-        return Ok(None);
-    }
-    Ok(Some(value))
+    let mutation = Mutation::new(value);
+    Ok((mutation.digest != template_digest).then_some(mutation))
 }
 
 /// The first field of `given` that `known` (its typed round trip) lacks, by path; raw
@@ -339,6 +338,11 @@ mod tests {
         .unwrap()
     }
 
+    /// The template with its digest, as a plugin's answer is checked against it.
+    fn with_digest(t: &ManifestWorkTemplate) -> (&ManifestWorkTemplate, Digest) {
+        (t, hash::digest(&t.to_value()))
+    }
+
     fn answer(v: serde_json::Value) -> Vec<u8> {
         serde_json::to_vec(&v).unwrap()
     }
@@ -374,11 +378,11 @@ mod tests {
             (json!([1]), "spec_json", "not a JSON object"),
         ];
         for (given, field, why) in cases {
-            let e = plugin_spec(&answer(given.clone()), &t, false, limit).unwrap_err();
+            let e = plugin_spec(&answer(given.clone()), with_digest(&t), false, limit).unwrap_err();
             assert_eq!(e.field, field, "{given}: {e}");
             assert!(e.reason.contains(why), "{given}: {e}");
         }
-        let e = plugin_spec(b"{not json", &t, false, limit).unwrap_err();
+        let e = plugin_spec(b"{not json", with_digest(&t), false, limit).unwrap_err();
         assert!(e.reason.contains("is not JSON"), "{e}");
     }
 
@@ -388,16 +392,24 @@ mod tests {
         let limit = DEFAULT_MANIFEST_SIZE_LIMIT;
         let mut v = t.to_value();
         v["workload"]["manifests"].as_array_mut().unwrap().remove(1);
-        let e = plugin_spec(&answer(v.clone()), &t, false, limit).unwrap_err();
+        let e = plugin_spec(&answer(v.clone()), with_digest(&t), false, limit).unwrap_err();
         assert!(
             e.reason.contains("drops the template's ConfigMap app/cfg"),
             "{e}"
         );
-        assert!(plugin_spec(&answer(v), &t, true, limit).unwrap().is_some());
+        assert!(
+            plugin_spec(&answer(v), with_digest(&t), true, limit)
+                .unwrap()
+                .is_some()
+        );
         // Another version of the same group names the same object.
         let mut v = t.to_value();
         v["workload"]["manifests"][0]["apiVersion"] = json!("apps/v2");
-        assert!(plugin_spec(&answer(v), &t, false, limit).unwrap().is_some());
+        assert!(
+            plugin_spec(&answer(v), with_digest(&t), false, limit)
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]
@@ -405,10 +417,16 @@ mod tests {
         let t = template();
         let mut v = t.to_value();
         v["workload"]["manifests"][1]["data"] = json!({"big": "x".repeat(4096)});
-        let e = plugin_spec(&answer(v.clone()), &t, false, 1024).unwrap_err();
+        let e = plugin_spec(&answer(v.clone()), with_digest(&t), false, 1024).unwrap_err();
         assert!(e.reason.contains("exceeds the limit"), "{e}");
         v["workload"]["manifests"][1]["metadata"] = json!({"generateName": "cfg-"});
-        let e = plugin_spec(&answer(v), &t, false, DEFAULT_MANIFEST_SIZE_LIMIT).unwrap_err();
+        let e = plugin_spec(
+            &answer(v),
+            with_digest(&t),
+            false,
+            DEFAULT_MANIFEST_SIZE_LIMIT,
+        )
+        .unwrap_err();
         assert_eq!(e.field, "spec_json.workload.manifests[1]", "{e}");
     }
 
@@ -416,17 +434,18 @@ mod tests {
     fn a_plugins_spec_equal_to_the_template_or_empty_changes_nothing() {
         let t = template();
         let limit = DEFAULT_MANIFEST_SIZE_LIMIT;
-        assert_eq!(plugin_spec(b"", &t, false, limit).unwrap(), None);
         assert_eq!(
-            plugin_spec(&answer(t.to_value()), &t, false, limit).unwrap(),
+            plugin_spec(b"", with_digest(&t), false, limit).unwrap(),
+            None
+        );
+        assert_eq!(
+            plugin_spec(&answer(t.to_value()), with_digest(&t), false, limit).unwrap(),
             None
         );
         let mut v = t.to_value();
         v["workload"]["manifests"][1]["metadata"]["labels"] = json!({"judge": "was here"});
         v["deleteOption"] = json!({"propagationPolicy": "Foreground"});
-        assert_eq!(
-            plugin_spec(&answer(v.clone()), &t, false, limit).unwrap(),
-            Some(v)
-        );
+        let m = plugin_spec(&answer(v.clone()), with_digest(&t), false, limit).unwrap();
+        assert_eq!(m.map(|m| (*m.spec).clone()), Some(v));
     }
 }
