@@ -1144,3 +1144,32 @@ async fn a_fenced_replica_calls_no_plugin() {
     assert!(script.calls.lock().unwrap().is_empty(), "a call");
     assert!(common::works_by_cluster(&hub, "app").await.is_empty());
 }
+
+/// SPEC §12.3: a plugin down before any BeginRollout reaches a cluster, past its
+/// `unavailableFor` (here 3 s) under Fail: the rollout cannot go on, so its clusters
+/// count as failed and AbortAll ends it; v2 was written nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_down_before_the_rollout_begins_fails_it_past_the_budget() {
+    let strategy = judged(json!({"type": "All"}));
+    let policy = "    failurePolicy:\n      unavailableFor: 3s\n";
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_then_v2("plugin-budget-begin", strategy, policy).await
+    else {
+        return;
+    };
+    script.down.store(true, Ordering::SeqCst);
+    wait_mwrs(&hub, "app", "PluginLoaded False", |m| {
+        plugin_loaded(m) == Some(("False".into(), "Failed".into()))
+    })
+    .await;
+    hub.set_template("app", configmap_template("v2")).await;
+    let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
+    assert_eq!(current(&m).as_deref(), Some(stable.as_str()));
+    common::assert_works_on(&hub, "app", &hub.clusters, &stable).await;
+    assert!(
+        script
+            .calls("BeginRollout")
+            .iter()
+            .all(|c| c.revision == stable)
+    );
+}

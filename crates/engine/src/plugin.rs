@@ -554,6 +554,22 @@ impl PluginInputs {
         }
     }
 
+    /// When `plugin`, unreachable, spent `policy`'s `unavailableFor` under `Fail`, and
+    /// what the clusters it holds then say (None: it answers, or has budget left).
+    pub(crate) fn outage_failure(
+        &self,
+        (plugin, policy): (&str, FailurePolicy),
+        now: Timestamp,
+    ) -> Option<(Timestamp, String)> {
+        let Some(PluginHealth::Unreachable { why, since }) = self.health.get(plugin) else {
+            return None;
+        };
+        match outage_gate((plugin, policy), (why, *since), now) {
+            Gate::Failed(at, note) => Some((at, note)),
+            _ => None,
+        }
+    }
+
     /// `plugin`'s failure budget.
     pub fn policy(&self, plugin: &str) -> FailurePolicy {
         self.policies.get(plugin).copied().unwrap_or_default()

@@ -190,9 +190,11 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// A cluster waiting for `revision` behind `plugin` (ToApply): Failed once the calls
-    /// about it went wrong past the plugin's budget under failurePolicy Fail (it is then
-    /// not written); else what went wrong, as its note.
+    /// A cluster waiting for `revision` behind `plugin` (ToApply): Failed under
+    /// failurePolicy Fail once the calls about it went wrong past the plugin's budget, or
+    /// the plugin has been unreachable past it (no BeginRollout can reach it: the rollout
+    /// cannot go on, and says so instead of waiting for ever); it is then not written.
+    /// Else what went wrong, as its note.
     fn begin_budget(
         &self,
         (plugin, policy): (&str, FailurePolicy),
@@ -214,6 +216,14 @@ impl<'a> Pass<'a> {
                     note: Some(format!("{words} (failurePolicy Hold: held)")),
                     ..ungated
                 },
+            };
+        }
+        if let Some((at, note)) = plugins.outage_failure((plugin, policy), self.now) {
+            return Gated {
+                status: RolloutStatus::Failed,
+                since: Some(at),
+                note: Some(note),
+                held: false,
             };
         }
         match plugins.erring_run(plugin, cluster, revision) {

@@ -944,3 +944,41 @@ fn an_abort_s_reverts_are_never_failed_by_a_plugin_that_is_down() {
     let out = plan_with(&f, &plugins(down));
     assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Failed);
 }
+
+#[test]
+fn a_plugin_down_past_its_budget_before_begin_rollout_fails_the_rollout_under_fail() {
+    let strategy = json!({"type": "All", "plugin": "judge", "failureStrategy": "AbortAll"});
+    let (f, _) = fixture(strategy, &["c1", "c2"]);
+    let down = |ago| PluginHealth::Unreachable {
+        why: "connection refused".into(),
+        since: t0() - secs(ago),
+    };
+    // Within the budget: nothing written, nothing failed.
+    let out = plan_with(&f, &plugins(down(60)));
+    assert_eq!(applies(&out), []);
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::ToApply);
+    assert!(out.status.as_ref().unwrap().aborted_time.is_none());
+    // Past it: no BeginRollout can reach them; they count as failed and AbortAll aborts.
+    let out = plan_with(&f, &plugins(down(3600)));
+    assert_eq!(applies(&out), [], "still nothing written");
+    let (status, note) = statuses(&out)["c1"].clone();
+    assert_eq!(status, RolloutStatus::Failed);
+    assert!(
+        note.unwrap_or_default()
+            .starts_with("PluginFailed: plugin judge is unreachable")
+    );
+    assert!(out.status.as_ref().unwrap().aborted_time.is_some());
+    // Under Hold: held.
+    let mut hold = plugins(down(3600));
+    hold.policies.insert(
+        "judge".into(),
+        crate::plugin::FailurePolicy {
+            mode: crate::plugin::FailureMode::Hold,
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        statuses(&plan_with(&f, &hold))["c1"].0,
+        RolloutStatus::ToApply
+    );
+}
