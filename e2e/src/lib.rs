@@ -160,10 +160,15 @@ impl Env {
     /// Creates MWRS `app` on Placement `p` with `template` and `strategy` and waits until
     /// that first rollout has completed; returns its revision.
     pub async fn create_app(&self, template: Value, strategy: Value) -> String {
+        self.create_app_named("app", template, strategy).await
+    }
+
+    /// [`Env::create_app`] for an MWRS called `name`.
+    pub async fn create_app_named(&self, name: &str, template: Value, strategy: Value) -> String {
         self.hub
-            .create_mwrs(&mwrs_testsupport::mwrs("app", template, &[("p", strategy)]))
+            .create_mwrs(&mwrs_testsupport::mwrs(name, template, &[("p", strategy)]))
             .await;
-        self.wait_complete("app").await
+        self.wait_complete(name).await
     }
 
     /// Waits until MWRS `name` holds an abort; returns it.

@@ -139,6 +139,31 @@ Examples:
   kubectl mwrs dashboard -A --open
   kubectl mwrs dashboard -n team-a --enable-actions --port 8080")]
     Dashboard(DashboardArgs),
+    /// Rename an MWRS's ManifestWorks to what upstream's controller expects, before it takes
+    /// the MWRS back (run with this controller stopped).
+    #[command(after_help = "\
+Upstream's controller names a cluster's ManifestWork after the MWRS (`<name>`); this one
+names it `<namespace>.<name>`. Upstream's would leave ours beside the one it creates at the
+next template change, and the two would fight over the same objects on the spoke. For each
+MWRS, handover creates `<name>` beside ours with the same spec and labels, waits until the
+cluster's agent has applied it (the spoke objects are then owned by both), and deletes ours:
+the agent only drops that owner, so no spoke object is deleted or re-created.
+
+It refuses while this controller's leader Lease (--controller-lease) is held, and an MWRS
+whose rollout is not Complete (upstream's controller would roll its template out to every
+cluster at once) unless --force. Run it again after an interruption: copies already made are
+reused. Nothing is deleted before its copy is applied.
+
+The way back to upstream's controller:
+  helm uninstall mwrs-controller -n open-cluster-management-hub   # the CRD and MWRS stay
+  kubectl mwrs handover -A
+  # then turn the ManifestWorkReplicaSet feature gate on again in the ClusterManager
+
+Examples:
+  kubectl mwrs handover -A --dry-run
+  kubectl mwrs handover app -n team-a
+  kubectl mwrs handover -A --timeout 15m")]
+    Handover(HandoverArgs),
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
@@ -306,6 +331,29 @@ pub struct DashboardArgs {
     /// confirmation, writing what the `rollout` command of the same name writes).
     #[arg(long)]
     pub enable_actions: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct HandoverArgs {
+    /// One MWRS; every MWRS of the namespace (or of every namespace with -A) when absent.
+    pub name: Option<String>,
+    /// Print what would be done and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Hand over an MWRS whose rollout is not Complete.
+    #[arg(long)]
+    pub force: bool,
+    /// How long to wait for the agents to apply the copies of one MWRS (Go duration; 0:
+    /// no limit).
+    #[arg(long, default_value = "5m", value_name = "D")]
+    pub timeout: String,
+    /// This controller's leader Lease, NAMESPACE/NAME: no handover while it is held.
+    #[arg(
+        long,
+        default_value = "open-cluster-management-hub/mwrs-controller",
+        value_name = "NS/NAME"
+    )]
+    pub controller_lease: String,
 }
 
 #[derive(Args, Debug)]

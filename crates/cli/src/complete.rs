@@ -297,7 +297,14 @@ mod tests {
     fn commands_come_from_the_parser() {
         assert_eq!(
             values_of(""),
-            vec!["get", "rollout", "dashboard", "completion", "version"]
+            vec![
+                "get",
+                "rollout",
+                "dashboard",
+                "handover",
+                "completion",
+                "version"
+            ]
         );
         assert_eq!(
             values_of("rollout "),

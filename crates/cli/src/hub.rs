@@ -111,6 +111,26 @@ impl HubClient {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The MWRS `name`, else every MWRS of the namespace (of every namespace with `all`).
+    pub async fn list_mwrs(
+        &self,
+        name: Option<&str>,
+        all: bool,
+    ) -> Result<Vec<ManifestWorkReplicaSet>> {
+        if let Some(name) = name {
+            return Ok(vec![self.get(name).await?]);
+        }
+        let api: Api<ManifestWorkReplicaSet> = if all {
+            Api::all(self.client.clone())
+        } else {
+            self.mwrs_api()
+        };
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(|e| CliError::kube("listing manifestworkreplicasets", e))
+    }
+
     /// Has the API server any objection to `object` (an MWRS as written in a file, unknown
     /// fields included) in `namespace`? A dry-run create with strict field validation:
     /// unknown fields, schema and name are checked before the server looks for an existing

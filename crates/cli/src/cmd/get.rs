@@ -2,32 +2,17 @@
 
 use jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, ObjectList};
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 
 use crate::args::{Format, GetArgs, Global};
-use crate::error::{CliError, Exit, Result};
+use crate::error::{Exit, Result};
 use crate::hub::HubClient;
 use crate::output::{Out, Table, age, paint_state};
 use crate::state::abort_line;
 use mwrs_engine::phase::{phase, progressing};
 
 pub async fn run(hub: &HubClient, g: &Global, out: &Out, a: &GetArgs) -> Result<Exit> {
-    let items: Vec<ManifestWorkReplicaSet> = match &a.name {
-        Some(name) => vec![hub.get(name).await?],
-        None => {
-            let api: Api<ManifestWorkReplicaSet> = if g.all_namespaces {
-                Api::all(hub.client.clone())
-            } else {
-                hub.mwrs_api()
-            };
-            let list: ObjectList<ManifestWorkReplicaSet> =
-                api.list(&ListParams::default())
-                    .await
-                    .map_err(|e| CliError::kube("listing manifestworkreplicasets", e))?;
-            list.items
-        }
-    };
+    let items = hub.list_mwrs(a.name.as_deref(), g.all_namespaces).await?;
     if out.structured() {
         match (&a.name, items.first()) {
             (Some(_), Some(m)) => out.print_structured(&with_kind(m))?,

@@ -4,6 +4,7 @@ pub mod control;
 pub mod dashboard;
 pub mod diff;
 pub mod get;
+pub mod handover;
 pub mod history;
 pub mod plan;
 pub mod status;
@@ -36,6 +37,7 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
             Ok(Exit::Ok)
         }
         Command::Get(a) => get::run(&HubClient::connect(g, false).await?, g, out, a).await,
+        Command::Handover(a) => handover::run(&HubClient::connect(g, false).await?, g, a).await,
         Command::Dashboard(a) => dashboard::run(HubClient::connect(g, false).await?, g, a).await,
         Command::Rollout { command } => {
             let watch = matches!(command, Rollout::Status(s) if s.watch);
