@@ -12,10 +12,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{create_app_for_all, start_agent_succeeding, wait_complete};
+use common::{create_app_for_all, helm, run_in_repo, start_agent_succeeding, wait_complete};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::{self, Scope};
 use mwrs_testsupport::{ChildProcess, TestHub};
@@ -35,27 +35,6 @@ fn the_charts_crd_is_deploys() {
         CHART_CRD == CRD,
         "deploy/helm/mwrs-controller/files/crd.yaml differs from deploy/crds/: run scripts/gen-crd.py"
     );
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Runs `command` from the repository's root; its stdout (it must succeed).
-fn run_in_repo(command: &mut Command) -> String {
-    let out = command.current_dir(repo()).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{command:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs helm with `args` from the repository's root; its stdout.
-fn helm(helm: &str, args: &[&str]) -> String {
-    run_in_repo(Command::new(helm).args(args))
 }
 
 /// The documents of a render, without the empty ones.
@@ -234,7 +213,7 @@ fn the_chart_refuses_replicas_without_leader_election() {
     ];
     let out = Command::new(&helm_bin)
         .args(off)
-        .current_dir(repo())
+        .current_dir(common::repo_root())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -366,94 +345,4 @@ async fn the_rendered_chart_runs_a_rollout() {
     let _agent = start_agent_succeeding(&hub, std::time::Duration::from_millis(100));
     create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
-}
-
-/// The README's `helm install` line, as words.
-fn readme_helm_install() -> Vec<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("helm install "))
-        .expect("the README has a helm install line");
-    line.split_whitespace().map(str::to_string).collect()
-}
-
-/// Issue #32 item 1: the README's `helm install`, as written (the packaged chart swapped
-/// for its directory, the release's namespace for the test's), on a hub whose MWRS CRD
-/// something other than Helm installed (OCM's cluster-manager operator always does; here
-/// it is the CRD as a plain apply leaves it): install, an upgrade to changed values and
-/// uninstall all succeed; our CRD is in place throughout; the CRD and a user's MWRS
-/// survive the uninstall.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readmes_helm_install_takes_over_a_crd_it_did_not_create() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
-        eprintln!("MWRS_HELM not set (scripts/helm.sh): skipped");
-        return;
-    };
-    let Some(hub) = TestHub::from_env("helm-install", 1).await else {
-        return;
-    };
-    let crd_name = "manifestworkreplicasets.work.open-cluster-management.io";
-    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
-    // Not Helm's: whatever ownership an earlier release left is taken off.
-    let unowned = serde_json::json!({"metadata": {
-        "labels": {"app.kubernetes.io/managed-by": null},
-        "annotations": {"meta.helm.sh/release-name": null, "meta.helm.sh/release-namespace": null}}});
-    crds.patch(crd_name, &PatchParams::default(), &Patch::Merge(&unowned))
-        .await
-        .unwrap();
-    create_app_for_all(&hub).await;
-    let ns = hub.namespace.as_str();
-    let release = format!("r-{ns}");
-    let kubeconfig = hub.kubeconfig.display().to_string();
-    // `helm install RELEASE CHART ...`: the test's release, the chart's directory.
-    let mut install: Vec<String> = readme_helm_install()
-        .into_iter()
-        .skip(1)
-        .enumerate()
-        .map(|(i, w)| match (i, w.as_str()) {
-            (1, _) => release.clone(),
-            (2, w) if w.ends_with(".tgz") => CHART.to_string(),
-            (_, "open-cluster-management-hub") => ns.to_string(),
-            _ => w,
-        })
-        .collect();
-    install.extend(["--kubeconfig".to_string(), kubeconfig.clone()]);
-    let words: Vec<&str> = install.iter().map(String::as_str).collect();
-    helm(&helm_bin, &words);
-    let ours = |crd: &CustomResourceDefinition| {
-        let annotations = crd.metadata.annotations.clone().unwrap_or_default();
-        annotations
-            .get("operator.open-cluster-management.io/version")
-            .map(String::as_str)
-            == Some("999.0.0")
-    };
-    assert!(
-        ours(&crds.get(crd_name).await.unwrap()),
-        "our CRD after install"
-    );
-    let upgrade = [
-        "upgrade",
-        &release,
-        CHART,
-        "-n",
-        ns,
-        "--kubeconfig",
-        &kubeconfig,
-        "--reuse-values",
-        "--set",
-        "controller.workers=8",
-    ];
-    helm(&helm_bin, &upgrade);
-    assert!(
-        ours(&crds.get(crd_name).await.unwrap()),
-        "our CRD after upgrade"
-    );
-    helm(
-        &helm_bin,
-        &["uninstall", &release, "-n", ns, "--kubeconfig", &kubeconfig],
-    );
-    assert!(ours(&crds.get(crd_name).await.unwrap()), "the CRD kept");
-    assert!(hub.get_mwrs("app").await.is_some(), "the MWRS kept");
 }

@@ -17,7 +17,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use common::{HeldAbort, aborted, current, start_agent_hanging, update, work_versions};
@@ -41,16 +41,12 @@ const VERSION_ANNOTATION: &str = "operator.open-cluster-management.io/version";
 const PROBE_CRD: &str = "placementdecisions.cluster.open-cluster-management.io";
 const RECONCILES: usize = 3;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The operator binary: `MWRS_OCM_OPERATOR`, or built (and cached) by bench/peer.
 fn operator_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("MWRS_OCM_OPERATOR") {
         return PathBuf::from(p);
     }
-    let out = std::process::Command::new(repo_root().join("bench/peer/build.sh"))
+    let out = std::process::Command::new(common::repo_root().join("bench/peer/build.sh"))
         .arg("registration-operator")
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -61,24 +57,7 @@ fn operator_binary() -> PathBuf {
 
 /// The ClusterManager CRD of the same upstream module.
 fn cluster_manager_crd() -> CustomResourceDefinition {
-    let out = std::process::Command::new("go")
-        .args([
-            "list",
-            "-m",
-            "-f",
-            "{{.Dir}}",
-            "open-cluster-management.io/ocm",
-        ])
-        .current_dir(repo_root().join("bench/peer"))
-        .output()
-        .expect("go runs");
-    assert!(
-        out.status.success(),
-        "go list: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-    let file = dir.join(
+    let file = common::ocm_module_file(
         "deploy/cluster-manager/config/crds/0000_01_operator.open-cluster-management.io_clustermanagers.crd.yaml",
     );
     serde_saphyr::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()

@@ -3,7 +3,7 @@
 //! the MWRS status as observed, waits on the MWRS and its ManifestWorks, and a watch
 //! that counts clusters in flight on a revision.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod rbac;
 
@@ -661,4 +661,59 @@ pub async fn poke_passes(hub: &TestHub, shared: &Shared, name: &str, n: usize) {
         })
         .await;
     }
+}
+
+/// The repository's root.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `path` inside upstream's `open-cluster-management.io/ocm` module, at the version
+/// `bench/peer` builds (its module cache directory, as `go list` names it).
+pub fn ocm_module_file(path: &str) -> std::path::PathBuf {
+    let out = std::process::Command::new("go")
+        .args([
+            "list",
+            "-m",
+            "-f",
+            "{{.Dir}}",
+            "open-cluster-management.io/ocm",
+        ])
+        .current_dir(repo_root().join("bench/peer"))
+        .output()
+        .expect("go runs");
+    assert!(
+        out.status.success(),
+        "go list: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join(path)
+}
+
+/// Runs `command` from the repository's root; its stdout (it must succeed).
+pub fn run_in_repo(command: &mut std::process::Command) -> String {
+    let out = command.current_dir(repo_root()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs helm with `args` from the repository's root; its stdout.
+pub fn helm(helm: &str, args: &[&str]) -> String {
+    run_in_repo(std::process::Command::new(helm).args(args))
+}
+
+/// The README's first line starting with `start`, as words.
+pub fn readme_line(start: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("the README has no line starting with {start:?}"));
+    line.split_whitespace().map(str::to_string).collect()
 }
