@@ -2,7 +2,7 @@
 # The end-to-end environment: a hub and three spokes (each a test hub of scripts/hub.sh:
 # a real kube-apiserver + etcd + kube-controller-manager), upstream OCM's placement
 # controller on the hub and one upstream work agent per spoke (open-cluster-management.io/ocm
-# v1.2.0, built from the Go module by bench/peer/build.sh and cached). The e2e tests
+# at bench/peer's version, built from the Go module by bench/peer/build.sh and cached). The e2e tests
 # register the clusters (`mwrs_e2e::Env`: ManagedClusters cluster1..cluster3, the
 # ManagedClusterSet, namespaces) and start our controller themselves.
 #

@@ -51,7 +51,7 @@ async fn operators_crd_in_place(hub: &TestHub) {
     upstream.metadata.resource_version = existing.resource_version();
     upstream
         .annotations_mut()
-        .insert(VERSION_ANNOTATION.into(), "1.2.0".into());
+        .insert(VERSION_ANNOTATION.into(), "1.2.1".into());
     crds(hub)
         .replace(CRD_NAME, &PostParams::default(), &upstream)
         .await

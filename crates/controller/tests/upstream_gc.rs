@@ -1,5 +1,5 @@
 //! Our ManifestWorks survive upstream's hub garbage collector (issue #32 item 4): upstream's
-//! hub work manager (`open-cluster-management.io/ocm` v1.2.0, `bench/peer/run.sh`) with
+//! hub work manager (`open-cluster-management.io/ocm` at `bench/peer`'s version, `bench/peer/run.sh`) with
 //! only its `CleanUpCompletedManifestWork` feature gate on deletes every completed
 //! ManifestWork whose template has `deleteOption.ttlSecondsAfterFinished`, unless it carries
 //! the `work.open-cluster-management.io/manifestworkreplicaset` label key. An MWRS whose
