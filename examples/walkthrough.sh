@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's walkthrough ("The `mwrs` command"), step by step: prints every command as a
-# user types it, then its output, as the README shows them. On the test hub:
+# The book's walkthrough (docs/src/getting-started.md), step by step: prints every command as a
+# user types it, then its output, as the walkthrough shows them. On the test hub:
 #
 #   scripts/hub.sh up && eval "$(scripts/hub.sh env)" && export KUBECONFIG=$MWRS_TEST_KUBECONFIG
 #   cargo build -p mwrs-cli -p mwrs-controller -p mwrs-fleet

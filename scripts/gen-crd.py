@@ -140,6 +140,24 @@ def main():
         "items": {"type": "object", "required": ["cluster", "message"],
                   "properties": {"cluster": {"type": "string"},
                                  "message": {"type": "string"}}}}
+    # Upstream's text names condition types no controller sets; these are the ones this
+    # controller writes (crates/api/src/mwrs.rs, mod condition).
+    status["conditions"]["description"] = (
+        "conditions of the rollout. PlacementVerified: every placementRef's Placement exists "
+        "and selects clusters (False: PlacementDecisionNotFound or PlacementDecisionEmpty, "
+        "the rollout is Blocked). ManifestworkApplied: the target revision (the update "
+        "revision, or the stable one while an abort reverts to it) is applied on every desired "
+        "cluster (False: Processing while clusters are in flight, NotAsExpected with failed "
+        "clusters or none selected). PlacementRolledOut: every desired cluster runs the target "
+        "revision (False: Progressing, or RolloutDegraded after failures or an abort). "
+        "Progressing: the rollout of the update "
+        "revision; True while it rolls out (NewRevisionCreated, FoundNewRevision), False once "
+        "it ended (NewManifestWorkAvailable when complete; ProgressDeadlineExceeded or "
+        "MaxFailuresExceeded when it stopped; RolloutAborted when an abort holds it; "
+        "AbortFailed when there was no stable revision to go back to; InvalidSpec when the "
+        "spec cannot be acted on), Unknown while paused (RolloutPaused). PluginLoaded, only "
+        "where a placementRef names a rollout plugin: Available, Failed (naming each plugin "
+        "that does not answer) or Skipped (rolled out past its plugins).")
     version["additionalPrinterColumns"] += [
         {"name": "Current", "type": "string", "jsonPath": ".status.currentRevision",
          "description": "Stable revision"},

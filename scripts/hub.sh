@@ -17,6 +17,12 @@
 #   MWRS_HUB_TIMEOUT   seconds to wait for readiness (default 300)
 #   MWRS_HUB_EXTRA_CRDS  more CRD files to install, colon-separated (e2e: AppliedManifestWork
 #                      on a spoke, AddOnPlacementScore for the placement controller)
+#   MWRS_HUB_K8S       Kubernetes version of the hub and of `kubectl` (default v1.36.3,
+#                      testhub/go.mod's). Another one, e.g. v1.27.16 for the chart's oldest
+#                      supported release (scripts/compat.sh), builds a copy of testhub/
+#                      generated under ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub-src/<version>/
+#                      whose go.mod pins k8s.io/kubernetes at it, its staging modules at the
+#                      matching v0.X.Y and the etcd server its go.mod names (cold: ~15 min)
 #   XDG_CACHE_HOME     binary cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub/<hash>/testhub
 set -euo pipefail
 
@@ -27,7 +33,16 @@ STATE_DIR=${MWRS_HUB_DIR:-/tmp/mwrs-hub}
 READY_TIMEOUT=${MWRS_HUB_TIMEOUT:-300}
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub
 OCM_API_MODULE=open-cluster-management.io/api@v1.3.0
-K8S_VERSION=v1.36.3
+DEFAULT_K8S_VERSION=v1.36.3 # testhub/go.mod's
+K8S_VERSION=${MWRS_HUB_K8S:-$DEFAULT_K8S_VERSION}
+if [[ ! $K8S_VERSION =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
+  echo "hub.sh: MWRS_HUB_K8S=$K8S_VERSION: want a release version like v1.27.16" >&2
+  exit 2
+fi
+K8S_MINOR=${BASH_REMATCH[1]}
+# Generated copies of testhub/ for MWRS_HUB_K8S (outside CACHE_ROOT: its pruning keeps builds).
+COMPAT_SRC_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub-src
+BUILD_TAGS="" # set by use_k8s_version for a generated copy
 
 PID_FILE=$STATE_DIR/hub.pid
 LOG_FILE=$STATE_DIR/hub.log
@@ -38,7 +53,7 @@ BIN_RECORD=$STATE_DIR/binary
 
 LDFLAGS="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=36 -X $pkg.gitTreeState=clean"
+  LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR -X $pkg.gitTreeState=clean"
 done
 
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
@@ -92,12 +107,14 @@ healthy() {
 
 # Builds the hub binary unless a build of the same sources is cached; prints its path.
 ensure_binary() {
+  use_k8s_version
   build_cached testhub . "a cold build takes 10-25 min on 2 cores"
 }
 
 # Builds upstream's kubectl at the hub's Kubernetes version from the same module (its
 # packages are kept in it by tools.go), cached like the hub; prints its path.
 ensure_kubectl() {
+  use_k8s_version
   build_cached kubectl k8s.io/kubernetes/cmd/kubectl "1-3 min once the hub is built"
 }
 
@@ -110,6 +127,7 @@ build_cached() {
     {
       go version
       echo "$LDFLAGS"
+      [ -z "$BUILD_TAGS" ] || echo "tags $BUILD_TAGS"
       for f in go.mod go.sum $(LC_ALL=C ls -- *.go); do
         echo "== $f"
         cat -- "$f"
@@ -127,7 +145,7 @@ build_cached() {
   local t0 tmp
   t0=$(now_us)
   tmp=$bin.tmp.$$
-  if ! (cd "$HUB_SRC" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "$LDFLAGS" -o "$tmp" "$pkg") >&2; then
+  if ! (cd "$HUB_SRC" && CGO_ENABLED=0 go build -buildvcs=false ${BUILD_TAGS:+-tags "$BUILD_TAGS"} -ldflags "$LDFLAGS" -o "$tmp" "$pkg") >&2; then
     rm -f "$tmp"
     die "build failed"
   fi
@@ -139,6 +157,87 @@ build_cached() {
     rm -rf -- "$old"
   done
   echo "$bin"
+}
+
+# For MWRS_HUB_K8S other than the default: points HUB_SRC at the generated copy of
+# testhub/ for that version (generating it first if testhub/*.go or the recipe below
+# changed) and sets BUILD_TAGS.
+use_k8s_version() {
+  [ "$K8S_VERSION" != "$DEFAULT_K8S_VERSION" ] || return 0
+  local dir=$COMPAT_SRC_ROOT/$K8S_VERSION stamp
+  stamp=$(
+    cd "$HUB_SRC"
+    {
+      echo "$K8S_VERSION"
+      go version
+      declare -f generate_src
+      for f in $(LC_ALL=C ls -- *.go); do
+        echo "== $f"
+        cat -- "$f"
+      done
+    } | sha256sum | cut -c1-16
+  )
+  if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    local tmp=$dir.tmp.$$
+    rm -rf -- "$tmp"
+    mkdir -p "$tmp"
+    if ! generate_src "$tmp" >&2; then
+      rm -rf -- "$tmp"
+      die "could not generate the testhub sources for Kubernetes $K8S_VERSION"
+    fi
+    echo "$stamp" >"$tmp/.stamp"
+    rm -rf -- "$dir"
+    mv -- "$tmp" "$dir"
+  fi
+  HUB_SRC=$dir
+  BUILD_TAGS=$(cat "$dir/.build-tags")
+}
+
+# generate_src DIR: testhub/*.go plus a go.mod derived from k8s.io/kubernetes@K8S_VERSION's
+# own go.mod: its staging modules (the ./staging/src replaces) at v0.X.Y, its etcd server
+# (or, if it names none, its etcd client's version), its go directive and godebug lines;
+# `go mod tidy` resolves the rest from there.
+generate_src() {
+  local dir=$1 mod staging etcd go_line
+  log "generating testhub sources for Kubernetes $K8S_VERSION in ${dir%.tmp.*}"
+  mod=$(cd / && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  [ -n "$mod" ] && [ -f "$mod" ] || { log "could not download k8s.io/kubernetes@$K8S_VERSION"; return 1; }
+  staging=v0.${K8S_VERSION#v1.}
+  etcd=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit }' "$mod")
+  [ -n "$etcd" ] || etcd=$(awk '$1 == "go.etcd.io/etcd/client/v3" { print $2; exit }' "$mod")
+  [ -n "$etcd" ] || { log "no go.etcd.io/etcd version in $mod"; return 1; }
+  go_line=$(grep -m1 -E '^go [0-9.]+$' "$mod") || { log "no go directive in $mod"; return 1; }
+  cp -- "$HUB_SRC"/*.go "$dir"/
+  {
+    echo "// Generated by scripts/hub.sh for MWRS_HUB_K8S=$K8S_VERSION from testhub/ and the"
+    echo "// go.mod of k8s.io/kubernetes $K8S_VERSION. Do not edit; never commit."
+    echo "module github.com/mwrs-rs/testhub"
+    echo
+    echo "$go_line"
+    grep -E '^godebug [^(]' "$mod" || true
+    echo
+    echo "require ("
+    echo "	go.etcd.io/etcd/server/v3 $etcd"
+    echo "	k8s.io/kubernetes $K8S_VERSION"
+    echo ")"
+    echo
+    echo "replace ("
+    sed -n "s#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/k8s\.io/.*#	\1 => \1 $staging#p" "$mod"
+    echo ")"
+  } >"$dir/go.mod"
+  grep -q "k8s.io/client-go => k8s.io/client-go $staging" "$dir/go.mod" ||
+    { log "no staging replaces in $mod"; return 1; }
+  log "k8s.io/kubernetes $K8S_VERSION, staging modules $staging, etcd server $etcd; go mod tidy"
+  (cd "$dir" && go mod tidy) || return 1
+  # etcd v3.5.x up to its fields' renaming (e.g. v3.5.7): testhub/etcd_urls_legacy.go.
+  local etcd_dir
+  etcd_dir=$(cd "$dir" && go list -f '{{.Dir}}' go.etcd.io/etcd/server/v3/embed) || return 1
+  if grep -qE '^[[:space:]]+ListenClientUrls[[:space:]]' "$etcd_dir/config.go"; then
+    : >"$dir/.build-tags"
+  else
+    echo etcd_legacy_urls >"$dir/.build-tags"
+  fi
 }
 
 # Fills CRD_ARGS: upstream OCM CRDs first, then the repo's deploy/crds/*.yaml (ours win).

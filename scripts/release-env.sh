@@ -2,7 +2,8 @@
 # from the repository's root: what every release build shares.
 #
 #   version, commit, epoch     the crate version, HEAD's short hash, HEAD's commit time
-#   release_build TARGET PKG   a static, stripped, reproducible musl build of PKG: paths
+#   release_build TARGET PKG   a stripped, reproducible release build of PKG (static for
+#                              the musl targets): paths
 #                              remapped, the commit and SOURCE_DATE_EPOCH from HEAD
 #   need COMMAND PACKAGE ...   installs each missing COMMAND's Debian PACKAGE (as root)
 

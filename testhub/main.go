@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -186,6 +187,15 @@ func (h *hub) run() int {
 	// send ourselves SIGTERM.
 	cmd := apiserverapp.NewAPIServerCommand()
 	sigCtx := cmd.Context()
+	if sigCtx == nil {
+		// Older kube-apiservers (scripts/hub.sh with MWRS_HUB_K8S, e.g. v1.27) install
+		// their handler only once the command runs and keep its context to themselves.
+		// Watch the same signals: signal.Notify delivers each one to every subscriber,
+		// so the apiserver's handler still sees the first SIGTERM (and exits on a second).
+		var stopSignals context.CancelFunc
+		sigCtx, stopSignals = signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stopSignals()
+	}
 	cmd.SetArgs(append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
@@ -447,10 +457,7 @@ func (h *hub) startEtcd(dir string) (string, error) {
 		cfg := embed.NewConfig()
 		cfg.Name = "testhub"
 		cfg.Dir = dir
-		cfg.ListenClientUrls = []url.URL{cu}
-		cfg.AdvertiseClientUrls = []url.URL{cu}
-		cfg.ListenPeerUrls = []url.URL{pu}
-		cfg.AdvertisePeerUrls = []url.URL{pu}
+		setEtcdURLs(cfg, cu, pu)
 		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 		cfg.Logger = "zap"
 		cfg.LogLevel = h.opts.etcdLogLevel

@@ -194,8 +194,6 @@ pub mod condition {
     pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
     pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
     pub const PROGRESSING: &str = "Progressing";
-    /// Not an upstream type: the spec cannot be acted on (reason names the field).
-    pub const VALID: &str = "SpecValid";
     /// OCM enhancement 231: every rollout plugin the placementRefs name answers.
     pub const PLUGIN_LOADED: &str = "PluginLoaded";
     pub const REASON_PLUGIN_AVAILABLE: &str = "Available";

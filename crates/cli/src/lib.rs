@@ -11,7 +11,8 @@
 //! - [`state`]: the rollout state of an MWRS (the STATUS column) and per-placement progress;
 //! - [`output`]: tables, colour, ages, YAML and JSON;
 //! - [`cmd`]: one module per command;
-//! - [`complete`]: completion for `kubectl mwrs` (kubectl's plugin protocol).
+//! - [`complete`]: completion for `kubectl mwrs` (kubectl's plugin protocol);
+//! - [`reference`]: the book's CLI reference page, written from the clap definition.
 
 pub mod args;
 pub mod cmd;
@@ -19,6 +20,7 @@ pub mod complete;
 pub mod error;
 pub mod hub;
 pub mod output;
+pub mod reference;
 pub mod state;
 pub mod streamed;
 pub mod watch;

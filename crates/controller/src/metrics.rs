@@ -253,9 +253,102 @@ impl Metrics {
     }
 }
 
+/// The book's metric reference (`docs/src/reference/metrics.md`), written from a fresh
+/// registry with one series of each family recorded, so that every metric, its type, its
+/// help and its label names come from the code; a test keeps the checked-in page equal.
+pub fn reference_markdown() -> String {
+    let m = Metrics::new();
+    let any = || "x".to_string();
+    m.write("x", "x", "x");
+    m.error("x");
+    m.aborts
+        .get_or_create(&AbortLabels {
+            trigger: any(),
+            outcome: any(),
+        })
+        .inc();
+    m.set_rollout("x", "x", &[("x", 0)]);
+    m.set_info(InfoLabels {
+        namespace: any(),
+        name: any(),
+        phase: any(),
+        current_revision: any(),
+        update_revision: any(),
+    });
+    let mut rows: Vec<(String, String, String, Vec<String>)> = Vec::new();
+    for line in m.encode().lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            rows.push((
+                name.to_string(),
+                String::new(),
+                help.to_string(),
+                Vec::new(),
+            ));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            if let (Some(row), Some((_, kind))) = (rows.last_mut(), rest.split_once(' ')) {
+                row.1 = kind.to_string();
+            }
+        } else if !line.starts_with('#')
+            && let (Some(row), Some((_, labels))) = (rows.last_mut(), line.split_once('{'))
+        {
+            for pair in labels.split(',') {
+                if let Some((key, _)) = pair.split_once('=')
+                    && key != "le"
+                    && !row.3.iter().any(|k| k == key)
+                {
+                    row.3.push(key.to_string());
+                }
+            }
+        }
+    }
+    let mut page = String::from(
+        "# Metrics\n\n<!-- Generated from the controller's registry \
+         (crates/controller/src/metrics.rs, `reference_markdown`); `MWRS_BLESS=1 cargo test -p \
+         mwrs-controller --lib metrics` rewrites it. -->\n\n\
+         Served on `/metrics` (see [metrics, endpoints and alerts](../operations/metrics.md)). \
+         Counters end in `_total`; histograms have `_bucket`, `_sum` and `_count` series.\n\n\
+         | metric | type | labels | meaning |\n|---|---|---|---|\n",
+    );
+    for (name, kind, help, labels) in rows {
+        let shown = if kind == "counter" {
+            format!("{name}_total")
+        } else {
+            name
+        };
+        let labels = labels
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        page.push_str(&format!("| `{shown}` | {kind} | {labels} | {help} |\n"));
+    }
+    page
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The book's metric reference is what [`reference_markdown`] writes; `MWRS_BLESS=1`
+    /// rewrites it.
+    #[test]
+    #[allow(clippy::expect_used)]
+    fn the_metric_reference_is_generated_from_the_registry() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/reference/metrics.md");
+        let want = reference_markdown();
+        if std::env::var_os("MWRS_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("write the page");
+            return;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: run `MWRS_BLESS=1 cargo test -p mwrs-controller --lib metrics`",
+            path.display()
+        );
+    }
 
     #[test]
     fn encodes_counters_with_labels() {

@@ -1,4 +1,4 @@
-//! The README's "Running the controller against a hub" works when pasted: its shell block
+//! The book's "Running the controller against a hub" (docs/src/operations/install.md) works when pasted: its shell block
 //! runs as written on the test hub (CRDs, the namespace, the shipped RBAC, a kubeconfig with
 //! the ServiceAccount's token, leader election), with two changes that keep the shared test
 //! hub safe: the controller serves only the test's namespace and binds a free port; `cargo
@@ -17,9 +17,9 @@ use common::{start_agent_succeeding, wait_complete};
 use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, mwrs};
 use serde_json::json;
 
-/// The first `sh` block of the README's "Running the controller against a hub".
+/// The first `sh` block of "Running the controller against a hub" in the book's install page.
 fn readme_block() -> String {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/src/operations/install.md");
     let section = readme
         .split("\n## Running the controller against a hub\n")
         .nth(1)

@@ -1,6 +1,6 @@
-//! The README's walkthrough cannot rot: `examples/walkthrough.sh` (the script that captured
+//! The book's walkthrough (docs/src/getting-started.md) cannot rot: `examples/walkthrough.sh` (the script that captured
 //! it, with the example MWRS files) runs on the test hub, every step with the exit code it
-//! expects, and every command the README shows is one the script ran.
+//! expects, and every command the walkthrough shows is one the script ran.
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (skipped without it unless CI=true), kubectl, and the `mwrs`
 //! and `mwrs-controller` binaries beside this package's `mwrs-fleet` (a workspace test run
@@ -15,12 +15,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The `$ ` lines of the README's walkthrough section.
+/// The `$ ` lines of the book's walkthrough (docs/src/getting-started.md).
 fn readme_commands() -> Vec<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo().join("docs/src/getting-started.md")).unwrap();
     let start = readme
-        .find("### Walkthrough")
-        .expect("the README has a walkthrough");
+        .find("## Walkthrough")
+        .expect("the getting-started page has a walkthrough");
     let section = &readme[start..];
     let end = section[4..].find("\n## ").map_or(section.len(), |e| e + 4);
     section[..end]
@@ -83,12 +83,12 @@ fn the_readme_walkthrough_runs_as_written() {
         .map(|l| l.replace(&unique, "@"))
         .collect();
     let shown = readme_commands();
-    assert!(shown.len() >= 10, "the README walkthrough shows commands");
+    assert!(shown.len() >= 10, "the walkthrough shows commands");
     for cmd in shown {
         let cmd = cmd.replace("-n demo", "-n @").replace("cluster-", "@-");
         assert!(
             ran.contains(&cmd),
-            "the README shows `{cmd}`, which the script did not run:\n{ran:#?}"
+            "the walkthrough shows `{cmd}`, which the script did not run:\n{ran:#?}"
         );
     }
 }

@@ -707,13 +707,22 @@ pub fn helm(helm: &str, args: &[&str]) -> String {
     run_in_repo(std::process::Command::new(helm).args(args))
 }
 
-/// The README's first line starting with `start`, as words.
+/// The first line starting with `start` of the README, else of the book's install and
+/// leaving pages, as words.
 pub fn readme_line(start: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let line = readme
-        .lines()
-        .map(str::trim_start)
-        .find(|l| l.starts_with(start))
-        .unwrap_or_else(|| panic!("the README has no line starting with {start:?}"));
+    let line = [
+        "README.md",
+        "docs/src/operations/install.md",
+        "docs/src/operations/leaving.md",
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(repo_root().join(f)).unwrap())
+    .find_map(|text| {
+        text.lines()
+            .map(str::trim_start)
+            .find(|l| l.starts_with(start))
+            .map(str::to_string)
+    })
+    .unwrap_or_else(|| panic!("no line starting with {start:?} in the README or the book"));
     line.split_whitespace().map(str::to_string).collect()
 }

@@ -1,0 +1,172 @@
+//! The book's generated pages that come from the CLI: `docs/src/reference/cli.md` is what
+//! [`mwrs_cli::reference::markdown`] writes from the clap definition. The test fails when
+//! the checked-in page is stale; `MWRS_BLESS=1` rewrites it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+#[test]
+fn the_cli_reference_is_generated_from_the_parser() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/cli.md");
+    let want = mwrs_cli::reference::markdown();
+    if std::env::var_os("MWRS_BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is stale: run `MWRS_BLESS=1 cargo test -p mwrs-cli --test docs` and commit it",
+        path.display()
+    );
+}
+
+/// The repository's root.
+fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A heading's anchor as mdBook (and GitHub) make it: lowercase, whitespace to `-`, other
+/// punctuation dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .chars()
+        .filter_map(|c| {
+            if c.is_alphanumeric() || c == '_' || c == '-' {
+                Some(c.to_ascii_lowercase())
+            } else if c.is_whitespace() {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// A Markdown file's lines outside fenced code blocks, with inline code removed.
+fn prose(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            let mut kept = String::new();
+            for (i, part) in line.split('`').enumerate() {
+                if i % 2 == 0 {
+                    kept.push_str(part);
+                }
+            }
+            out.push(kept);
+        }
+    }
+    out
+}
+
+/// The anchors of a Markdown file's headings.
+fn anchors(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(slug(line.trim_start_matches('#').trim()));
+        }
+    }
+    out
+}
+
+/// Every `[text](target)` of a line.
+fn links(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("](") {
+        let after = &rest[i + 2..];
+        match after.find(')') {
+            Some(end) => {
+                out.push(after[..end].to_string());
+                rest = &after[end..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// The Markdown files the book and the README are made of.
+fn pages() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = vec![root().join("README.md")];
+    walk(&root().join("docs/src"), &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn every_link_of_the_book_and_the_readme_leads_somewhere() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for line in prose(&text) {
+            for target in links(&line) {
+                if target.starts_with("http://")
+                    || target.starts_with("https://")
+                    || target.starts_with("mailto:")
+                {
+                    continue;
+                }
+                let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
+                let dest = if file.is_empty() {
+                    page.clone()
+                } else {
+                    page.parent().unwrap().join(file)
+                };
+                if !dest.exists() {
+                    broken.push(format!("{}: {target}: no such file", page.display()));
+                    continue;
+                }
+                let markdown = dest.extension().is_some_and(|x| x == "md");
+                if !anchor.is_empty()
+                    && markdown
+                    && !anchors(&std::fs::read_to_string(&dest).unwrap())
+                        .iter()
+                        .any(|a| a == anchor)
+                {
+                    broken.push(format!("{}: {target}: no such heading", page.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_page_of_the_book_is_in_its_summary() {
+    let src = root().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let listed: Vec<String> = prose(&summary).iter().flat_map(|l| links(l)).collect();
+    for page in pages().into_iter().filter(|p| p.starts_with(&src)) {
+        let rel = page
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        if rel == "SUMMARY.md" {
+            continue;
+        }
+        assert!(listed.contains(&rel), "docs/src/{rel} is not in SUMMARY.md");
+    }
+}
