@@ -13,7 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::PlanConfig;
 
-use crate::crd::SchemaWatch;
+use crate::crd::{SchemaWatch, TemplateDrift};
 use crate::events::EventSink;
 use crate::leader::WriteGate;
 use crate::metrics::Metrics;
@@ -100,6 +100,8 @@ pub struct Context {
     pub(crate) taken_revisions: Mutex<HashMap<(String, String), Instant>>,
     /// Whether the installed CRD can hold this controller's state; no write without it.
     pub schema: SchemaWatch,
+    /// Fields of the hub's ManifestWork spec the MWRS template schema lacks, read at start.
+    pub template_drift: Arc<TemplateDrift>,
 }
 
 /// How long a name found taken is believed taken before one write tries again (the
@@ -176,6 +178,7 @@ impl Context {
         metrics: Arc<Metrics>,
         config: Config,
         schema: SchemaWatch,
+        template_drift: Arc<TemplateDrift>,
     ) -> Self {
         let events = EventSink::new(client.clone(), crate::FIELD_MANAGER, &config.instance);
         Self {
@@ -189,6 +192,7 @@ impl Context {
             blocked: Mutex::default(),
             taken_revisions: Mutex::default(),
             schema,
+            template_drift,
         }
     }
 }

@@ -230,18 +230,61 @@ pub async fn template_drift(client: &Client) -> Vec<String> {
     let read = |name: &'static str| {
         let api = api.clone();
         async move {
-            let crd = api.get_opt(name).await.ok().flatten()?;
-            serde_json::to_value(crd).ok()
+            match api.get_opt(name).await {
+                Ok(Some(crd)) => serde_json::to_value(crd).map_err(|e| e.to_string()),
+                Ok(None) => Err("not installed".to_string()),
+                Err(e) => Err(e.to_string()),
+            }
         }
     };
     match (read(WORK_CRD_NAME).await, read(CRD_NAME).await) {
-        (Some(work), Some(ours)) => template_lacks(&work, &ours),
-        _ => {
-            tracing::info!(
-                "the ManifestWork or MWRS CRD cannot be read: template schema not compared"
-            );
+        (Ok(work), Ok(ours)) => template_lacks(&work, &ours),
+        (work, ours) => {
+            let why = [(WORK_CRD_NAME, work), (CRD_NAME, ours)]
+                .into_iter()
+                .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
+                .collect::<Vec<_>>()
+                .join("; ");
+            tracing::warn!(%why, "a CRD cannot be read: the template schema is not compared with the hub's ManifestWork spec");
             Vec::new()
         }
+    }
+}
+
+/// What [`template_drift`] found at start, and the MWRS already told so in this process:
+/// each MWRS gets one Warning Event (`TemplateFieldsMissing`) naming the fields, since
+/// which templates meant to set them cannot be known (the API server pruned them).
+#[derive(Debug, Default)]
+pub struct TemplateDrift {
+    lacking: Vec<String>,
+    told: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+}
+
+impl TemplateDrift {
+    pub fn new(lacking: Vec<String>) -> Self {
+        Self {
+            lacking,
+            told: Default::default(),
+        }
+    }
+
+    /// The Event's note for MWRS `namespace/name` the first time it is asked for, else
+    /// None (and always None when nothing is lacking).
+    pub fn first_note(&self, namespace: &str, name: &str) -> Option<String> {
+        if self.lacking.is_empty() {
+            return None;
+        }
+        let mut told = self.told.lock().ok()?;
+        told.insert((namespace.to_string(), name.to_string()))
+            .then(|| {
+                format!(
+                    "the hub's ManifestWork spec has fields this MWRS's template cannot hold: \
+                     {}; a template that sets one loses it when written (the API server \
+                     prunes it). Install this project's CRD regenerated for the hub's OCM \
+                     version (scripts/gen-crd.py)",
+                    self.lacking.join(", ")
+                )
+            })
     }
 }
 

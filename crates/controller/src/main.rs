@@ -238,17 +238,6 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         crd::check(&client).await?;
     }
     let shared = Shared::default();
-    let lacking = crd::template_drift(&client).await;
-    shared
-        .metrics
-        .template_fields_missing
-        .set(lacking.len() as i64);
-    if !lacking.is_empty() {
-        tracing::warn!(
-            fields = %lacking.join(", "),
-            "the hub's ManifestWork spec has fields the MWRS CRD's template schema lacks: a template setting one has it pruned by the API server; install this project's CRD regenerated for the hub's OCM version (scripts/gen-crd.py)"
-        );
-    }
     let serving = serving(&args, &client)?;
     let scheme = match serving {
         http::Serving::Plain => "http",

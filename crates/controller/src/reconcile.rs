@@ -120,6 +120,7 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
     let executed = result?;
+    tell_template_drift(ctx, mwrs).await;
     if let Some(v) = executed.status_version.as_deref() {
         ctx.status_writes.record(&key, v);
     }
@@ -235,6 +236,7 @@ pub async fn run(
 ) {
     use futures::FutureExt;
     let schema = crd::SchemaWatch::start(client.clone(), shared.metrics.clone());
+    let drift = Arc::new(template_drift(&client, &shared).await);
     let shutdown = shutdown.boxed().shared();
     loop {
         shared.ready.store(false, Ordering::Release);
@@ -258,7 +260,7 @@ pub async fn run(
             client.clone(),
             config.clone(),
             shared.clone(),
-            schema.clone(),
+            (schema.clone(), drift.clone()),
             stop,
         )
         .await;
@@ -268,13 +270,44 @@ pub async fn run(
     }
 }
 
+/// On the first pass of each MWRS that a replica may write in, names the template fields
+/// the hub's ManifestWork spec has and the CRD lacks (once per MWRS and process).
+async fn tell_template_drift(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
+    if !execute::gate_is_open_quietly(ctx) {
+        return;
+    }
+    let ns = mwrs.namespace().unwrap_or_default();
+    if let Some(note) = ctx.template_drift.first_note(&ns, &mwrs.name_any()) {
+        let warning = crate::events::EventType::Warning;
+        execute::publish(ctx, mwrs, warning, "TemplateFieldsMissing", &note).await;
+    }
+}
+
+/// Compares the hub's ManifestWork spec with the MWRS CRD's template schema once: each
+/// field a template would lose is logged, counted in a metric, and named to every MWRS in
+/// one Warning Event ([`crd::TemplateDrift`]).
+async fn template_drift(client: &Client, shared: &Shared) -> crd::TemplateDrift {
+    let lacking = crd::template_drift(client).await;
+    shared
+        .metrics
+        .template_fields_missing
+        .set(lacking.len() as i64);
+    if !lacking.is_empty() {
+        tracing::warn!(
+            fields = %lacking.join(", "),
+            "the hub's ManifestWork spec has fields the MWRS CRD's template schema lacks: a template setting one has it pruned by the API server; install this project's CRD regenerated for the hub's OCM version (scripts/gen-crd.py)"
+        );
+    }
+    crd::TemplateDrift::new(lacking)
+}
+
 /// One run of the controller on fresh stores, until `stop`; when it stops because the
 /// CRD lost this controller's fields, every MWRS it knew gets a Warning Event.
 async fn run_while(
     client: Client,
     config: Config,
     shared: Shared,
-    schema: crd::SchemaWatch,
+    (schema, drift): (crd::SchemaWatch, Arc<crd::TemplateDrift>),
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     // Not ready until this instance's own stores have synced.
@@ -287,6 +320,7 @@ async fn run_while(
         shared.metrics.clone(),
         config,
         schema.clone(),
+        drift,
     ));
     {
         let stores = stores.clone();
