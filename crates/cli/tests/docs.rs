@@ -170,3 +170,83 @@ fn every_page_of_the_book_is_in_its_summary() {
         assert!(listed.contains(&rel), "docs/src/{rel} is not in SUMMARY.md");
     }
 }
+
+/// The `mwrs ...` / `kubectl mwrs ...` command lines of a text: code-block lines and inline
+/// code spans, without a prompt, a trailing comment or what a pipe or redirection adds.
+/// Lines with placeholders in brackets or ellipses are left out.
+fn command_lines(text: &str) -> Vec<String> {
+    let mut spans: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if fenced {
+            spans.push(line.trim().trim_start_matches("$ ").to_string());
+        } else {
+            spans.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+        }
+    }
+    spans
+        .into_iter()
+        .filter_map(|s| {
+            let s = s.strip_prefix("kubectl ").unwrap_or(&s).to_string();
+            let s = s.strip_prefix("mwrs ")?.to_string();
+            let cut = [" #", " |", " >", " &&", ";", " 2>"]
+                .iter()
+                .filter_map(|c| s.find(c))
+                .min()
+                .unwrap_or(s.len());
+            let s = s[..cut].trim().to_string();
+            let placeholder = ["[", "...", "…", "{", "\\|", "<"]
+                .iter()
+                .any(|p| s.contains(p));
+            (!placeholder).then_some(s)
+        })
+        .collect()
+}
+
+/// Every command line the README, the book and the CHANGELOG show names commands, flags
+/// and values that the parser accepts (a line may leave out required arguments: it names
+/// a command, it does not run it).
+#[test]
+fn every_command_line_the_docs_show_parses() {
+    use clap::Parser;
+    use clap::error::ErrorKind;
+    let mut files = pages();
+    files.push(root().join("CHANGELOG.md"));
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for line in command_lines(&text) {
+            let words = std::iter::once("mwrs".to_string()).chain(
+                line.split_whitespace()
+                    .map(|w| w.trim_matches(|c| c == '"' || c == '\'').to_string()),
+            );
+            checked += 1;
+            if let Err(e) = mwrs_cli::args::Cli::try_parse_from(words) {
+                // A flag named without its value names it all the same.
+                let named_only = e.to_string().contains("a value is required");
+                if !named_only
+                    && matches!(
+                        e.kind(),
+                        ErrorKind::UnknownArgument
+                            | ErrorKind::InvalidSubcommand
+                            | ErrorKind::InvalidValue
+                            | ErrorKind::NoEquals
+                    )
+                {
+                    let first = e.to_string().lines().next().unwrap_or("").to_string();
+                    wrong.push(format!("{}: mwrs {line}: {first}", file.display()));
+                }
+            }
+        }
+    }
+    eprintln!("{checked} command lines checked");
+    assert!(checked > 40, "only {checked} command lines found");
+    assert!(
+        wrong.is_empty(),
+        "command lines the parser refuses:\n{}",
+        wrong.join("\n")
+    );
+}
