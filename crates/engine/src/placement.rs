@@ -25,7 +25,7 @@ pub struct PlacementView {
     pub name: String,
     pub state: PlacementState,
     /// Every decision page has its status and together they list as many clusters as
-    /// the Placement's `numberOfSelectedClusters` (when it has one). OCM's scheduler
+    /// the Placement's `numberOfSelectedClusters` (absent: incomplete). OCM's scheduler
     /// creates a page before it writes its status, and moves clusters between pages in
     /// several writes: between them the union is not the selection.
     pub complete: bool,
@@ -60,7 +60,9 @@ impl PlacementView {
                 // either count agrees.
                 (PlacementState::Found(g), Some(n)) => usize::try_from(n)
                     .is_ok_and(|n| n == g.len() || n == g.len() + read.skipped.len()),
-                (PlacementState::Found(_), None) => true,
+                // No count yet: a new or re-created Placement whose scheduler may still be
+                // writing pages. What the pages hold so far is not the selection.
+                (PlacementState::Found(_), None) => false,
                 _ => false,
             };
         Self {

@@ -319,6 +319,27 @@ fn decisions_in_flux_delete_nothing() {
     assert_eq!(deletes(&h), vec!["c3".to_string()]);
 }
 
+/// A new or re-created Placement (a GitOps replace) whose status the scheduler has not
+/// written yet, while it pages its decisions: the pages so far are not the selection, so
+/// nothing is deleted on their word however long they stay (security review S1).
+#[test]
+fn decisions_of_a_placement_without_its_count_delete_nothing() {
+    let mut h = MemoryHub::new(all("None"), &[&["c1", "c2", "c3"]]);
+    settled(&mut h);
+    // Page 1 written with two clusters; page 2 (c3) not yet; no numberOfSelectedClusters.
+    let pds = [decision("p-1", Some(&["c1", "c2"]))];
+    for pl in [
+        placement(None),
+        Placement::new("p", PlacementSpec::default()),
+    ] {
+        let v = PlacementView::from_objects("p", Some(&pl), &pds);
+        assert!(!v.complete, "{pl:?}");
+        h.placements = vec![v];
+        h.step(secs(60));
+        assert!(deletes(&h).is_empty(), "{:?}", h.last_plan);
+    }
+}
+
 #[test]
 fn an_empty_placement_without_decision_status_is_complete() {
     let pl = placement(Some(0));
