@@ -26,6 +26,11 @@ const GRACE_SECONDS: u64 = 10;
 pub const FENCE_AFTER: Duration = Duration::from_secs(LEASE_SECONDS - 4);
 /// How often the watchdog reads the Lease.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How long one read may take. A slow answer is still good news: the gate is extended
+/// from the moment the read was sent, so a read that took long opens it for less. Cutting
+/// reads off at [`CHECK_EVERY`] made a loaded hub (every GET over a second) close the gate
+/// of a leader that was renewing fine, and the leader exit.
+const READ_TIMEOUT: Duration = FENCE_AFTER;
 
 /// Whether this replica may write now. Open for ever without leader election.
 #[derive(Clone, Debug, Default)]
@@ -47,6 +52,15 @@ impl WriteGate {
         match &self.until {
             None => true,
             Some(u) => u.lock().is_ok_and(|u| Instant::now() < *u),
+        }
+    }
+
+    /// Closes the gate now (a read showed the Lease is not this replica's).
+    fn close(&self) {
+        if let Some(u) = &self.until
+            && let Ok(mut u) = u.lock()
+        {
+            *u = Instant::now();
         }
     }
 
@@ -156,25 +170,35 @@ impl Leadership {
 }
 
 /// Reads the Lease every [`CHECK_EVERY`]; while it names `identity` with a renewal at
-/// most [`FENCE_AFTER`] old, keeps `gate` open until that renewal + [`FENCE_AFTER`].
-/// The renewal time is written by this replica's own clock, so the age is measured on
-/// the same clock; a read that fails or times out leaves the gate to close by itself.
+/// most [`FENCE_AFTER`] old, keeps `gate` open until that renewal + [`FENCE_AFTER`], and
+/// closes it at once when a read shows anything else. The renewal time is written by this
+/// replica's own clock, so the age is measured on the same clock; a read that fails or
+/// times out leaves the gate to close by itself.
 async fn watch_lease(api: Api<Lease>, identity: String, gate: WriteGate) {
     loop {
         let asked = Instant::now();
-        let read = tokio::time::timeout(CHECK_EVERY, api.get(LEASE_NAME)).await;
+        let read = tokio::time::timeout(READ_TIMEOUT, api.get(LEASE_NAME)).await;
         match read {
-            Ok(Ok(lease)) => {
-                if let Some(age) = renewal_age(&lease, &identity, jiff::Timestamp::now())
-                    && let Some(left) = FENCE_AFTER.checked_sub(age)
-                {
-                    gate.extend(asked + left);
-                }
-            }
+            Ok(Ok(lease)) => apply_read(&gate, &lease, &identity, asked, jiff::Timestamp::now()),
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot read the leader lease"),
             Err(_) => tracing::warn!("reading the leader lease timed out"),
         }
         tokio::time::sleep(CHECK_EVERY.saturating_sub(asked.elapsed())).await;
+    }
+}
+
+/// What one read of the Lease (sent at `asked`, answered at `now`) does to the gate.
+fn apply_read(
+    gate: &WriteGate,
+    lease: &Lease,
+    identity: &str,
+    asked: Instant,
+    now: jiff::Timestamp,
+) {
+    match renewal_age(lease, identity, now).and_then(|age| FENCE_AFTER.checked_sub(age)) {
+        Some(left) => gate.extend(asked + left),
+        // Another holder, none, or a renewal too old: the Lease is not provably ours.
+        None => gate.close(),
     }
 }
 
@@ -220,6 +244,26 @@ mod tests {
             renewal_age(&lease("me", now), "me", before),
             Some(Duration::ZERO)
         );
+    }
+
+    /// A read that shows another holder (or no holder) closes the gate at once: the
+    /// Lease is no longer this replica's, whatever the last renewal it saw (security
+    /// review M1).
+    #[test]
+    fn a_read_naming_another_holder_closes_the_gate_at_once() {
+        let gate = WriteGate::fenced();
+        let now = jiff::Timestamp::from_second(1_000).unwrap_or_default();
+        let asked = Instant::now();
+        apply_read(&gate, &lease("me", now), "me", asked, now);
+        assert!(gate.is_open(), "our own fresh renewal opens it");
+        apply_read(&gate, &lease("other", now), "me", asked, now);
+        assert!(!gate.is_open(), "another holder closes it");
+        apply_read(&gate, &Lease::default(), "me", asked, now);
+        assert!(!gate.is_open());
+        // An old renewal of ours does not open it either.
+        let old = jiff::Timestamp::from_second(980).unwrap_or_default();
+        apply_read(&gate, &lease("me", old), "me", asked, now);
+        assert!(!gate.is_open());
     }
 
     #[test]
