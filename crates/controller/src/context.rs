@@ -40,6 +40,9 @@ pub struct Config {
     pub write_gate: WriteGate,
     /// Rollout plugins `--work-config` registers (none by default).
     pub plugins: Arc<Plugins>,
+    /// How long the MWRS CRD may go unread (every read refused or failing) before its
+    /// state counts as unknown and every write stops (SPEC §11.6).
+    pub crd_stale_after: Duration,
 }
 
 impl Default for Config {
@@ -53,6 +56,7 @@ impl Default for Config {
             instance: default_identity(),
             write_gate: WriteGate::default(),
             plugins: Arc::default(),
+            crd_stale_after: Duration::from_secs(30),
         }
     }
 }

@@ -102,52 +102,84 @@ pub fn unusable(crd: &CustomResourceDefinition) -> Option<String> {
 }
 
 /// The CRD as last seen: Ok while it can hold this controller's state, else why not.
-/// Fed by a watch of the one CRD for the whole run.
+/// Fed by a watch of the one CRD for the whole run, and by a read every third of
+/// `stale_after`: when no read or watch event has succeeded for `stale_after`, the CRD's
+/// state is unknown and counts as unusable (SPEC §11.6), since another installer may have
+/// replaced it meanwhile.
 #[derive(Clone)]
 pub struct SchemaWatch {
     rx: watch::Receiver<Result<(), String>>,
 }
 
-impl SchemaWatch {
-    /// Starts watching; until the first read, the schema counts as unusable.
-    pub fn start(client: Client, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
-        let (tx, rx) = watch::channel(Err("the CRD has not been read yet".to_string()));
-        let api: Api<CustomResourceDefinition> = Api::all(client);
-        let cfg = watcher::Config::default().fields(&format!("metadata.name={CRD_NAME}"));
-        tokio::spawn(async move {
-            let mut events = watcher::watcher(api, cfg).default_backoff().boxed();
-            while let Some(ev) = events.next().await {
-                let state = match ev {
-                    Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
-                        unusable(&c).map_or(Ok(()), Err)
-                    }
-                    Ok(watcher::Event::Delete(_)) => Err(format!("CRD {CRD_NAME} was deleted")),
-                    Ok(_) => continue,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "CRD watch error");
-                        continue;
-                    }
-                };
-                metrics.crd_usable.set(i64::from(state.is_ok()));
-                let changed = *tx.borrow() != state;
-                if changed {
-                    match &state {
-                        Ok(()) => tracing::info!(
-                            "the ManifestWorkReplicaSet CRD holds this controller's state; writes resume"
-                        ),
-                        Err(why) => {
-                            tracing::error!(%why, "the ManifestWorkReplicaSet CRD cannot hold this controller's state; every write stops")
-                        }
-                    }
-                }
-                if tx.send(state).is_err() {
-                    return;
-                }
-            }
-        });
-        Self { rx }
+/// Where both feeds of a [`SchemaWatch`] send what they saw.
+struct SchemaFeed {
+    tx: watch::Sender<Result<(), String>>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// When a read or a watch event last succeeded.
+    last_seen: std::sync::Mutex<std::time::Instant>,
+}
+
+impl SchemaFeed {
+    /// A successful read or event: the CRD as it is now.
+    fn seen(&self, state: Result<(), String>) -> bool {
+        if let Ok(mut t) = self.last_seen.lock() {
+            *t = std::time::Instant::now();
+        }
+        self.send(state)
     }
 
+    /// A failed read: unknown once nothing has succeeded for `stale_after`.
+    fn failed(&self, error: &str, stale_after: Duration) -> bool {
+        let since = self
+            .last_seen
+            .lock()
+            .map(|t| t.elapsed())
+            .unwrap_or_default();
+        if since < stale_after {
+            return true;
+        }
+        self.send(Err(format!(
+            "CRD {CRD_NAME} could not be read for {}s ({error}): another installer may have \
+             replaced it",
+            since.as_secs()
+        )))
+    }
+
+    /// Publishes `state`; false once nobody listens.
+    fn send(&self, state: Result<(), String>) -> bool {
+        self.metrics.crd_usable.set(i64::from(state.is_ok()));
+        if *self.tx.borrow() != state {
+            match &state {
+                Ok(()) => tracing::info!(
+                    "the ManifestWorkReplicaSet CRD holds this controller's state; writes resume"
+                ),
+                Err(why) => {
+                    tracing::error!(%why, "the ManifestWorkReplicaSet CRD cannot hold this controller's state; every write stops")
+                }
+            }
+        }
+        self.tx.send(state).is_ok()
+    }
+}
+
+impl SchemaWatch {
+    /// Starts watching and reading; until the first read, the schema counts as unusable.
+    pub fn start(
+        client: Client,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+        stale_after: Duration,
+    ) -> Self {
+        let (tx, rx) = watch::channel(Err("the CRD has not been read yet".to_string()));
+        let feed = std::sync::Arc::new(SchemaFeed {
+            tx,
+            metrics,
+            last_seen: std::sync::Mutex::new(std::time::Instant::now()),
+        });
+        let api: Api<CustomResourceDefinition> = Api::all(client);
+        tokio::spawn(watch_crd(api.clone(), feed.clone()));
+        tokio::spawn(read_crd(api, feed, stale_after));
+        Self { rx }
+    }
     /// Ok while the CRD can hold this controller's state.
     pub fn state(&self) -> Result<(), String> {
         self.rx.borrow().clone()
@@ -163,6 +195,52 @@ impl SchemaWatch {
     pub async fn lost(&self) {
         let mut rx = self.rx.clone();
         let _ = rx.wait_for(Result::is_err).await;
+    }
+}
+
+/// The watch feed of a [`SchemaWatch`]: every change of the CRD, at once.
+async fn watch_crd(api: Api<CustomResourceDefinition>, feed: std::sync::Arc<SchemaFeed>) {
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={CRD_NAME}"));
+    let mut events = watcher::watcher(api, cfg).default_backoff().boxed();
+    while let Some(ev) = events.next().await {
+        let state = match ev {
+            Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
+                unusable(&c).map_or(Ok(()), Err)
+            }
+            Ok(watcher::Event::Delete(_)) => Err(format!("CRD {CRD_NAME} was deleted")),
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "CRD watch error");
+                continue;
+            }
+        };
+        if !feed.seen(state) {
+            return;
+        }
+    }
+}
+
+/// The read feed of a [`SchemaWatch`]: the CRD read every third of `stale_after` (at
+/// least every second), so that a watch that keeps failing does not keep the last state.
+async fn read_crd(
+    api: Api<CustomResourceDefinition>,
+    feed: std::sync::Arc<SchemaFeed>,
+    stale_after: Duration,
+) {
+    let every = (stale_after / 3).max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        let alive = match api.get_opt(CRD_NAME).await {
+            Ok(Some(c)) => feed.seen(unusable(&c).map_or(Ok(()), Err)),
+            Ok(None) => feed.seen(Err(format!("CRD {CRD_NAME} is not installed"))),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the ManifestWorkReplicaSet CRD");
+                feed.failed(&e.to_string(), stale_after)
+            }
+        };
+        if !alive {
+            return;
+        }
     }
 }
 

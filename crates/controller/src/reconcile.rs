@@ -235,7 +235,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     use futures::FutureExt;
-    let schema = crd::SchemaWatch::start(client.clone(), shared.metrics.clone());
+    let schema = crd::SchemaWatch::start(
+        client.clone(),
+        shared.metrics.clone(),
+        config.crd_stale_after,
+    );
     let drift = Arc::new(template_drift(&client, &shared).await);
     let shutdown = shutdown.boxed().shared();
     loop {
