@@ -6,28 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
-const OURS: &str = include_str!(
-    "../../../deploy/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
-);
-const UPSTREAM_MODULE: &str = "open-cluster-management.io/api@v1.3.0";
-const UPSTREAM_FILE: &str =
-    "work/v1alpha1/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml";
+mod common;
 
-/// Upstream's MWRS CRD from the Go module cache; None without Go or the proxy.
-fn upstream() -> Option<Value> {
-    let out = Command::new("go")
-        .args(["mod", "download", "-json", UPSTREAM_MODULE])
-        .output()
-        .ok()?;
-    let info: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let dir = PathBuf::from(info["Dir"].as_str()?);
-    serde_saphyr::from_str(&std::fs::read_to_string(dir.join(UPSTREAM_FILE)).ok()?).ok()
-}
+use common::{UPSTREAM_MODULE, upstream};
 
 fn schema(crd: &Value) -> &Value {
     &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -138,7 +122,7 @@ fn page(ours: &Value, upstream: &Value) -> String {
 
 #[test]
 fn the_field_reference_is_generated_from_the_crd() {
-    let Some(upstream) = upstream() else {
+    let Some(upstream) = upstream(common::UPSTREAM_FILE) else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "upstream CRD {UPSTREAM_MODULE} could not be fetched with `go mod download`"
@@ -146,17 +130,10 @@ fn the_field_reference_is_generated_from_the_crd() {
         eprintln!("SKIP: go or the module proxy is unavailable");
         return;
     };
-    let ours: Value = serde_saphyr::from_str(OURS).unwrap();
-    let want = page(&ours, &upstream);
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/fields.md");
-    if std::env::var_os("MWRS_BLESS").is_some() {
-        std::fs::write(&path, &want).unwrap();
-        return;
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} is stale: run `MWRS_BLESS=1 cargo test -p mwrs-api --test docs_fields`",
-        path.display()
+    let ours: Value = serde_saphyr::from_str(common::OURS).unwrap();
+    mwrs_testsupport::check_generated(
+        "docs/src/reference/fields.md",
+        &page(&ours, &upstream),
+        "cargo test -p mwrs-api --test docs_fields",
     );
 }

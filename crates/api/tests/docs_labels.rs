@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
 const SOURCE: &str = include_str!("../src/labels.rs");
 
 /// (constant, key, doc) for every `pub const NAME: &str = "key";` of the file, with the
@@ -73,15 +71,9 @@ fn page() -> String {
 fn the_label_reference_is_generated_from_the_keys() {
     let want = page();
     assert!(want.matches("\n| `").count() >= 20, "{want}");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/labels.md");
-    if std::env::var_os("MWRS_BLESS").is_some() {
-        std::fs::write(&path, &want).unwrap();
-        return;
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} is stale: run `MWRS_BLESS=1 cargo test -p mwrs-api --test docs_labels`",
-        path.display()
+    mwrs_testsupport::check_generated(
+        "docs/src/reference/labels.md",
+        &want,
+        "cargo test -p mwrs-api --test docs_labels",
     );
 }

@@ -6,39 +6,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
+use std::collections::BTreeMap;
+
+use common::{OURS, UPSTREAM_FILE, UPSTREAM_MODULE, UPSTREAM_WORK_FILE};
 use serde_json::Value;
 
-const OURS: &str = include_str!(
-    "../../../deploy/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml"
-);
-const UPSTREAM_MODULE: &str = "open-cluster-management.io/api@v1.3.0";
-const UPSTREAM_FILE: &str =
-    "work/v1alpha1/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml";
-
-/// Upstream's ManifestWork CRD, in the same module.
-const UPSTREAM_WORK_FILE: &str =
-    "work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml";
-
-/// Upstream's MWRS CRD from the Go module cache (downloading it if needed). None when Go
-/// or the proxy is unavailable; that fails the test in CI.
 fn upstream() -> Option<Value> {
-    upstream_file(UPSTREAM_FILE)
+    common::upstream(UPSTREAM_FILE)
 }
 
-/// `file` of upstream's api module, parsed.
 fn upstream_file(file: &str) -> Option<Value> {
-    let out = Command::new("go")
-        .args(["mod", "download", "-json", UPSTREAM_MODULE])
-        .output()
-        .ok()?;
-    let info: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let dir = PathBuf::from(info["Dir"].as_str()?);
-    let text = std::fs::read_to_string(dir.join(file)).ok()?;
-    serde_saphyr::from_str(&text).ok()
+    common::upstream(file)
 }
 
 /// Skips (outside CI) when upstream's file cannot be had.

@@ -8,17 +8,10 @@ use std::path::Path;
 
 #[test]
 fn the_cli_reference_is_generated_from_the_parser() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/cli.md");
-    let want = mwrs_cli::reference::markdown();
-    if std::env::var_os("MWRS_BLESS").is_some() {
-        std::fs::write(&path, &want).unwrap();
-        return;
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} is stale: run `MWRS_BLESS=1 cargo test -p mwrs-cli --test docs` and commit it",
-        path.display()
+    mwrs_testsupport::check_generated(
+        "docs/src/reference/cli.md",
+        &mwrs_cli::reference::markdown(),
+        "cargo test -p mwrs-cli --test docs",
     );
 }
 

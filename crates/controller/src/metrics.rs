@@ -333,20 +333,11 @@ mod tests {
     /// The book's metric reference is what [`reference_markdown`] writes; `MWRS_BLESS=1`
     /// rewrites it.
     #[test]
-    #[allow(clippy::expect_used)]
     fn the_metric_reference_is_generated_from_the_registry() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../docs/src/reference/metrics.md");
-        let want = reference_markdown();
-        if std::env::var_os("MWRS_BLESS").is_some() {
-            std::fs::write(&path, &want).expect("write the page");
-            return;
-        }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            have == want,
-            "{} is stale: run `MWRS_BLESS=1 cargo test -p mwrs-controller --lib metrics`",
-            path.display()
+        mwrs_testsupport::check_generated(
+            "docs/src/reference/metrics.md",
+            &reference_markdown(),
+            "cargo test -p mwrs-controller --lib metrics",
         );
     }
 

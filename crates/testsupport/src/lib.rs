@@ -514,3 +514,23 @@ where
     let _ = tokio::time::timeout(Duration::from_secs(60), ready_rx).await;
     task
 }
+
+/// Checks a generated page of the book: `want` must be what `path` (relative to the
+/// repository's root) holds; with `MWRS_BLESS` set it writes `want` there instead. `bless`
+/// is the command that rewrites it, for the failure message.
+pub fn check_generated(path: &str, want: &str, bless: &str) {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path);
+    if std::env::var_os("MWRS_BLESS").is_some() {
+        if let Err(e) = std::fs::write(&full, want) {
+            panic!("cannot write {path}: {e}");
+        }
+        return;
+    }
+    let have = std::fs::read_to_string(&full).unwrap_or_default();
+    assert!(
+        have == want,
+        "{path} is stale: run `MWRS_BLESS=1 {bless}` and commit it"
+    );
+}
