@@ -25,8 +25,13 @@ pub const METRICS_PATH: &str = "/metrics";
 const ALLOWED_FOR: Duration = Duration::from_secs(60);
 /// How long a refused token stays refused without asking again.
 const REFUSED_FOR: Duration = Duration::from_secs(10);
-/// Tokens remembered at most; past it the expired ones go, then all.
+/// Tokens remembered at most (see [`Decisions::insert`]).
 const CACHE_SIZE: usize = 1024;
+/// TokenReviews asked of the API server at most, a second, and in one burst: anyone who
+/// reaches the port can send tokens, and each unknown one costs a review on the
+/// controller's own priority level.
+const REVIEWS_PER_SECOND: f64 = 10.0;
+const REVIEW_BURST: f64 = 20.0;
 
 /// What a request to `/metrics` gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +43,8 @@ pub enum Decision {
     Forbidden,
     /// The API server could not be asked: 503, not cached.
     Unavailable,
+    /// An unknown token past the review budget: 429, not asked, not cached.
+    Throttled,
 }
 
 impl Decision {
@@ -47,6 +54,7 @@ impl Decision {
             Decision::Unauthenticated => StatusCode::UNAUTHORIZED,
             Decision::Forbidden => StatusCode::FORBIDDEN,
             Decision::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Decision::Throttled => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }
@@ -54,7 +62,72 @@ impl Decision {
 /// The checker of `/metrics` requests.
 pub struct Access {
     client: Client,
-    cache: Mutex<HashMap<[u8; 32], (Decision, Instant)>>,
+    cache: Mutex<Decisions>,
+    budget: Mutex<ReviewBudget>,
+}
+
+/// A token bucket of reviews: [`REVIEW_BURST`] at once, refilled at
+/// [`REVIEWS_PER_SECOND`].
+struct ReviewBudget {
+    left: f64,
+    at: Instant,
+}
+
+impl ReviewBudget {
+    fn new(now: Instant) -> Self {
+        Self {
+            left: REVIEW_BURST,
+            at: now,
+        }
+    }
+
+    /// May one more review be asked now?
+    fn take(&mut self, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * REVIEWS_PER_SECOND;
+        self.left = (self.left + refill).min(REVIEW_BURST);
+        self.at = now;
+        if self.left < 1.0 {
+            return false;
+        }
+        self.left -= 1.0;
+        true
+    }
+}
+
+/// Decisions by token digest, each until it expires.
+#[derive(Default)]
+struct Decisions {
+    map: HashMap<[u8; 32], (Decision, Instant)>,
+}
+
+impl Decisions {
+    fn get(&self, key: &[u8; 32], now: Instant) -> Option<Decision> {
+        let (decision, until) = self.map.get(key)?;
+        (*until > now).then_some(*decision)
+    }
+
+    /// Remembers `decision`. When full, the expired entries go first, then every refusal,
+    /// then the allowed ones that expire soonest: a flood of unknown tokens never pushes
+    /// out the scrapers' allowed decisions.
+    fn insert(&mut self, key: [u8; 32], decision: Decision, now: Instant) {
+        if self.map.len() >= CACHE_SIZE {
+            self.map.retain(|_, (_, until)| *until > now);
+        }
+        if self.map.len() >= CACHE_SIZE {
+            self.map.retain(|_, (d, _)| *d == Decision::Allowed);
+        }
+        if self.map.len() >= CACHE_SIZE {
+            let mut left: Vec<Instant> = self.map.values().map(|(_, until)| *until).collect();
+            left.sort_unstable();
+            let cut = left[left.len() - CACHE_SIZE / 2];
+            self.map.retain(|_, (_, until)| *until >= cut);
+        }
+        let ttl = match decision {
+            Decision::Allowed => ALLOWED_FOR,
+            _ => REFUSED_FOR,
+        };
+        self.map.insert(key, (decision, now + ttl));
+    }
 }
 
 impl Access {
@@ -62,6 +135,7 @@ impl Access {
         Self {
             client,
             cache: Mutex::default(),
+            budget: Mutex::new(ReviewBudget::new(Instant::now())),
         }
     }
 
@@ -75,34 +149,24 @@ impl Access {
         if let Some(d) = self.cached(&key, now) {
             return d;
         }
+        if !self.budget.lock().is_ok_and(|mut b| b.take(now)) {
+            return Decision::Throttled;
+        }
         let decision = self.review(token).await;
-        if decision != Decision::Unavailable {
+        if !matches!(decision, Decision::Unavailable | Decision::Throttled) {
             self.remember(key, decision, now);
         }
         decision
     }
 
     fn cached(&self, key: &[u8; 32], now: Instant) -> Option<Decision> {
-        let cache = self.cache.lock().ok()?;
-        let (decision, until) = cache.get(key)?;
-        (*until > now).then_some(*decision)
+        self.cache.lock().ok()?.get(key, now)
     }
 
     fn remember(&self, key: [u8; 32], decision: Decision, now: Instant) {
-        let Ok(mut cache) = self.cache.lock() else {
-            return;
-        };
-        if cache.len() >= CACHE_SIZE {
-            cache.retain(|_, (_, until)| *until > now);
-            if cache.len() >= CACHE_SIZE {
-                cache.clear();
-            }
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(key, decision, now);
         }
-        let ttl = match decision {
-            Decision::Allowed => ALLOWED_FOR,
-            _ => REFUSED_FOR,
-        };
-        cache.insert(key, (decision, now + ttl));
     }
 
     /// TokenReview, then SubjectAccessReview for `get /metrics`.
@@ -171,6 +235,48 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    fn key(i: usize) -> [u8; 32] {
+        Sha256::digest(i.to_le_bytes()).into()
+    }
+
+    /// Anyone who reaches the port can send random tokens; refusing them must never push
+    /// out the scrapers' allowed decisions (security review M1).
+    #[test]
+    fn a_flood_of_refused_tokens_never_evicts_an_allowed_one() {
+        let mut cache = Decisions::default();
+        let now = Instant::now();
+        cache.insert(key(0), Decision::Allowed, now);
+        for i in 1..=2 * CACHE_SIZE {
+            cache.insert(key(i), Decision::Unauthenticated, now);
+        }
+        assert_eq!(cache.get(&key(0), now), Some(Decision::Allowed));
+        assert!(cache.map.len() <= CACHE_SIZE);
+        // Allowed ones alone past the size: the soonest to expire go, the newest stay.
+        for i in 1..=2 * CACHE_SIZE {
+            let later = now + Duration::from_millis(i as u64);
+            cache.insert(key(i), Decision::Allowed, later);
+        }
+        assert!(cache.map.len() <= CACHE_SIZE);
+        assert_eq!(
+            cache.get(&key(2 * CACHE_SIZE), now),
+            Some(Decision::Allowed)
+        );
+    }
+
+    /// At most a burst of reviews at once, then the refill rate: a flood of unknown
+    /// tokens costs the API server a bounded number of TokenReviews (security review M1).
+    #[test]
+    fn reviews_are_asked_within_a_budget() {
+        let t0 = Instant::now();
+        let mut budget = ReviewBudget::new(t0);
+        let burst = (0..100).filter(|_| budget.take(t0)).count();
+        assert_eq!(burst as f64, REVIEW_BURST);
+        let later = t0 + Duration::from_secs(1);
+        let refilled = (0..100).filter(|_| budget.take(later)).count();
+        assert_eq!(refilled as f64, REVIEWS_PER_SECOND);
+        assert_eq!(Decision::Throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
 
     #[test]
     fn only_a_bearer_header_carries_a_token() {
