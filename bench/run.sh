@@ -5,6 +5,8 @@
 #   bench/run.sh                       # N = 1,000 and 5,000, with upstream's controller as peer
 #   bench/run.sh --sizes 1000 --no-peer
 #   BENCH_JSON=out.json bench/run.sh   # also write the results as JSON
+#   bench/run.sh --record ...          # also file them in bench/results/ (the book's results
+#                                      # page is written from there: commit the file)
 #   bench/run.sh --plugin-clusters 1000 --no-peer   # the rollout-plugin run instead
 #   bench/run.sh --dashboard-clusters 5000 --no-peer   # the dashboard run instead
 #
@@ -14,9 +16,12 @@ cd "$(dirname "$0")/.."
 
 peer=1
 args=()
+# The command as typed, for the record (bench/src/record.rs).
+export BENCH_COMMAND="bench/run.sh $*"
 for a in "$@"; do
   case $a in
     --no-peer) peer=0 ;;
+    --record) args+=(--record "$PWD/bench/results") ;;
     *) args+=("$a") ;;
   esac
 done

@@ -51,6 +51,7 @@ mod cpu;
 mod dashboard;
 mod many;
 mod plugin;
+mod record;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fleet-scale benchmarks of the MWRS controller against a bare client")]
@@ -78,9 +79,14 @@ struct Args {
     /// Where logs of the started processes go.
     #[arg(long, default_value = "/tmp/mwrs-bench")]
     workdir: PathBuf,
-    /// Results as JSON.
+    /// Results as JSON (a record: the results with the run's command, date, commit and
+    /// machine; see `record.rs`).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also file the record in this directory as `<UTC time>-<mode>.json` (bench/run.sh
+    /// --record: `bench/results/`, which the book's results page is written from).
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
     /// The CLI binary (built with --release): times `rollout status` and `rollout plan`
     /// over the N ManifestWorks.
     #[arg(long)]
@@ -1350,12 +1356,15 @@ fn report(rows: &[Row]) {
     }
 }
 
-/// Writes a run's results to `--json`, if given.
-fn write_json(bench: &Bench, results: &Value) -> anyhow::Result<()> {
-    if let Some(path) = &bench.args.json {
-        std::fs::write(path, serde_json::to_string_pretty(results)?)?;
-    }
-    Ok(())
+/// Writes a run's record (its results, command, date, commit and machine) to `--json` and
+/// `--record`, if given.
+fn write_json(bench: &Bench, mode: &str, results: &Value) -> anyhow::Result<()> {
+    let args = &bench.args;
+    record::write(
+        &record::record(mode, results),
+        args.json.as_deref(),
+        args.record.as_deref(),
+    )
 }
 
 async fn client_from(path: &Path) -> anyhow::Result<Client> {
@@ -1434,7 +1443,7 @@ async fn main() -> anyhow::Result<()> {
         let row = bench.many(count, max).await?;
         agent.stop();
         many::print(&row);
-        return write_json(&bench, &many::json(&row));
+        return write_json(&bench, "many", &many::json(&row));
     }
     if let Some(n) = bench.args.plugin_clusters {
         let Some(program) = bench.args.feedback_plugin.clone() else {
@@ -1444,7 +1453,7 @@ async fn main() -> anyhow::Result<()> {
         let row = bench.plugin_run(&program, n).await?;
         agent.stop();
         plugin::print(&row);
-        return write_json(&bench, &plugin::json(&row));
+        return write_json(&bench, "plugin", &plugin::json(&row));
     }
     if let Some(n) = bench.args.dashboard_clusters {
         let Some(cli) = bench.args.cli.clone() else {
@@ -1454,7 +1463,7 @@ async fn main() -> anyhow::Result<()> {
         let row = bench.dashboard_run(&cli, n).await?;
         agent.stop();
         dashboard::print(&row);
-        return write_json(&bench, &dashboard::json(&row));
+        return write_json(&bench, "dashboard", &dashboard::json(&row));
     }
     let mut rows = Vec::new();
     let sizes = bench.args.sizes.clone();
@@ -1480,5 +1489,5 @@ async fn main() -> anyhow::Result<()> {
         peak as f64 / 1024.0
     );
     let v: Vec<Value> = rows.iter().map(json_row).collect();
-    write_json(&bench, &Value::Array(v))
+    write_json(&bench, "sizes", &Value::Array(v))
 }
