@@ -13,14 +13,6 @@ use std::collections::BTreeMap;
 use common::{OURS, UPSTREAM_FILE, UPSTREAM_MODULE, UPSTREAM_WORK_FILE};
 use serde_json::Value;
 
-fn upstream() -> Option<Value> {
-    common::upstream(UPSTREAM_FILE)
-}
-
-fn upstream_file(file: &str) -> Option<Value> {
-    common::upstream(file)
-}
-
 /// Skips (outside CI) when upstream's file cannot be had.
 fn or_skip(v: Option<Value>) -> Option<Value> {
     if v.is_none() {
@@ -90,7 +82,7 @@ fn not_held(theirs: &BTreeMap<String, &Value>, mine: &BTreeMap<String, &Value>) 
 
 #[test]
 fn our_template_schema_holds_every_field_of_upstreams_manifestwork_spec() {
-    let Some(up) = or_skip(upstream_file(UPSTREAM_WORK_FILE)) else {
+    let Some(up) = or_skip(common::upstream(UPSTREAM_WORK_FILE)) else {
         return;
     };
     let ours: Value = serde_saphyr::from_str(OURS).unwrap();
@@ -130,7 +122,7 @@ fn a_template_schema_missing_a_field_is_caught() {
 
 #[test]
 fn our_crd_is_a_superset_of_upstreams() {
-    let Some(up) = or_skip(upstream()) else {
+    let Some(up) = or_skip(common::upstream(UPSTREAM_FILE)) else {
         return;
     };
     let ours: Value = serde_saphyr::from_str(OURS).unwrap();

@@ -37,40 +37,37 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
-/// A Markdown file's lines outside fenced code blocks, with inline code removed.
-fn prose(text: &str) -> Vec<String> {
+/// A Markdown file's lines without the fence lines, each with whether it is inside a
+/// fenced code block.
+fn lines(text: &str) -> Vec<(bool, &str)> {
     let mut fenced = false;
     let mut out = Vec::new();
     for line in text.lines() {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
-            continue;
-        }
-        if !fenced {
-            let mut kept = String::new();
-            for (i, part) in line.split('`').enumerate() {
-                if i % 2 == 0 {
-                    kept.push_str(part);
-                }
-            }
-            out.push(kept);
+        } else {
+            out.push((fenced, line));
         }
     }
     out
 }
 
+/// A Markdown file's lines outside fenced code blocks, with inline code removed.
+fn prose(text: &str) -> Vec<String> {
+    lines(text)
+        .into_iter()
+        .filter(|(fenced, _)| !fenced)
+        .map(|(_, line)| line.split('`').step_by(2).collect())
+        .collect()
+}
+
 /// The anchors of a Markdown file's headings.
 fn anchors(text: &str) -> Vec<String> {
-    let mut fenced = false;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        } else if !fenced && line.starts_with('#') {
-            out.push(slug(line.trim_start_matches('#').trim()));
-        }
-    }
-    out
+    lines(text)
+        .into_iter()
+        .filter(|(fenced, line)| !fenced && line.starts_with('#'))
+        .map(|(_, line)| slug(line.trim_start_matches('#').trim()))
+        .collect()
 }
 
 /// Every `[text](target)` of a line.
@@ -169,11 +166,8 @@ fn every_page_of_the_book_is_in_its_summary() {
 /// Lines with placeholders in brackets or ellipses are left out.
 fn command_lines(text: &str) -> Vec<String> {
     let mut spans: Vec<String> = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        } else if fenced {
+    for (fenced, line) in lines(text) {
+        if fenced {
             spans.push(line.trim().trim_start_matches("$ ").to_string());
         } else {
             spans.extend(line.split('`').skip(1).step_by(2).map(str::to_string));

@@ -125,15 +125,6 @@ impl WorkLog {
     }
 }
 
-/// UIDs of the ManifestWorks MWRS `name` owns, by cluster.
-async fn uids(hub: &TestHub, name: &str) -> BTreeMap<String, String> {
-    common::works_by_cluster(hub, name)
-        .await
-        .into_iter()
-        .map(|(c, w)| (c, w.uid().unwrap_or_default()))
-        .collect()
-}
-
 /// With no agent answering, each ManifestWork is written once and then left alone: its
 /// resourceVersion does not move while the cluster is in flight (SPEC §11.1), and it
 /// times out at progressDeadline, counted from the write, with "no report" said.
@@ -335,7 +326,7 @@ async fn a_tenant_cannot_make_another_write_or_delete_its_works() {
         .await;
     wait_complete(&victim, "app", None).await;
     wait_complete(&attacker, &long, None).await;
-    let attacker_uids = uids(&attacker, &long).await;
+    let attacker_uids = common::work_uids(&attacker, &long).await;
     assert_eq!(attacker_uids.len(), 2);
     // The victim rolls out v2 (it hangs), then aborts it by request: the revert writes
     // v1 into every ManifestWork the victim owns, at once.
@@ -359,7 +350,7 @@ async fn a_tenant_cannot_make_another_write_or_delete_its_works() {
     wait_complete(&victim, "app", None).await;
 
     assert_eq!(
-        uids(&attacker, &long).await,
+        common::work_uids(&attacker, &long).await,
         attacker_uids,
         "attacker's works kept"
     );
@@ -393,7 +384,7 @@ async fn renaming_a_placement_ref_keeps_every_work() {
     let _agent = start_agent(&hub, |_| QUICK);
     common::create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
-    let before = uids(&hub, "app").await;
+    let before = common::work_uids(&hub, "app").await;
     let log = WorkLog::watch(&hub, &hub.clusters).await;
     patch_mwrs(
         &hub,
@@ -409,7 +400,7 @@ async fn renaming_a_placement_ref_keeps_every_work() {
     hub.publish_all("p2").await;
     hub.set_template("app", configmap_template("v2")).await;
     wait_complete(&hub, "app", None).await;
-    assert_eq!(uids(&hub, "app").await, before);
+    assert_eq!(common::work_uids(&hub, "app").await, before);
     assert!(log.deletions().is_empty(), "{:?}", log.deletions());
     let works = common::works_by_cluster(&hub, "app").await;
     assert!(
@@ -431,7 +422,7 @@ async fn decisions_re_paged_keep_every_work() {
     let _agent = start_agent(&hub, |_| QUICK);
     common::create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
-    let before = uids(&hub, "app").await;
+    let before = common::work_uids(&hub, "app").await;
     let log = WorkLog::watch(&hub, &c).await;
 
     let api: Api<PlacementDecision> = Api::namespaced(hub.client.clone(), &hub.namespace);
@@ -469,7 +460,7 @@ async fn decisions_re_paged_keep_every_work() {
         .unwrap();
     hub.set_template("app", configmap_template("v2")).await;
     wait_complete(&hub, "app", None).await;
-    assert_eq!(uids(&hub, "app").await, before);
+    assert_eq!(common::work_uids(&hub, "app").await, before);
     assert!(log.deletions().is_empty(), "{:?}", log.deletions());
 }
 

@@ -52,15 +52,6 @@ async fn complete(hub: &TestHub, w: &ManifestWork) {
         .unwrap();
 }
 
-/// (cluster, uid) of MWRS `name`'s ManifestWorks.
-async fn uids(hub: &TestHub, name: &str) -> BTreeMap<String, String> {
-    works_by_cluster(hub, name)
-        .await
-        .into_iter()
-        .map(|(c, w)| (c, w.uid().unwrap_or_default()))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_garbage_collector_spares_our_works_whatever_the_name_length() {
     let Some(hub) = TestHub::from_env("gc", 3).await else {
@@ -90,7 +81,7 @@ async fn upstreams_garbage_collector_spares_our_works_whatever_the_name_length()
             for w in works_by_cluster(&hub, name).await.values() {
                 complete(&hub, w).await;
             }
-            out.push(uids(&hub, name).await);
+            out.push(common::work_uids(&hub, name).await);
         }
         out
     };
@@ -132,7 +123,7 @@ async fn upstreams_garbage_collector_spares_our_works_whatever_the_name_length()
 
     for (name, was) in names.iter().zip(&before) {
         assert_eq!(
-            &uids(&hub, name).await,
+            &common::work_uids(&hub, name).await,
             was,
             "{name}: ManifestWorks deleted"
         );

@@ -145,15 +145,10 @@ pub fn copy_of(w: &ManifestWork, name: &str) -> ManifestWork {
 
 /// Has the cluster's agent applied `w`'s spec (Applied True at its generation)?
 pub fn applied(w: &ManifestWork) -> bool {
-    let generation = w.metadata.generation;
-    w.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "Applied" && c.status == "True" && c.observed_generation == generation
-            })
-        })
+    let conditions = w.status.as_ref().and_then(|s| s.conditions.as_deref());
+    conditions
+        .and_then(|cs| mwrs_engine::conditions::find(cs, "Applied"))
+        .is_some_and(|c| c.status == "True" && c.observed_generation == w.metadata.generation)
 }
 
 pub async fn run(hub: &HubClient, g: &Global, a: &HandoverArgs) -> Result<Exit> {
@@ -229,7 +224,7 @@ async fn hand_over(
     timeout: Duration,
 ) -> std::result::Result<String, String> {
     let owner = OwnerKey::new(m.namespace().unwrap_or_default(), m.name_any());
-    let works = owned_works(hub, &owner).await?;
+    let works = owned_works(hub, &owner, None).await?;
     let moves = plan(m, &works, a.force)?;
     let name = m.name_any();
     if moves.is_empty() {
@@ -287,14 +282,20 @@ async fn hand_over(
     ))
 }
 
-/// Every ManifestWork carrying `owner`'s label, in every cluster namespace.
+/// Every ManifestWork carrying `owner`'s label in every cluster namespace (only those
+/// named `name`, when given).
 async fn owned_works(
     hub: &HubClient,
     owner: &OwnerKey,
+    name: Option<&str>,
 ) -> std::result::Result<Vec<ManifestWork>, String> {
     let (k, v) = owner.selector();
+    let mut lp = ListParams::default().labels(&format!("{k}={v}"));
+    if let Some(name) = name {
+        lp = lp.fields(&format!("metadata.name={name}"));
+    }
     Api::<ManifestWork>::all(hub.client.clone())
-        .list(&ListParams::default().labels(&format!("{k}={v}")))
+        .list(&lp)
         .await
         .map(|l| l.items)
         .map_err(|e| format!("listing its ManifestWorks: {e}"))
@@ -379,16 +380,15 @@ async fn wait_applied(
 ) -> std::result::Result<(), String> {
     let start = Instant::now();
     loop {
-        let works = owned_works(hub, owner).await?;
+        // Only the copies: one per cluster, not every ManifestWork of the MWRS.
+        let copies = owned_works(hub, owner, Some(name)).await?;
         let waiting: Vec<&str> = clusters
             .iter()
             .copied()
             .filter(|c| {
-                !works.iter().any(|w| {
-                    w.metadata.namespace.as_deref() == Some(*c)
-                        && w.metadata.name.as_deref() == Some(name)
-                        && applied(w)
-                })
+                !copies
+                    .iter()
+                    .any(|w| w.metadata.namespace.as_deref() == Some(*c) && applied(w))
             })
             .collect();
         if waiting.is_empty() {

@@ -377,6 +377,15 @@ pub fn hash_label<K: kube::Resource>(o: &K) -> Option<String> {
 }
 
 /// ManifestWorks of this test's clusters that MWRS `name` owns, by cluster, whatever the
+/// UIDs of the ManifestWorks MWRS `name` owns, by cluster.
+pub async fn work_uids(hub: &TestHub, name: &str) -> BTreeMap<String, String> {
+    works_by_cluster(hub, name)
+        .await
+        .into_iter()
+        .map(|(c, w)| (c, w.uid().unwrap_or_default()))
+        .collect()
+}
+
 /// owner label (dotted or hashed). Panics on two in one cluster.
 pub async fn works_by_cluster(hub: &TestHub, name: &str) -> BTreeMap<String, ManifestWork> {
     let owner = OwnerKey::new(hub.namespace.clone(), name);
