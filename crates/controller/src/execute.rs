@@ -12,7 +12,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use mwrs_api::labels;
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
@@ -23,7 +23,7 @@ use mwrs_engine::plan::{
     FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
 };
 use mwrs_engine::text::prefix;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::context::Context;
 use crate::context::{REFUSED_RECHECK, TAKEN_RECHECK};
@@ -246,8 +246,22 @@ async fn write_revisions(
     let mut stored = StoredRevisions {
         create_failed: false,
     };
+    // The version each revision is at after this pass's own writes to it: a later change
+    // to the same revision (a mark after a renumber, or of a revision just created) is
+    // guarded by it instead of the version read.
+    let mut written: BTreeMap<&str, String> = BTreeMap::new();
     for change in revisions {
-        let r = write_revision(on.ctx, on.mwrs, &on.ns, change).await;
+        let name = change.name();
+        let version = written
+            .get(name)
+            .map(String::as_str)
+            .or_else(|| change.resource_version());
+        let r = write_revision(on.ctx, on.mwrs, &on.ns, change, version).await;
+        let r = r.map(|now| {
+            if let Some(v) = now {
+                written.insert(name, v);
+            }
+        });
         if let (Err(e), RevisionChange::Create { name, .. }) = (&r, change) {
             stored.create_failed = true;
             if matches!(e, Error::RevisionNameTaken { .. }) {
@@ -509,52 +523,58 @@ async fn publish_fenced(
     }
 }
 
+/// Carries out `change`, guarded by `version` (the API server refuses it with 409 once
+/// the revision is at another version); returns the version the write produced.
 async fn write_revision(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
     ns: &str,
     change: &RevisionChange,
-) -> Result<()> {
+    version: Option<&str>,
+) -> Result<Option<String>> {
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), ns);
     may_write(ctx, "write", "controllerrevision")?;
-    match change {
-        RevisionChange::Create { .. } => create_revision(ctx, mwrs, &api, change).await,
-        RevisionChange::Renumber { name, revision } => {
-            let p: json_patch::Patch = serde_json::from_value(json!([
-                {"op": "replace", "path": "/revision", "value": revision}
-            ]))
-            .map_err(|source| Error::Serialize {
+    let (verb, r) = match change {
+        RevisionChange::Create { .. } => return create_revision(ctx, mwrs, &api, change).await,
+        RevisionChange::Renumber { name, revision, .. } => {
+            let p = patch::renumber(*revision, version).map_err(|source| Error::Serialize {
                 what: "renumber patch",
                 source,
             })?;
             let r = api
                 .patch(name, &patch_params(), &Patch::Json::<()>(p))
-                .await
-                .map(|_| ())
-                .map_err(|e| Error::kube(format!("renumber revision {ns}/{name}"), e));
-            ctx.metrics
-                .write(KIND_REVISION, "renumber", result_label(&r));
-            r
+                .await;
+            ("renumber", r.map(|cr| cr.resource_version()))
         }
-        RevisionChange::Mark { name, annotations } => {
-            let body = json!({"metadata": {"annotations": annotations}});
-            let r = api
-                .patch(name, &patch_params(), &Patch::Merge(&body))
-                .await
-                .map(|_| ())
-                .map_err(|e| Error::kube(format!("mark revision {ns}/{name}"), e));
-            ctx.metrics.write(KIND_REVISION, "mark", result_label(&r));
-            r
+        RevisionChange::Mark {
+            name, annotations, ..
+        } => {
+            let body = patch::annotate(annotations, version);
+            let r = api.patch(name, &patch_params(), &Patch::Merge(&body)).await;
+            ("mark", r.map(|cr| cr.resource_version()))
         }
-        RevisionChange::Delete { name } => {
-            let r = match api.delete(name, &DeleteParams::default()).await {
-                Ok(_) => Ok(()),
-                Err(e) if is_status(&e, 404) => Ok(()),
-                Err(e) => Err(Error::kube(format!("delete revision {ns}/{name}"), e)),
+        RevisionChange::Delete { name, .. } => {
+            let r = match api.delete(name, &guarded_delete(version)).await {
+                Err(e) if is_status(&e, 404) => Ok(None),
+                other => other.map(|_| None),
             };
-            ctx.metrics.write(KIND_REVISION, "delete", result_label(&r));
-            r
+            ("delete", r)
         }
+    };
+    let r = r.map_err(|e| Error::kube(format!("{verb} revision {ns}/{}", change.name()), e));
+    ctx.metrics.write(KIND_REVISION, verb, result_label(&r));
+    r
+}
+
+/// A delete of the object at `version` only (409 otherwise); unguarded when the version
+/// is not known.
+fn guarded_delete(version: Option<&str>) -> DeleteParams {
+    DeleteParams {
+        preconditions: version.map(|v| Preconditions {
+            resource_version: Some(v.to_string()),
+            uid: None,
+        }),
+        ..DeleteParams::default()
     }
 }
 
@@ -566,7 +586,7 @@ async fn create_revision(
     mwrs: &ManifestWorkReplicaSet,
     api: &Api<ControllerRevision>,
     change: &RevisionChange,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let RevisionChange::Create {
         name,
         hash: _,
@@ -576,7 +596,7 @@ async fn create_revision(
         annotations,
     } = change
     else {
-        return Ok(());
+        return Ok(None);
     };
     let ns = mwrs.namespace().unwrap_or_default();
     let mut owner = mwrs
@@ -597,7 +617,7 @@ async fn create_revision(
         revision: *revision,
     };
     let r = match api.create(&post_params(), &cr).await {
-        Ok(_) => Ok(()),
+        Ok(created) => Ok(created.resource_version()),
         Err(e) if is_status(&e, 409) => {
             ctx.metrics.write(KIND_REVISION, "create", "exists");
             let existing = api
@@ -614,7 +634,7 @@ async fn create_revision(
                 existing.metadata.annotations.as_ref().unwrap_or(&empty),
             );
             if same && owned {
-                return Ok(());
+                return Ok(existing.resource_version());
             }
             Err(Error::RevisionNameTaken {
                 what: format!("{ns}/{name}"),
@@ -657,10 +677,11 @@ async fn write_work(
             name,
             labels,
             annotations,
+            resource_version,
         } => {
             let base = patch_base(ctx, cluster, name).await?;
-            let p =
-                patch::relabel(&base, labels, annotations).map_err(|source| Error::Serialize {
+            let p = patch::relabel(&base, labels, annotations, resource_version.as_deref())
+                .map_err(|source| Error::Serialize {
                     what: "relabel patch",
                     source,
                 })?;
@@ -674,9 +695,14 @@ async fn write_work(
             ctx.metrics.write(KIND_WORK, "relabel", result_label(&r));
             r
         }
-        WorkChange::Delete { cluster, name } => {
+        WorkChange::Delete {
+            cluster,
+            name,
+            resource_version,
+        } => {
             let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
-            let r = match api.delete(name, &DeleteParams::default()).await {
+            let params = guarded_delete(resource_version.as_deref());
+            let r = match api.delete(name, &params).await {
                 Ok(_) => Ok(()),
                 Err(e) if is_status(&e, 404) => Ok(()),
                 Err(e) => Err(Error::kube(format!("delete work {cluster}/{name}"), e)),
@@ -822,6 +848,7 @@ async fn create_work(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::collections::BTreeMap;
 
     fn with_abort(record: Option<AbortRecord>) -> ManifestWorkReplicaSetStatus {
@@ -897,7 +924,7 @@ mod tests {
 
         let ann = BTreeMap::from([("o/a".to_string(), "ns/app".to_string())]);
         let labels = BTreeMap::from([("h".to_string(), "x".to_string())]);
-        let p = patch::relabel(&base, &labels, &ann)
+        let p = patch::relabel(&base, &labels, &ann, None)
             .expect("patch")
             .expect("changes");
         let mut doc = on_server;

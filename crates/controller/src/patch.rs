@@ -55,10 +55,7 @@ pub fn work_update(
     annotations: &BTreeMap<String, String>,
     resource_version: Option<&str>,
 ) -> Result<json_patch::Patch, serde_json::Error> {
-    let mut ops = Vec::new();
-    if let Some(rv) = resource_version {
-        ops.push(json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}));
-    }
+    let mut ops: Vec<Value> = version_guard(resource_version).into_iter().collect();
     ops.push(json!({"op": "add", "path": "/spec", "value": template}));
     map_ops("labels", base.labels.as_ref(), labels, &mut ops);
     map_ops(
@@ -81,11 +78,22 @@ pub fn work_update(
     to_patch(ops)
 }
 
-/// Sets labels and annotations only; None when nothing differs.
+/// The op that makes a JSON patch apply to that version of the object only: the API
+/// server answers 409 when the object is at another (changed since, or deleted and
+/// created again), so a change planned on a stale cache, or sent by a replica that has
+/// lost the lease, is refused (SPEC §12). None when the version is not known.
+fn version_guard(resource_version: Option<&str>) -> Option<Value> {
+    resource_version
+        .map(|rv| json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}))
+}
+
+/// Sets labels and annotations only, on `resource_version` of the object when known;
+/// None when nothing differs.
 pub fn relabel(
     base: &PatchBase,
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
+    resource_version: Option<&str>,
 ) -> Result<Option<json_patch::Patch>, serde_json::Error> {
     let mut ops = Vec::new();
     map_ops("labels", base.labels.as_ref(), labels, &mut ops);
@@ -98,7 +106,28 @@ pub fn relabel(
     if ops.is_empty() {
         return Ok(None);
     }
+    ops.splice(0..0, version_guard(resource_version));
     to_patch(ops).map(Some)
+}
+
+/// Sets a ControllerRevision's number, on `resource_version` of it when known.
+pub fn renumber(
+    revision: i64,
+    resource_version: Option<&str>,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    let mut ops: Vec<Value> = version_guard(resource_version).into_iter().collect();
+    ops.push(json!({"op": "replace", "path": "/revision", "value": revision}));
+    to_patch(ops)
+}
+
+/// The merge patch setting `annotations`, on `resource_version` of the object when known
+/// (a merge patch naming a resourceVersion is refused with 409 at any other).
+pub fn annotate(annotations: &BTreeMap<String, String>, resource_version: Option<&str>) -> Value {
+    let mut metadata = json!({"annotations": annotations});
+    if let Some(rv) = resource_version {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    json!({"metadata": metadata})
 }
 
 /// Adds `finalizer`, guarded by a `test` of the list as read (as kube's finalizer helper
@@ -217,6 +246,37 @@ mod tests {
             json!({"keep": "me", "a/b": "new"})
         );
         assert_eq!(out["metadata"]["annotations"], json!({"x/y": "1"}));
+    }
+
+    /// Every change to an existing object names the version it was planned on, which the
+    /// API server then compares (the hub test `preconditions.rs` shows the refusal).
+    #[test]
+    fn changes_carry_the_version_they_were_planned_on() {
+        let guard = json!({"op": "replace", "path": "/metadata/resourceVersion", "value": "7"});
+        let base = PatchBase {
+            labels: None,
+            annotations: None,
+        };
+        let labels = BTreeMap::from([("a/b".to_string(), "x".to_string())]);
+        let none = BTreeMap::new();
+        let relabelled = relabel(&base, &labels, &none, Some("7")).unwrap().unwrap();
+        let renumbered = renumber(4, Some("7")).unwrap();
+        for p in [&relabelled, &renumbered] {
+            assert_eq!(serde_json::to_value(p).unwrap()[0], guard, "{p:?}");
+        }
+        assert_eq!(
+            annotate(&labels, Some("7"))["metadata"],
+            json!({"annotations": {"a/b": "x"}, "resourceVersion": "7"})
+        );
+        // Unknown version (an object not read from the API): unguarded.
+        assert_eq!(
+            serde_json::to_value(renumber(4, None).unwrap()).unwrap(),
+            json!([{"op": "replace", "path": "/revision", "value": 4}])
+        );
+        assert_eq!(
+            annotate(&labels, None)["metadata"].get("resourceVersion"),
+            None
+        );
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub struct RevisionView {
     pub change_cause: Option<String>,
     pub generation: Option<i64>,
     pub marks: Marks,
+    /// The object's version as read (None: not read from the API); every change to the
+    /// revision is guarded by it.
+    pub resource_version: Option<String>,
 }
 
 /// When a revision last completed and was last aborted (annotations of its
@@ -99,6 +102,7 @@ impl RevisionView {
                 .and_then(|a| a.get(labels::REVISION_GENERATION))
                 .and_then(|g| g.parse().ok()),
             marks: Marks::read(annotations),
+            resource_version: cr.metadata.resource_version.clone(),
             name,
         })
     }
@@ -265,6 +269,7 @@ mod tests {
             created: None,
             change_cause: None,
             generation: None,
+            resource_version: None,
         }
     }
 

@@ -209,6 +209,7 @@ fn a_hash_collision_bumps_the_count_and_converges() {
         created: None,
         change_cause: None,
         generation: None,
+        resource_version: None,
     });
     h.set_template("v2");
     settle(&mut h);
@@ -294,7 +295,8 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
         p.works,
         vec![WorkChange::Delete {
             cluster: "c1".into(),
-            name: "appdup12".into()
+            name: "appdup12".into(),
+            resource_version: Some("1".into()),
         }],
         "the deterministic name survives; the other goes"
     );

@@ -384,7 +384,7 @@ fn the_old_stable_revision_is_pruned_after_the_promotion_is_stored() {
             .revisions
             .iter()
             .filter_map(|r| match r {
-                mwrs_engine::plan::RevisionChange::Delete { name } => Some(name.clone()),
+                mwrs_engine::plan::RevisionChange::Delete { name, .. } => Some(name.clone()),
                 _ => None,
             })
             .collect();

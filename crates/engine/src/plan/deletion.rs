@@ -15,6 +15,7 @@ pub(super) fn plan_deletion(observed: &Observed<'_>, has_finalizer: bool) -> Pla
         .map(|w| WorkChange::Delete {
             cluster: w.cluster.to_string(),
             name: w.name.to_string(),
+            resource_version: w.resource_version.as_deref().map(String::from),
         })
         .collect();
     // Foreground: the finalizer stays until the agents have removed every ManifestWork.
@@ -25,6 +26,7 @@ pub(super) fn plan_deletion(observed: &Observed<'_>, has_finalizer: bool) -> Pla
             .iter()
             .map(|r| RevisionChange::Delete {
                 name: r.name.clone(),
+                resource_version: r.resource_version.clone(),
             })
             .collect();
     }

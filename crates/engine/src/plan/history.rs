@@ -62,6 +62,7 @@ impl<'a> Pass<'a> {
                     changes.push(RevisionChange::Renumber {
                         name: name.clone(),
                         revision: *to,
+                        resource_version: self.version_of(name),
                     });
                 }
                 self.observed.revisions.iter().any(|r| {
@@ -81,17 +82,28 @@ impl<'a> Pass<'a> {
 
     /// The write that marks revision `hash` with annotation `key` = now.
     pub(super) fn mark(&self, hash: &str, key: &str) -> Option<RevisionChange> {
-        let name = match revision::find_by_hash(self.observed.revisions, hash) {
-            Some(r) => r.name.clone(),
+        let (name, resource_version) = match revision::find_by_hash(self.observed.revisions, hash) {
+            Some(r) => (r.name.clone(), r.resource_version.clone()),
+            // Created by this very plan: the executor knows the version its create made.
             None => match &self.resolution {
-                Resolution::Create { name, hash: h, .. } if h == hash => name.clone(),
+                Resolution::Create { name, hash: h, .. } if h == hash => (name.clone(), None),
                 _ => return None,
             },
         };
         Some(RevisionChange::Mark {
             name,
             annotations: BTreeMap::from([(key.to_string(), self.now.to_string())]),
+            resource_version,
         })
+    }
+
+    /// The version stored revision `name` was read at.
+    fn version_of(&self, name: &str) -> Option<String> {
+        self.observed
+            .revisions
+            .iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.resource_version.clone())
     }
 
     pub(super) fn revision_labels(&self, hash: &str) -> BTreeMap<String, String> {
@@ -162,7 +174,10 @@ impl<'a> Pass<'a> {
         let limit = self.observed.mwrs.spec.revision_history_limit();
         revision::prune(self.observed.revisions, &live, limit)
             .into_iter()
-            .map(|name| RevisionChange::Delete { name })
+            .map(|name| RevisionChange::Delete {
+                resource_version: self.version_of(&name),
+                name,
+            })
             .collect()
     }
 }

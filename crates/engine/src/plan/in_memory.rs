@@ -194,13 +194,14 @@ impl Objects<'_> {
                 name,
                 labels,
                 annotations,
+                resource_version: _,
             } => {
                 if let Some(work) = self.works.get_mut(cluster).filter(|w| *w.name == **name) {
                     Arc::make_mut(&mut work.labels).extend(labels.clone());
                     Arc::make_mut(&mut work.annotations).extend(annotations.clone());
                 }
             }
-            WorkChange::Delete { cluster, name } => {
+            WorkChange::Delete { cluster, name, .. } => {
                 if self.works.get(cluster).is_some_and(|w| *w.name == **name) {
                     self.works.remove(cluster);
                 }
@@ -238,14 +239,17 @@ fn apply_revision_change(
             created: Some(now),
             change_cause: annotations.get(labels::CHANGE_CAUSE).cloned(),
             generation,
+            resource_version: None,
         }),
-        RevisionChange::Renumber { name, revision } => {
+        RevisionChange::Renumber { name, revision, .. } => {
             if let Some(i) = find(history, name) {
                 history[i].revision = *revision;
             }
         }
-        RevisionChange::Delete { name } => history.retain(|r| &r.name != name),
-        RevisionChange::Mark { name, annotations } => {
+        RevisionChange::Delete { name, .. } => history.retain(|r| &r.name != name),
+        RevisionChange::Mark {
+            name, annotations, ..
+        } => {
             if let Some(i) = find(history, name) {
                 history[i].marks = history[i].marks.with(annotations);
             }

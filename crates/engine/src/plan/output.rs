@@ -82,10 +82,17 @@ pub enum WorkChange {
         name: String,
         labels: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
+        /// The version the change was planned on (see [`WorkChange::Delete`]).
+        resource_version: Option<String>,
     },
     Delete {
         cluster: String,
         name: String,
+        /// The version the change was planned on: the API server refuses the change once
+        /// the object is another (deleted and created again: a new resourceVersion) or has
+        /// changed since, so a change planned on a stale cache, or sent by a replica that
+        /// has lost the lease, never lands on what it was not planned on (SPEC §12).
+        resource_version: Option<String>,
     },
 }
 
@@ -99,18 +106,51 @@ pub enum RevisionChange {
         labels: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
     },
+    /// `resource_version` here and below: the version the change was planned on, as for
+    /// [`WorkChange::Delete`].
     Renumber {
         name: String,
         revision: i64,
+        resource_version: Option<String>,
     },
     Delete {
         name: String,
+        resource_version: Option<String>,
     },
     /// Set these annotations on the revision (its completed/aborted marks).
     Mark {
         name: String,
         annotations: BTreeMap<String, String>,
+        resource_version: Option<String>,
     },
+}
+
+impl RevisionChange {
+    /// The revision's object name.
+    pub fn name(&self) -> &str {
+        match self {
+            RevisionChange::Create { name, .. }
+            | RevisionChange::Renumber { name, .. }
+            | RevisionChange::Delete { name, .. }
+            | RevisionChange::Mark { name, .. } => name,
+        }
+    }
+
+    /// The version the change was planned on (None for a create).
+    pub fn resource_version(&self) -> Option<&str> {
+        match self {
+            RevisionChange::Create { .. } => None,
+            RevisionChange::Renumber {
+                resource_version, ..
+            }
+            | RevisionChange::Delete {
+                resource_version, ..
+            }
+            | RevisionChange::Mark {
+                resource_version, ..
+            } => resource_version.as_deref(),
+        }
+    }
 }
 
 /// One cluster's place in the rollout, for status, the CLI and metrics.

@@ -102,6 +102,7 @@ impl<'a> Pass<'a> {
                 name: work.name.to_string(),
                 labels: self.work_labels(placement, self.rev_name(rev)),
                 annotations,
+                resource_version: version(work),
             });
         }
         // Relabels come before deletes (the order `Plan::works` promises).
@@ -150,8 +151,7 @@ impl<'a> Pass<'a> {
             placement: placement.clone(),
             labels: self.work_labels(placement, revision),
             annotations,
-            resource_version: existing
-                .and_then(|w| w.resource_version.as_deref().map(str::to_string)),
+            resource_version: existing.and_then(version),
             spec: None,
         })
     }
@@ -331,6 +331,7 @@ impl<'a> Pass<'a> {
                                 name: w.name.to_string(),
                                 labels: self.work_labels(placement, self.rev_name(rev)),
                                 annotations: self.relabel_annotations(w),
+                                resource_version: version(w),
                             });
                         }
                     }
@@ -350,6 +351,12 @@ impl<'a> Pass<'a> {
             .extend(deletes.into_iter().map(|w| WorkChange::Delete {
                 cluster: w.cluster.to_string(),
                 name: w.name.to_string(),
+                resource_version: version(w),
             }));
     }
+}
+
+/// The version a change to `work` is planned on.
+fn version(work: &WorkView) -> Option<String> {
+    work.resource_version.as_deref().map(String::from)
 }

@@ -75,7 +75,9 @@ fn a_template_stored_before_is_renumbered_not_copied() {
         step.changes,
         [RevisionChange::Renumber {
             name: format!("app-{update}"),
-            revision: 4
+            revision: 4,
+            // Guarded by the version it was planned on (SPEC §12).
+            resource_version: Some(format!("rv-{update}")),
         }]
     );
 }
@@ -120,7 +122,13 @@ fn pruning_keeps_what_is_in_use_and_the_newest_of_the_rest() {
         .prune(&new_status)
         .into_iter()
         .map(|c| match c {
-            RevisionChange::Delete { name } => name,
+            RevisionChange::Delete {
+                name,
+                resource_version,
+            } => {
+                assert_eq!(resource_version, Some(format!("rv-{}", &name[4..])));
+                name
+            }
             other => panic!("only deletes: {other:?}"),
         })
         .collect();

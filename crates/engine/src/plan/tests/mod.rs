@@ -98,6 +98,7 @@ fn revision(hash: &str, number: i64, template: Value) -> RevisionView {
         created: Some(t0()),
         change_cause: None,
         generation: Some(1),
+        resource_version: Some(format!("rv-{hash}")),
     }
 }
 

@@ -56,8 +56,13 @@ fn a_fleet_done_on_the_update_revision_makes_it_current_and_marks_it_completed()
     assert_eq!(s.status.summary.desired_total, 2);
     assert_eq!(s.status.summary.updated, 2);
     match &s.mark {
-        Some(RevisionChange::Mark { name, annotations }) => {
+        Some(RevisionChange::Mark {
+            name,
+            annotations,
+            resource_version,
+        }) => {
             assert_eq!(*name, format!("app-{update}"));
+            assert_eq!(*resource_version, Some(format!("rv-{update}")));
             assert_eq!(
                 annotations.get(labels::REVISION_COMPLETED_AT),
                 Some(&t0().to_string())

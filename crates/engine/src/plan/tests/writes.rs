@@ -101,13 +101,16 @@ fn a_cluster_no_longer_selected_loses_its_manifestwork() {
     let update = f.store_update();
     f.work("c1", &update, secs(60), Reported::Done);
     f.work("c9", &update, secs(60), Reported::Done);
+    f.works[1].resource_version = Some("57".into());
     let changes = writes(&f);
     let name = f.works[1].name.to_string();
     assert_eq!(
         changes,
         [WorkChange::Delete {
             cluster: "c9".into(),
-            name
+            name,
+            // Refused by the API server if the object changed since (SPEC §12).
+            resource_version: Some("57".into()),
         }]
     );
 }
