@@ -540,7 +540,10 @@ pub fn merge(
     out
 }
 
-/// Writes `conditions`, and the status feedback of the `tracked` Deployments under them.
+/// Writes `conditions`, and the status feedback of the `tracked` Deployments under them;
+/// a write the hub refuses is tried again (after 0.25 s, doubling up to 5 s) until it
+/// lands, as upstream's agent requeues it, unless the ManifestWork is gone or the write
+/// invalid. A newer generation aborts the task, and with it the retries.
 async fn write(
     s: &Shared,
     api: &Api<ManifestWork>,
@@ -552,19 +555,31 @@ async fn write(
     if let Some(r) = feedback::resource_status(tracked, conditions) {
         body["status"]["resourceStatus"] = r;
     }
-    let _permit = s.permits.acquire().await;
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
     };
-    match api.patch_status(name, &pp, &Patch::Merge(&body)).await {
-        Ok(_) => {
-            s.stats.status_writes.fetch_add(1, Ordering::Relaxed);
+    let mut pause = Duration::from_millis(250);
+    loop {
+        let r = {
+            let _permit = s.permits.acquire().await;
+            api.patch_status(name, &pp, &Patch::Merge(&body)).await
+        };
+        match r {
+            Ok(_) => {
+                s.stats.status_writes.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(e) => {
+                s.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, %cluster, %name, "cannot write work status");
+                if matches!(&e, kube::Error::Api(a) if matches!(a.code, 404 | 422)) {
+                    return;
+                }
+            }
         }
-        Err(e) => {
-            s.stats.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(error = %e, %cluster, %name, "cannot write work status");
-        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
 
