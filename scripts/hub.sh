@@ -9,6 +9,9 @@
 #   scripts/hub.sh down     stop the hub started from this state dir
 #   scripts/hub.sh env      print `export KUBECONFIG=...` lines:  eval "$(scripts/hub.sh env)"
 #   scripts/hub.sh status   exit 0 if running and healthy
+#   scripts/hub.sh crash-restart  SIGKILL the hub (API server and etcd at once, as a crash)
+#                           and start it again on its data, port and credentials (the
+#                           fault soak's hub restart); prints the kubeconfig path
 #   scripts/hub.sh kubectl  build (cached) upstream's kubectl of the hub's version; prints
 #                           its path (the README walkthrough's script needs a kubectl)
 #
@@ -23,6 +26,8 @@
 #                      generated under ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub-src/<version>/
 #                      whose go.mod pins k8s.io/kubernetes at it, its staging modules at the
 #                      matching v0.X.Y and the etcd server its go.mod names (cold: ~15 min)
+#   MWRS_HUB_ARGS      more testhub flags, space-separated (bench/soak/run.sh: an audit log,
+#                      --apiserver-arg=--audit-log-path=... --apiserver-arg=--audit-policy-file=...)
 #   XDG_CACHE_HOME     binary cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-testhub/<hash>/testhub
 set -euo pipefail
 
@@ -285,9 +290,12 @@ cmd_up() {
   local bin fp pid
   bin=$(ensure_binary)
   crd_args
+  local hub_args=()
+  read -r -a hub_args <<<"${MWRS_HUB_ARGS:-}"
   fp=$(
     {
       echo "$bin"
+      printf '%s\n' "${hub_args[@]}"
       printf '%s\n' "${CRD_ARGS[@]}"
       for f in "${CRD_ARGS[@]}"; do [ -f "$f" ] && cat -- "$f"; done
     } | sha256sum | cut -c1-16
@@ -321,7 +329,7 @@ cmd_up() {
     local t0
     t0=$(now_us)
     "$bin" --detach --dir "$STATE_DIR/data" --kubeconfig "$KUBECONFIG_FILE" \
-      --ready-file "$READY_FILE" "${CRD_ARGS[@]}" </dev/null >>"$LOG_FILE" 2>&1 &
+      --ready-file "$READY_FILE" "${hub_args[@]}" ${HUB_RESUME:+--resume} "${CRD_ARGS[@]}" </dev/null >>"$LOG_FILE" 2>&1 &
     pid=$!
     echo "$pid" >"$PID_FILE"
     log "started test hub (pid $pid), log: $LOG_FILE"
@@ -386,6 +394,18 @@ cmd_down() {
   log "test hub stopped"
 }
 
+cmd_crash_restart() {
+  local pid
+  pid=$(running_pid) || die "test hub not running"
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  while alive "$pid"; do
+    sleep 0.1
+  done
+  rm -f "$PID_FILE" "$READY_FILE"
+  log "test hub (pid $pid) killed; starting it again on its state"
+  HUB_RESUME=1 cmd_up
+}
+
 cmd_env() {
   if ! running_pid >/dev/null || [ ! -f "$KUBECONFIG_FILE" ]; then
     die "test hub not running (start it with: scripts/hub.sh up)"
@@ -413,9 +433,10 @@ case "${1:-}" in
   down) cmd_down ;;
   env) cmd_env ;;
   status) cmd_status ;;
+  crash-restart) cmd_crash_restart ;;
   kubectl) ensure_kubectl ;;
   *)
-    echo "usage: $0 up|down|env|status|kubectl" >&2
+    echo "usage: $0 up|down|env|status|crash-restart|kubectl" >&2
     exit 2
     ;;
 esac

@@ -76,6 +76,8 @@ type hubOptions struct {
 	detach         bool
 	probe          bool
 	keepData       bool
+	resume         bool
+	pausableEtcd   bool
 	verbosity      int
 	etcdLogLevel   string
 	startTimeout   time.Duration
@@ -94,6 +96,8 @@ func runHub(args []string) int {
 	fs.BoolVar(&o.detach, "detach", false, "start a new session (setsid) so terminal signals do not reach the hub")
 	fs.BoolVar(&o.probe, "probe", true, "before reporting ready, check that the garbage collector deletes a dependent of a deleted owner")
 	fs.BoolVar(&o.keepData, "keep-data", false, "keep the etcd data directory on exit")
+	fs.BoolVar(&o.resume, "resume", false, "start on the state an earlier run left in --dir (etcd data, credentials, port), as after a crash")
+	fs.BoolVar(&o.pausableEtcd, "pausable-etcd", false, "put a proxy between the API server and etcd that SIGUSR1 pauses and SIGUSR2 resumes")
 	fs.IntVar(&o.verbosity, "v", 0, "kube-apiserver/controller-manager log verbosity")
 	fs.StringVar(&o.etcdLogLevel, "etcd-log-level", "error", "embedded etcd log level")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 5*time.Minute, "give up if not ready within this time")
@@ -151,20 +155,27 @@ func (h *hub) run() int {
 		return 2
 	}
 
-	for _, sub := range []string{"etcd", "pki"} {
-		if err := os.RemoveAll(filepath.Join(o.dir, sub)); err != nil {
+	pki := filepath.Join(o.dir, "pki")
+	if o.resume {
+		if h.files, err = loadCredentials(pki); err != nil {
+			logf("--resume: %v", err)
+			return 1
+		}
+	} else {
+		for _, sub := range []string{"etcd", "pki"} {
+			if err := os.RemoveAll(filepath.Join(o.dir, sub)); err != nil {
+				logf("%v", err)
+				return 1
+			}
+		}
+		if err := os.MkdirAll(pki, 0o700); err != nil {
 			logf("%v", err)
 			return 1
 		}
-	}
-	pki := filepath.Join(o.dir, "pki")
-	if err := os.MkdirAll(pki, 0o700); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	if h.files, err = generateCredentials(pki); err != nil {
-		logf("generate credentials: %v", err)
-		return 1
+		if h.files, err = generateCredentials(pki); err != nil {
+			logf("generate credentials: %v", err)
+			return 1
+		}
 	}
 
 	etcdURL, err := h.startEtcd(filepath.Join(o.dir, "etcd"))
@@ -173,8 +184,27 @@ func (h *hub) run() int {
 		return 1
 	}
 	logf("etcd ready at %s (%.1fs)", etcdURL, time.Since(started).Seconds())
+	if o.pausableEtcd {
+		target := strings.TrimPrefix(etcdURL, "http://")
+		proxy, addr, err := startPausableProxy(target)
+		if err != nil {
+			logf("etcd proxy: %v", err)
+			h.closeEtcd()
+			return 1
+		}
+		proxy.pauseOnSignals()
+		etcdURL = "http://" + addr
+		logf("etcd behind a pausable proxy at %s", etcdURL)
+	}
 
-	if h.port, err = freePort(); err != nil {
+	if h.port = savedPort(o.dir); !o.resume || h.port == 0 {
+		if h.port, err = freePort(); err != nil {
+			logf("%v", err)
+			h.closeEtcd()
+			return 1
+		}
+	}
+	if err := savePort(o.dir, h.port); err != nil {
 		logf("%v", err)
 		h.closeEtcd()
 		return 1
@@ -438,8 +468,11 @@ func probeGC(ctx context.Context, client kubernetes.Interface, suffix string) er
 func (h *hub) startEtcd(dir string) (string, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		if err := os.RemoveAll(dir); err != nil {
-			return "", err
+		// --resume starts on an earlier run's data.
+		if !h.opts.resume {
+			if err := os.RemoveAll(dir); err != nil {
+				return "", err
+			}
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", err

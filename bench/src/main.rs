@@ -52,6 +52,7 @@ mod dashboard;
 mod many;
 mod plugin;
 mod record;
+mod soak;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fleet-scale benchmarks of the MWRS controller against a bare client")]
@@ -120,6 +121,33 @@ struct Args {
     /// measured windows.
     #[arg(long)]
     hub_pid: Option<u32>,
+    /// Instead of the sizes: the fault soak for this long (`10m`, `2h`; bench/soak.sh and
+    /// `soak/mod.rs`), with `--feedback-plugin` and `--cli`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+        conflicts_with_all = ["many_mwrs", "plugin_clusters", "dashboard_clusters"])]
+    soak: Option<Duration>,
+    /// With `--soak`: stop after this many rounds if the duration has not passed first.
+    #[arg(long, value_name = "N")]
+    soak_rounds: Option<u32>,
+    /// The soak's seed: the same seed makes the same choices of actions and faults.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The soak's fleet, in that many decision groups.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    soak_clusters: usize,
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    soak_groups: usize,
+    /// The test hub's audit log (bench/soak.sh starts the hub with one): the writes each
+    /// replica made, for the soak's checks of who wrote and of idle writes.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// How long a soak round may take to settle, seconds.
+    #[arg(long, default_value_t = 300)]
+    round_timeout_secs: u64,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    mwrs_fleet::rules::duration(s).map_err(|e| e.to_string())
 }
 
 /// A realistic template: a ConfigMap carrying the version, a Deployment and a Service.
@@ -1367,6 +1395,42 @@ fn write_json(bench: &Bench, mode: &str, results: &Value) -> anyhow::Result<()> 
     )
 }
 
+/// The fault soak (`soak/`): fails when it finds a violation.
+async fn soak(client: Client, args: &Args, duration: Duration) -> anyhow::Result<()> {
+    let (Some(plugin), Some(cli)) = (args.feedback_plugin.clone(), args.cli.clone()) else {
+        bail!("--soak needs --feedback-plugin and --cli");
+    };
+    let soak_args = soak::SoakArgs {
+        kubeconfig: args.kubeconfig.clone(),
+        controller: args.controller.clone(),
+        plugin,
+        cli,
+        workdir: args.workdir.clone(),
+        hub_pid: args.hub_pid,
+        audit_log: args.audit_log.clone(),
+        seed: args.seed,
+        duration,
+        rounds: args.soak_rounds,
+        clusters: args.soak_clusters,
+        groups: args.soak_groups,
+        idle_secs: args.idle_secs,
+        round_timeout: Duration::from_secs(args.round_timeout_secs),
+    };
+    let (results, violations) = soak::run(client, soak_args).await?;
+    record::write(
+        &record::record("soak", &results),
+        args.json.as_deref(),
+        args.record.as_deref(),
+    )?;
+    if violations > 0 {
+        bail!(
+            "the soak found {violations} violations (seed {}): see the report above",
+            args.seed
+        );
+    }
+    Ok(())
+}
+
 async fn client_from(path: &Path) -> anyhow::Result<Client> {
     let kc = Kubeconfig::read_from(path)?;
     let config = KubeConfig::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
@@ -1385,6 +1449,9 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.workdir)?;
     let client = client_from(&args.kubeconfig).await?;
+    if let Some(duration) = args.soak {
+        return soak(client, &args, duration).await;
+    }
     let max = match (
         args.many_mwrs,
         args.plugin_clusters.or(args.dashboard_clusters),

@@ -61,7 +61,7 @@ type Rollout = (f64, f64, f64, u64);
 /// The bench's template with a feedback rule on its Deployment (the agent then reports
 /// `ReadyReplicas`, `Replicas` and `AvailableReplicas`), its ConfigMap padded to about
 /// `kib` KiB.
-fn judged_template(version: &str, kib: usize) -> Value {
+pub(crate) fn judged_template(version: &str, kib: usize) -> Value {
     let mut t = template(version);
     if kib > 0 {
         t["workload"]["manifests"][0]["data"]["padding"] = json!("x".repeat(kib * 1024));

@@ -78,6 +78,31 @@ fn sizes(results: &Value, out: &mut String) {
     }
 }
 
+/// A fault soak's run: what was injected and what was found (bench/src/soak/).
+fn soak(results: &Value, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "Seed {}: {} rounds in {} s over {} clusters in {} decision groups; {} replica \
+         restarts; {} writes by the replicas audited.\n",
+        results["seed"],
+        results["rounds"],
+        num(&results["seconds"], 0),
+        results["clusters"],
+        results["groups"],
+        results["replica_restarts"],
+        results["writes_audited"],
+    );
+    for (title, key) in [("fault injected", "faults"), ("violation", "violations")] {
+        let _ = writeln!(out, "| {title} | count |\n|---|---|");
+        if let Some(o) = results[key].as_object() {
+            for (k, v) in o {
+                let _ = writeln!(out, "| {k} | {v} |");
+            }
+        }
+        out.push('\n');
+    }
+}
+
 /// The numbers of any other run, one per line.
 fn fields(results: &Value, out: &mut String) {
     out.push_str("| measure | value |\n|---|---|\n");
@@ -119,6 +144,7 @@ fn page() -> String {
         );
         match r["mode"].as_str() {
             Some("sizes") => sizes(&r["results"], &mut out),
+            Some("soak") => soak(&r["results"], &mut out),
             _ => fields(&r["results"], &mut out),
         }
     }

@@ -1,0 +1,440 @@
+//! The processes a soak runs and breaks: two controller replicas with leader election
+//! (restarted when they exit, as a kubelet would), the reference rollout plugin, the
+//! simulated fleet's agents (one per decision group, in this process) and the test hub.
+//! A fault is injected, held for its time and healed here; the supervision goes on
+//! meanwhile.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::{Client, ResourceExt};
+use mwrs_api::labels;
+use mwrs_api::placement::PlacementDecision;
+use mwrs_fleet::agent::BehaviourFn;
+use mwrs_fleet::placement::{self, DecisionGroup};
+use mwrs_fleet::{Agent, AgentConfig, AgentHandle};
+
+use super::rng::Rng;
+use crate::Proc;
+
+/// Every kind of fault the soak injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// SIGKILL of the replica holding the Lease; restarted 1–5 s later.
+    KillLeader,
+    /// SIGKILL of the other replica.
+    KillStandby,
+    /// SIGSTOP of the leader for 5–30 s (past the Lease's 15 s at times), then SIGCONT.
+    FreezeLeader,
+    FreezeStandby,
+    /// SIGSTOP of the test hub (API server and etcd) for 2–10 s.
+    HubStall,
+    /// SIGKILL of the test hub, started again on its data (`scripts/hub.sh
+    /// crash-restart`): every watch breaks, every client relists.
+    HubRestart,
+    /// etcd paused behind a running API server for 2–10 s (testhub's `--pausable-etcd`):
+    /// reads from its watch cache go on, writes time out.
+    EtcdPause,
+    /// A decision group's agents stop and come back 1–5 s later (a relist).
+    AgentsCrash,
+    /// A decision group's agents report nothing for 10–40 s (within the progress deadline).
+    AgentsSilent,
+    /// One PlacementDecision page deleted and written again 2–10 s later, the Placement
+    /// still counting every cluster: the decisions are incomplete meanwhile, and nothing
+    /// may be deleted for it (SPEC §11.5).
+    DecisionsRepaged,
+    /// The plugin killed and back 5–30 s later.
+    PluginDown,
+    /// The plugin frozen 5–20 s: calls hang until the controller's timeout.
+    PluginSlow,
+    /// For 10–30 s the plugin may not read the ManifestWorks of one decision group: it
+    /// answers errors for those clusters only.
+    PluginErring,
+    /// For 20–40 s, the plugin goes down and comes back every few seconds.
+    PluginFlapping,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 14] = [
+        Fault::KillLeader,
+        Fault::KillStandby,
+        Fault::FreezeLeader,
+        Fault::FreezeStandby,
+        Fault::HubStall,
+        Fault::HubRestart,
+        Fault::EtcdPause,
+        Fault::AgentsCrash,
+        Fault::AgentsSilent,
+        Fault::DecisionsRepaged,
+        Fault::PluginDown,
+        Fault::PluginSlow,
+        Fault::PluginErring,
+        Fault::PluginFlapping,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fault::KillLeader => "leader killed",
+            Fault::KillStandby => "standby killed",
+            Fault::FreezeLeader => "leader frozen",
+            Fault::FreezeStandby => "standby frozen",
+            Fault::HubStall => "hub stalled",
+            Fault::HubRestart => "hub restarted",
+            Fault::EtcdPause => "etcd paused",
+            Fault::AgentsCrash => "decision group's agents crashed",
+            Fault::AgentsSilent => "decision group's agents silent",
+            Fault::DecisionsRepaged => "decision page gone a while",
+            Fault::PluginDown => "plugin down",
+            Fault::PluginSlow => "plugin slow",
+            Fault::PluginErring => "plugin erring on a group",
+            Fault::PluginFlapping => "plugin flapping",
+        }
+    }
+
+    /// A fault of the plugin: the rollouts it judges may fail by its failure budget.
+    pub fn is_plugin(&self) -> bool {
+        matches!(
+            self,
+            Fault::PluginDown | Fault::PluginSlow | Fault::PluginErring | Fault::PluginFlapping
+        )
+    }
+}
+
+/// How to start a process again.
+pub struct Launch {
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub logs: PathBuf,
+}
+
+impl Launch {
+    fn spawn(&self, n: u32) -> anyhow::Result<Proc> {
+        let log = self.logs.join(format!("{}.{n}.log", self.name));
+        Proc::spawn(&self.name, &self.program, &self.args, &log)
+    }
+}
+
+/// A process the soak keeps running: started again when it exits, unless held down.
+pub struct Kept {
+    pub launch: Launch,
+    pub proc: Option<Proc>,
+    pub starts: u32,
+    down_until: Option<Instant>,
+}
+
+impl Kept {
+    pub fn start(launch: Launch) -> anyhow::Result<Self> {
+        let proc = launch.spawn(0)?;
+        Ok(Self {
+            launch,
+            proc: Some(proc),
+            starts: 1,
+            down_until: None,
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().and_then(|p| p.pid().ok())
+    }
+
+    /// Starts it again if it has exited and may run; returns the new pid.
+    fn tend(&mut self) -> anyhow::Result<Option<u32>> {
+        let exited = match &mut self.proc {
+            Some(p) => p.child.try_wait()?.is_some(),
+            None => true,
+        };
+        let held = self.down_until.is_some_and(|t| Instant::now() < t);
+        if !exited || held {
+            return Ok(None);
+        }
+        self.down_until = None;
+        let proc = self.launch.spawn(self.starts)?;
+        self.starts += 1;
+        let pid = proc.pid().ok();
+        self.proc = Some(proc);
+        Ok(pid)
+    }
+
+    /// SIGKILL, and no restart before `down` has passed.
+    fn kill(&mut self, down: Duration) {
+        if let Some(pid) = self.pid() {
+            signal(pid, "-KILL");
+        }
+        self.down_until = Some(Instant::now() + down);
+    }
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status();
+}
+
+/// Everything the soak runs.
+pub struct Cast {
+    pub client: Client,
+    pub namespace: String,
+    pub replicas: Vec<Kept>,
+    pub plugin: Kept,
+    pub groups: Vec<Vec<String>>,
+    agents: Vec<Option<AgentHandle>>,
+    behaviour: BehaviourFn,
+    pub hub_pid: Option<u32>,
+    /// Process id → replica name, for the Lease watch.
+    pub pids: Arc<Mutex<BTreeMap<u32, String>>>,
+    /// Replica starts after the first (exits after a lost lease, kills).
+    pub restarts: u32,
+}
+
+impl Cast {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        replicas: Vec<Kept>,
+        plugin: Kept,
+        groups: Vec<Vec<String>>,
+        behaviour: BehaviourFn,
+        hub_pid: Option<u32>,
+    ) -> Self {
+        let pids: BTreeMap<u32, String> = replicas
+            .iter()
+            .filter_map(|r| Some((r.pid()?, r.launch.name.clone())))
+            .collect();
+        let mut cast = Self {
+            client,
+            namespace: namespace.to_string(),
+            replicas,
+            plugin,
+            agents: Vec::new(),
+            groups,
+            behaviour,
+            hub_pid,
+            pids: Arc::new(Mutex::new(pids)),
+            restarts: 0,
+        };
+        cast.agents = (0..cast.groups.len())
+            .map(|g| Some(cast.agent(g)))
+            .collect();
+        cast
+    }
+
+    fn agent(&self, group: usize) -> AgentHandle {
+        let mut config = AgentConfig::new(self.groups[group].iter().cloned());
+        config.behaviour = self.behaviour.clone();
+        Agent::start(self.client.clone(), config)
+    }
+
+    /// Restarts what exited; called every half second while the soak runs.
+    pub fn tend(&mut self) -> anyhow::Result<()> {
+        for r in &mut self.replicas {
+            if let Some(pid) = r.tend()? {
+                self.restarts += 1;
+                if let Ok(mut p) = self.pids.lock() {
+                    p.insert(pid, r.launch.name.clone());
+                }
+            }
+        }
+        self.plugin.tend()?;
+        Ok(())
+    }
+
+    /// Tends for `d`.
+    pub async fn tend_for(&mut self, d: Duration) -> anyhow::Result<()> {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.tend()?;
+            tokio::time::sleep(Duration::from_millis(500).min(until - Instant::now())).await;
+        }
+        self.tend()
+    }
+
+    /// The index of the replica the Lease names (None: none of ours, or no Lease).
+    pub async fn leader(&self) -> Option<usize> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.namespace);
+        let lease = api.get_opt(super::LEASE).await.ok().flatten()?;
+        let holder = lease.spec?.holder_identity?;
+        let pid: u32 = holder.rsplit_once('-')?.1.parse().ok()?;
+        self.replicas.iter().position(|r| r.pid() == Some(pid))
+    }
+
+    /// Injects `fault` with `rng`'s draws, holds it, heals it; returns what it hit.
+    pub async fn inject(&mut self, fault: Fault, rng: &mut Rng) -> anyhow::Result<String> {
+        let leader = self.leader().await;
+        let standby = leader.map(|l| 1 - l);
+        match fault {
+            Fault::KillLeader | Fault::KillStandby => {
+                let i = if fault == Fault::KillLeader {
+                    leader
+                } else {
+                    standby
+                };
+                let Some(i) = i else {
+                    return Ok("no replica holds the lease".into());
+                };
+                self.replicas[i].kill(rng.secs(1.0, 5.0));
+                self.tend_for(Duration::from_secs(6)).await?;
+                Ok(self.replicas[i].launch.name.clone())
+            }
+            Fault::FreezeLeader | Fault::FreezeStandby => {
+                let i = if fault == Fault::FreezeLeader {
+                    leader
+                } else {
+                    standby
+                };
+                let Some((i, pid)) = i.and_then(|i| Some((i, self.replicas[i].pid()?))) else {
+                    return Ok("no replica holds the lease".into());
+                };
+                signal(pid, "-STOP");
+                let held = self.frozen(pid, rng.secs(5.0, 30.0)).await;
+                Ok(format!("{} for {held:.0?}", self.replicas[i].launch.name))
+            }
+            Fault::HubStall => {
+                let Some(pid) = self.hub_pid else {
+                    return Ok("no hub process known (--hub-pid)".into());
+                };
+                signal(pid, "-STOP");
+                let held = self.frozen(pid, rng.secs(2.0, 10.0)).await;
+                Ok(format!("for {held:.0?}"))
+            }
+            Fault::HubRestart => self.restart_hub().await,
+            Fault::EtcdPause => {
+                let Some(pid) = self.hub_pid else {
+                    return Ok("no hub process known (--hub-pid)".into());
+                };
+                signal(pid, "-USR1");
+                let held = rng.secs(2.0, 10.0);
+                let r = self.tend_for(held).await;
+                signal(pid, "-USR2");
+                r?;
+                Ok(format!("for {held:.0?}"))
+            }
+            Fault::AgentsCrash | Fault::AgentsSilent => {
+                let g = rng.below(self.groups.len());
+                let away = match fault {
+                    Fault::AgentsCrash => rng.secs(1.0, 5.0),
+                    _ => rng.secs(10.0, 40.0),
+                };
+                if let Some(a) = self.agents[g].take() {
+                    a.stop();
+                }
+                self.tend_for(away).await?;
+                self.agents[g] = Some(self.agent(g));
+                Ok(format!("group {g} for {away:.0?}"))
+            }
+            Fault::DecisionsRepaged => self.repage(rng).await,
+            Fault::PluginDown => {
+                let down = rng.secs(5.0, 30.0);
+                self.plugin.kill(down);
+                self.tend_for(down + Duration::from_secs(1)).await?;
+                Ok(format!("for {down:.0?}"))
+            }
+            Fault::PluginSlow => {
+                let Some(pid) = self.plugin.pid() else {
+                    return Ok("the plugin is not running".into());
+                };
+                signal(pid, "-STOP");
+                let held = self.frozen(pid, rng.secs(5.0, 20.0)).await;
+                Ok(format!("for {held:.0?}"))
+            }
+            Fault::PluginErring => {
+                let g = rng.below(self.groups.len());
+                let held = rng.secs(10.0, 30.0);
+                super::access::revoke_plugin(&self.client, &self.groups[g]).await?;
+                let r = self.tend_for(held).await;
+                super::access::grant_plugin(&self.client, &self.groups[g]).await?;
+                r?;
+                Ok(format!("group {g} for {held:.0?}"))
+            }
+            Fault::PluginFlapping => {
+                let until = Instant::now() + rng.secs(20.0, 40.0);
+                let mut flaps = 0;
+                while Instant::now() < until {
+                    let down = rng.secs(1.0, 3.0);
+                    self.plugin.kill(down);
+                    self.tend_for(down + rng.secs(2.0, 5.0)).await?;
+                    flaps += 1;
+                }
+                Ok(format!("{flaps} times"))
+            }
+        }
+    }
+
+    /// Deletes one page of the placement's decisions, and publishes them all again after
+    /// a while.
+    async fn repage(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let pages: Api<PlacementDecision> = Api::namespaced(self.client.clone(), &self.namespace);
+        let selector = format!("{}={}", labels::PLACEMENT_LABEL, super::PLACEMENT);
+        let names: Vec<String> = pages
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await?
+            .into_iter()
+            .map(|p| p.name_any())
+            .collect();
+        if names.is_empty() {
+            return Ok("no decision page".into());
+        }
+        let page = rng.pick(&names).clone();
+        pages.delete(&page, &DeleteParams::default()).await?;
+        let gone = rng.secs(2.0, 10.0);
+        self.tend_for(gone).await?;
+        let groups: Vec<DecisionGroup> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, c)| DecisionGroup::new(format!("g{i}"), c.clone()))
+            .collect();
+        placement::publish(&self.client, &self.namespace, super::PLACEMENT, &groups).await?;
+        Ok(format!("{page} for {gone:.0?}"))
+    }
+
+    /// `scripts/hub.sh crash-restart` on the hub of `MWRS_HUB_DIR` (bench/soak/run.sh's).
+    async fn restart_hub(&mut self) -> anyhow::Result<String> {
+        let Some(dir) = std::env::var_os("MWRS_HUB_DIR").map(PathBuf::from) else {
+            return Ok("no MWRS_HUB_DIR".into());
+        };
+        let t = Instant::now();
+        let out = tokio::process::Command::new("scripts/hub.sh")
+            .arg("crash-restart")
+            .output()
+            .await?;
+        anyhow::ensure!(
+            out.status.success(),
+            "the hub did not come back: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.hub_pid = std::fs::read_to_string(dir.join("hub.pid"))?
+            .trim()
+            .parse()
+            .ok();
+        self.tend()?;
+        Ok(format!("back in {:.1?}", t.elapsed()))
+    }
+
+    /// Holds `pid` stopped for `d` (tending the others), then continues it.
+    async fn frozen(&mut self, pid: u32, d: Duration) -> Duration {
+        let r = self.tend_for(d).await;
+        signal(pid, "-CONT");
+        if let Err(e) = r {
+            eprintln!("soak: while {pid} was stopped: {e:#}");
+        }
+        d
+    }
+
+    /// Stops everything.
+    pub async fn stop(self) {
+        for a in self.agents.into_iter().flatten() {
+            a.stop();
+        }
+        for k in self.replicas.into_iter().chain([self.plugin]) {
+            if let Some(p) = k.proc {
+                p.stop().await;
+            }
+        }
+    }
+}

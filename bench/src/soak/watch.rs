@@ -1,0 +1,208 @@
+//! The soak's eyes: watches of the MWRS, their ManifestWorks and revisions and the
+//! Lease, each change filed in the log as it arrives; and the API server's audit log,
+//! read for the writes each replica made.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Client, Resource, ResourceExt};
+use mwrs_api::labels;
+use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, ManifestWorkReplicaSet};
+use mwrs_api::work::ManifestWork;
+use serde::de::DeserializeOwned;
+
+use super::log::{Log, Ms, Seen, now_ms, parse_ms};
+
+pub type SharedLog = Arc<Mutex<Log>>;
+
+fn file(log: &SharedLog, at: Ms, seen: Seen) {
+    if let Ok(mut l) = log.lock() {
+        l.push(at, seen);
+    }
+}
+
+/// Runs `each` on every applied or deleted object of `api` (with `config`) until the
+/// task is dropped.
+fn follow<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut each: impl FnMut(&K, bool) + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    tokio::spawn(async move {
+        let mut events = watch_fn(api, config).default_backoff().boxed();
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => each(&o, false),
+                Ok(Event::Delete(o)) => each(&o, true),
+                _ => {}
+            }
+        }
+    })
+}
+
+/// Starts every watch of MWRS namespace `ns`; they file into `log` until dropped.
+pub fn start(
+    client: &Client,
+    ns: &str,
+    log: &SharedLog,
+    pids: Arc<Mutex<BTreeMap<u32, String>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let owner_prefix = format!("{ns}.");
+    let works = {
+        let log = log.clone();
+        let selector = watcher::Config::default().labels(labels::MWRS_OWNER);
+        follow(
+            Api::<ManifestWork>::all(client.clone()),
+            selector,
+            move |w, deleted| {
+                let mwrs = w
+                    .labels()
+                    .get(labels::MWRS_OWNER)
+                    .and_then(|o| o.strip_prefix(&owner_prefix))
+                    .unwrap_or_default()
+                    .to_string();
+                let seen = Seen::Work {
+                    mwrs,
+                    cluster: w.namespace().unwrap_or_default(),
+                    uid: w.uid().unwrap_or_default(),
+                    generation: w.metadata.generation.unwrap_or(0),
+                    revision: w.labels().get(labels::CONTROLLER_HASH).cloned(),
+                    applied_at: w
+                        .annotations()
+                        .get(labels::REVISION_APPLIED_AT)
+                        .and_then(|t| parse_ms(t)),
+                    deleted,
+                };
+                file(&log, now_ms(), seen);
+            },
+        )
+    };
+    let revisions = {
+        let log = log.clone();
+        let api = Api::<ControllerRevision>::namespaced(client.clone(), ns);
+        follow(api, watcher::Config::default(), move |r, deleted| {
+            let owner = r.owner_references().first().map(|o| o.name.clone());
+            let hash = r.labels().get(labels::CONTROLLER_HASH).cloned();
+            if let (Some(mwrs), Some(hash)) = (owner, hash) {
+                file(
+                    &log,
+                    now_ms(),
+                    Seen::Revision {
+                        mwrs,
+                        hash,
+                        deleted,
+                    },
+                );
+            }
+        })
+    };
+    let statuses = {
+        let log = log.clone();
+        let api = Api::<ManifestWorkReplicaSet>::namespaced(client.clone(), ns);
+        follow(api, watcher::Config::default(), move |m, _| {
+            file(&log, now_ms(), status_of(m));
+        })
+    };
+    let leases = {
+        let log = log.clone();
+        let api = Api::<Lease>::namespaced(client.clone(), ns);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", super::LEASE));
+        let mut last: Option<String> = None;
+        follow(api, config, move |l, _| {
+            let spec = l.spec.as_ref();
+            let holder = spec.and_then(|s| s.holder_identity.clone());
+            if holder == last {
+                return;
+            }
+            last = holder.clone();
+            let pid = holder
+                .as_deref()
+                .and_then(|h| h.rsplit_once('-'))
+                .and_then(|(_, p)| p.parse::<u32>().ok());
+            let replica = pid.and_then(|p| pids.lock().ok()?.get(&p).cloned());
+            // From when the new holder says it took the lease (this machine's clock).
+            let at = spec
+                .and_then(|s| s.acquire_time.as_ref())
+                .map_or_else(now_ms, |t| t.0.as_millisecond());
+            file(&log, at, Seen::Leader { replica });
+        })
+    };
+    vec![works, revisions, statuses, leases]
+}
+
+/// What an MWRS's status says for the log.
+fn status_of(m: &ManifestWorkReplicaSet) -> Seen {
+    let status = m.status.clone().unwrap_or_default();
+    let abort = status.last_abort.as_ref();
+    let named = [
+        status.current_revision.clone(),
+        status.update_revision.clone(),
+        abort.map(|a| a.revision.clone()),
+        abort.and_then(|a| a.reverted_to.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    // Held: an abort that went back to a stable revision, or a user's abort with none to go
+    // back to (SPEC §10.6). A breach of a first rollout holds nothing: it stops starting
+    // clusters while breached, as without AbortAll.
+    let held = abort
+        .filter(|a| {
+            status.update_aborted()
+                && (a.reverted_to.is_some() || a.trigger == ABORT_TRIGGER_REQUESTED)
+        })
+        .map(|a| (a.revision.clone(), a.time.0.as_millisecond()));
+    Seen::Status {
+        mwrs: m.name_any(),
+        named,
+        held,
+    }
+}
+
+/// The writes the audit log at `path` attributes to replicas (users
+/// `system:serviceaccount:<ns>:replica-<name>`, named `replica-<name>` as their processes
+/// are), filed into `log`; returns how many.
+pub fn read_audit(path: &Path, ns: &str, log: &SharedLog) -> anyhow::Result<usize> {
+    let text = std::fs::read_to_string(path)?;
+    let prefix = format!("system:serviceaccount:{ns}:");
+    let mut n = 0;
+    for line in text.lines() {
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(replica) = e["user"]["username"]
+            .as_str()
+            .and_then(|u| u.strip_prefix(&prefix))
+            .filter(|r| r.starts_with("replica-"))
+        else {
+            continue;
+        };
+        let Some(at) = e["requestReceivedTimestamp"].as_str().and_then(parse_ms) else {
+            continue;
+        };
+        let object = &e["objectRef"];
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        let seen = Seen::Write {
+            replica: replica.to_string(),
+            verb: text(&e["verb"]),
+            resource: text(&object["resource"]),
+            namespace: text(&object["namespace"]),
+            name: text(&object["name"]),
+            code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+        };
+        file(log, at, seen);
+        n += 1;
+    }
+    Ok(n)
+}
