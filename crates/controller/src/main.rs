@@ -268,8 +268,12 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         shared
             .ready
             .store(true, std::sync::atomic::Ordering::Release);
+        // The Lease gets a client of its own (its own request buffer and connection pool):
+        // renewals and the watchdog's reads share nothing with a fan-out's writes on this
+        // side of the API server.
+        let lease_client = self::client(&args).await?;
         let lease = tokio::select! {
-            l = leader::Leadership::acquire(client.clone(), &args.lease_namespace, &identity) => {
+            l = leader::Leadership::acquire(lease_client, &args.lease_namespace, &identity) => {
                 l.map_err(|e| lease_error(e, &args.lease_namespace))?
             }
             _ = shutdown_signal() => return Ok(()),
