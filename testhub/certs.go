@@ -55,8 +55,9 @@ func serial() (*big.Int, error) {
 
 // generateCredentials writes a CA, a serving certificate for 127.0.0.1/localhost,
 // a service-account key pair and a token file into dir.
-func generateCredentials(dir string) (*hubFiles, error) {
-	f := &hubFiles{
+// credentialFiles names the files of the hub's credentials in dir.
+func credentialFiles(dir string) *hubFiles {
+	return &hubFiles{
 		CACert:     filepath.Join(dir, "ca.crt"),
 		ServerCert: filepath.Join(dir, "apiserver.crt"),
 		ServerKey:  filepath.Join(dir, "apiserver.key"),
@@ -64,6 +65,10 @@ func generateCredentials(dir string) (*hubFiles, error) {
 		SAPub:      filepath.Join(dir, "sa.pub"),
 		Tokens:     filepath.Join(dir, "tokens.csv"),
 	}
+}
+
+func generateCredentials(dir string) (*hubFiles, error) {
+	f := credentialFiles(dir)
 	now := time.Now().Add(-time.Hour)
 	notAfter := now.Add(10 * 365 * 24 * time.Hour)
 

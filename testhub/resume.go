@@ -20,14 +20,7 @@ import (
 
 // loadCredentials reads what generateCredentials wrote in dir.
 func loadCredentials(dir string) (*hubFiles, error) {
-	f := &hubFiles{
-		CACert:     filepath.Join(dir, "ca.crt"),
-		ServerCert: filepath.Join(dir, "apiserver.crt"),
-		ServerKey:  filepath.Join(dir, "apiserver.key"),
-		SAKey:      filepath.Join(dir, "sa.key"),
-		SAPub:      filepath.Join(dir, "sa.pub"),
-		Tokens:     filepath.Join(dir, "tokens.csv"),
-	}
+	f := credentialFiles(dir)
 	ca, err := os.ReadFile(f.CACert)
 	if err != nil {
 		return nil, err

@@ -240,15 +240,7 @@ fn hash(s: &str) -> u64 {
 
 /// The reference plugin, as ServiceAccount [`access::PLUGIN_ACCOUNT`] with `kubeconfig`.
 fn plugin_launch(args: &SoakArgs, addr: &str, kubeconfig: &Path) -> anyhow::Result<Launch> {
-    let config = args.workdir.join("feedback-plugin.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: {addr}\nchecks:\n  - resource: {{group: apps, resource: deployments, \
-             namespace: web, name: web}}\n    succeedWhen: ReadyReplicas == Replicas\n    \
-             failWhen: ReadyReplicas < Replicas\n"
-        ),
-    )?;
+    let config = crate::plugin::write_plugin_config(&args.workdir, addr)?;
     Ok(Launch {
         name: "plugin".into(),
         program: args.plugin.clone(),
