@@ -49,6 +49,7 @@ use crate::cpu::{Role, Sampler, Split};
 
 mod cpu;
 mod dashboard;
+mod lease;
 mod many;
 mod plugin;
 mod record;
@@ -121,6 +122,11 @@ struct Args {
     /// measured windows.
     #[arg(long)]
     hub_pid: Option<u32>,
+    /// Run the sizes' controller with leader election and report the gaps between its
+    /// Lease renewals during the fan-out (its idle request count then includes the
+    /// Lease's renewals and the watchdog's reads).
+    #[arg(long)]
+    leader_elect: bool,
     /// Instead of the sizes: the fault soak for this long (`10m`, `2h`; bench/soak.sh and
     /// `soak/mod.rs`), with `--feedback-plugin` and `--cli`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration,
@@ -544,6 +550,10 @@ struct Row {
     silent_idle_reconciles_per_min: f64,
     silent_idle_writes_per_min: f64,
     peak_rss_bytes: u64,
+    /// The gaps between the controller's Lease renewals during the fan-out (it runs with
+    /// leader election): median and largest, seconds (due every 5 s; expiry at 15 s).
+    lease_gap_p50_s: Option<f64>,
+    lease_gap_max_s: Option<f64>,
     /// RSS of the controller that ran every phase, at the end (idle).
     steady_rss_bytes: u64,
     /// A restarted controller over the same N ManifestWorks: time to ready, peak RSS
@@ -955,9 +965,18 @@ impl Bench {
     }
 
     async fn controller(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
+        // With --leader-elect, as a production replica runs, and its Lease renewals watched
+        // through the fan-out.
+        let election = ["--leader-elect", "--lease-namespace", ns].map(String::from);
+        let extra: &[String] = if self.args.leader_elect {
+            &election
+        } else {
+            &[]
+        };
         let (p, addr) = self
-            .start_controller(ns, &format!("controller-{n}.log"))
+            .start_controller_with(ns, &format!("controller-{n}.log"), extra)
             .await?;
+        let renewals = lease::Renewals::watch(&self.client, ns);
         let complete = |m: &ManifestWorkReplicaSet| {
             m.status.as_ref().is_some_and(|s| {
                 s.current_revision.is_some() && s.current_revision == s.update_revision
@@ -973,10 +992,24 @@ impl Bench {
 
         let v1 = self.current_revision(ns, "app").await?;
         let t0 = Instant::now();
+        let wall0 = jiff::Timestamp::now();
         self.set_version(ns, "app", "v2").await?;
         let fanout_end = self.wait_version("v2", n).await?;
         row.fanout_s = (fanout_end - t0).as_secs_f64();
         row.fanout_cpu = self.cpu.between(t0, fanout_end);
+        // The renewal after the fan-out's end closes its last gap.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let gaps = renewals.gaps(
+            wall0,
+            jiff::Timestamp::now() - jiff::SignedDuration::from_secs(6),
+        );
+        if let Some((p50, max)) = lease::summary(&gaps) {
+            (row.lease_gap_p50_s, row.lease_gap_max_s) = (Some(p50), Some(max));
+            eprintln!(
+                "   Lease renewals during the fan-out: {} gaps, median {p50:.2}s, largest {max:.2}s (due every 5s, expiry at 15s)",
+                gaps.len()
+            );
+        }
         // Promoted past v1: a status read just after the writes may still show v1 as
         // both current and update revision.
         let v2_done = |m: &ManifestWorkReplicaSet| {
@@ -1312,6 +1345,8 @@ fn json_row(r: &Row) -> Value {
         "silent_idle_reconciles_per_min": r.silent_idle_reconciles_per_min,
         "silent_idle_writes_per_min": r.silent_idle_writes_per_min,
         "peak_rss_bytes": r.peak_rss_bytes,
+        "lease_renewal_gap_p50_s": r.lease_gap_p50_s,
+        "lease_renewal_gap_max_s": r.lease_gap_max_s,
         "steady_rss_bytes": r.steady_rss_bytes,
         "restart_ready_s": r.restart_ready_s,
         "startup_peak_rss_bytes": r.startup_peak_rss_bytes,

@@ -41,15 +41,16 @@ fn sizes(results: &Value, out: &mut String) {
     out.push_str(
         "| N | bare update | fan-out (ratio) | abort: ratio, median of rounds | steady RSS | \
          start-up peak (ratio) | fan-out peak RSS | idle reconciles / writes a minute | \
-         upstream's fan-out (ratio) | upstream's peak RSS |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         upstream's fan-out (ratio) | upstream's peak RSS | Lease renewal gaps in the fan-out, \
+         median / largest |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results.as_array().into_iter().flatten() {
         let steady = r["steady_rss_bytes"].as_f64().unwrap_or(0.0);
         let startup = r["startup_peak_rss_bytes"].as_f64().unwrap_or(0.0);
         let _ = writeln!(
             out,
-            "| {} | {} s | {} s ({}) | {} | {} | {} ({}) | {} | {} / {} | {} | {} |",
+            "| {} | {} s | {} s ({}) | {} | {} | {} ({}) | {} | {} / {} | {} | {} | {} |",
             r["clusters"],
             num(&r["bare_update_s"], 2),
             num(&r["fanout_s"], 2),
@@ -74,6 +75,14 @@ fn sizes(results: &Value, out: &mut String) {
                 None => "–".into(),
             },
             mib(&r["peer_peak_rss_bytes"]),
+            match r["lease_renewal_gap_max_s"].as_f64() {
+                Some(_) => format!(
+                    "{} s / {} s",
+                    num(&r["lease_renewal_gap_p50_s"], 2),
+                    num(&r["lease_renewal_gap_max_s"], 2)
+                ),
+                None => "–".into(),
+            },
         );
     }
 }

@@ -1,0 +1,87 @@
+//! The leader's Lease renewals as the hub saw them: a watch records every `renewTime` the
+//! controller writes, so that a phase can report the gaps between renewals while it ran
+//! (issue #34: a fan-out must not starve the renewals; the Lease expires 15 s after the
+//! last one, and a renewal is due every 5 s).
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Api, Client};
+
+/// The controller's Lease name.
+const LEASE: &str = "mwrs-controller";
+
+/// Every renewal time seen, in order.
+pub struct Renewals {
+    seen: Arc<Mutex<Vec<Timestamp>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Renewals {
+    /// Watches the Lease in `namespace` until dropped.
+    pub fn watch(client: &Client, namespace: &str) -> Self {
+        let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+        let seen: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
+        let s = seen.clone();
+        let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
+        let task = tokio::spawn(async move {
+            let mut events = watch_fn(api, config).default_backoff().boxed();
+            while let Some(e) = events.next().await {
+                let (Ok(Event::Apply(l)) | Ok(Event::InitApply(l))) = e else {
+                    continue;
+                };
+                let Some(t) = l.spec.and_then(|s| s.renew_time).map(|t| t.0) else {
+                    continue;
+                };
+                if let Ok(mut v) = s.lock()
+                    && v.last() != Some(&t)
+                {
+                    v.push(t);
+                }
+            }
+        });
+        Self { seen, task }
+    }
+
+    /// The gaps, in seconds, between consecutive renewals that bound a moment of
+    /// `from..to` (the one before `from` to the first after it, and so on to the first
+    /// after `to`).
+    pub fn gaps(&self, from: Timestamp, to: Timestamp) -> Vec<f64> {
+        let seen = self.seen.lock().map(|v| v.clone()).unwrap_or_default();
+        seen.windows(2)
+            .filter(|w| w[1] >= from && w[0] <= to)
+            .map(|w| (w[1] - w[0]).total(jiff::Unit::Second).unwrap_or(0.0))
+            .collect()
+    }
+}
+
+impl Drop for Renewals {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The median and the largest of `gaps` (None when there are none).
+pub fn summary(gaps: &[f64]) -> Option<(f64, f64)> {
+    if gaps.is_empty() {
+        return None;
+    }
+    let mut v = gaps.to_vec();
+    v.sort_by(f64::total_cmp);
+    Some((v[v.len() / 2], v[v.len() - 1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_and_the_largest_gap() {
+        assert_eq!(summary(&[]), None);
+        assert_eq!(summary(&[5.0, 9.5, 5.1]), Some((5.1, 9.5)));
+    }
+}
