@@ -141,7 +141,7 @@ impl Driver {
         }
         for s in &SUBJECTS {
             let target = self.update_revision(s.name).await?;
-            let outcome = self.settle(s, &Expect::Complete(target)).await?;
+            let outcome = self.settle(s, &Expect::Complete(target), None).await?;
             anyhow::ensure!(outcome.is_none(), "{} did not start: {outcome:?}", s.name);
         }
         Ok(())
@@ -161,32 +161,22 @@ impl Driver {
         let since = now_ms();
         let plugin_mark = self.plugin_faults.mark();
         let expect = self.act(subject, &status, &action).await?;
-        let outcome = self.settle(subject, &expect).await?;
-        // Only the plugin's own MWRS, and only when a plugin fault overlapped the round.
-        let plugin_abort_allowed = subject.plugin && self.plugin_faults.since(plugin_mark);
+        // A plugin fault may turn a good rollout of the judged MWRS into an abort (its
+        // failure budget, SPEC §12.3); the next rounds go on from there.
+        let plugin_abort = match &expect {
+            Expect::Complete(target) if subject.plugin => Some(Expect::Aborted {
+                target: target.clone(),
+                stable: status.current_revision.clone().unwrap_or_default(),
+            }),
+            _ => None,
+        };
+        let alternative = plugin_abort.as_ref().map(|e| (e, plugin_mark));
+        let outcome = self.settle(subject, &expect, alternative).await?;
         let after = self.status(subject.name).await?;
         let aborted = after
             .last_abort
             .as_ref()
             .is_some_and(|a| a.time.0.as_millisecond() >= since - 1_000);
-        // A plugin fault may turn a good rollout of the judged MWRS into an abort (its
-        // failure budget, SPEC §12.3): the next rounds go on from there.
-        let fallback = match (&outcome, &expect) {
-            (Some(_), Expect::Complete(target)) if plugin_abort_allowed && aborted => {
-                Some(Expect::Aborted {
-                    target: target.clone(),
-                    stable: status.current_revision.clone().unwrap_or_default(),
-                })
-            }
-            _ => None,
-        };
-        let outcome = match fallback {
-            Some(expect) => self
-                .settle(subject, &expect)
-                .await?
-                .map(|why| format!("{why} (aborted after a plugin fault)")),
-            None => outcome,
-        };
         eprintln!(
             "soak: round {n}: {} {action:?} → {} in {:.0}s",
             subject.name,
@@ -406,8 +396,14 @@ impl Driver {
         Ok(())
     }
 
-    /// Waits for `expect`; None when it holds within the bound, else what was seen.
-    async fn settle(&self, subject: &Subject, expect: &Expect) -> anyhow::Result<Option<String>> {
+    /// Waits for `expect`, or for `alternative` once a plugin fault has been injected since
+    /// its mark; None when one holds within the bound, else what was seen.
+    async fn settle(
+        &self,
+        subject: &Subject,
+        expect: &Expect,
+        alternative: Option<(&Expect, u64)>,
+    ) -> anyhow::Result<Option<String>> {
         let deadline = Instant::now() + self.timeout;
         let mut seen = String::new();
         while Instant::now() < deadline {
@@ -416,6 +412,12 @@ impl Driver {
                 Ok(Some(why)) => seen = why,
                 // The hub may be stalled or restarting: ask again.
                 Err(e) => seen = format!("{e:#}"),
+            }
+            if let Some((alt, mark)) = alternative
+                && self.plugin_faults.since(mark)
+                && let Ok(None) = self.holds(subject.name, alt).await
+            {
+                return Ok(None);
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
