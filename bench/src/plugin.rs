@@ -157,7 +157,7 @@ impl Bench {
     /// accepts connections.
     async fn start_plugin(&self, program: &Path) -> anyhow::Result<(Proc, String)> {
         let addr = format!("127.0.0.1:{}", free_port()?);
-        let config = write_plugin_config(&self.args.workdir, &addr)?;
+        let config = write_plugin_config(&self.args.workdir, &addr, "Watch")?;
         let args = vec![
             "--config".to_string(),
             config.display().to_string(),
@@ -238,14 +238,19 @@ impl Bench {
     }
 }
 
-/// The reference plugin's configuration in `dir`: listening on `addr`, judging the
+/// The reference plugin's configuration in `dir`: listening on `addr`, reading
+/// ManifestWorks by `read` (`Watch`, or `Get` with `get` access only), judging the
 /// template's Deployment `web/web` by its status feedback. Returns its path.
-pub(crate) fn write_plugin_config(dir: &Path, addr: &str) -> anyhow::Result<std::path::PathBuf> {
+pub(crate) fn write_plugin_config(
+    dir: &Path,
+    addr: &str,
+    read: &str,
+) -> anyhow::Result<std::path::PathBuf> {
     let config = dir.join("feedback-plugin.yaml");
     std::fs::write(
         &config,
         format!(
-            "listen: {addr}\nchecks:\n  - resource: {{group: apps, resource: deployments, \
+            "listen: {addr}\nread: {read}\nchecks:\n  - resource: {{group: apps, resource: deployments, \
              namespace: web, name: web}}\n    succeedWhen: ReadyReplicas == Replicas\n    \
              failWhen: ReadyReplicas < Replicas\n"
         ),

@@ -240,7 +240,8 @@ fn hash(s: &str) -> u64 {
 
 /// The reference plugin, as ServiceAccount [`access::PLUGIN_ACCOUNT`] with `kubeconfig`.
 fn plugin_launch(args: &SoakArgs, addr: &str, kubeconfig: &Path) -> anyhow::Result<Launch> {
-    let config = crate::plugin::write_plugin_config(&args.workdir, addr)?;
+    // Its account may only `get` ManifestWorks, namespace by namespace.
+    let config = crate::plugin::write_plugin_config(&args.workdir, addr, "Get")?;
     Ok(Launch {
         name: "plugin".into(),
         program: args.plugin.clone(),

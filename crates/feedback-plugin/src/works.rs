@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value as Json, json};
 use tonic::Status;
 
@@ -47,14 +47,28 @@ impl WorkReader {
         reader.watched = Some(cache.clone());
         let api: Api<DynamicObject> = Api::all_with(reader.client.clone(), &reader.resource);
         tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).boxed();
+            // Retried with a backoff, and said once per streak of failures: a watch this
+            // plugin may not make (RBAC with `get` only) is retried for as long as it runs.
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             let mut relisting = HashMap::new();
+            let mut failing = false;
             while let Some(e) = events.next().await {
                 match e {
-                    Ok(e) => file(&cache, &mut relisting, e),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching ManifestWorks; reading each with a GET meanwhile")
+                    Ok(e) => {
+                        // Each retry starts with Init: only what follows it is success.
+                        let works = !matches!(e, watcher::Event::Init);
+                        if works && std::mem::take(&mut failing) {
+                            tracing::info!("watching ManifestWorks again");
+                        }
+                        file(&cache, &mut relisting, e)
                     }
+                    Err(e) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %e, "watching ManifestWorks fails; reading each with a GET meanwhile, and retrying the watch with a backoff")
+                    }
+                    Err(e) => tracing::debug!(error = %e, "watching ManifestWorks still fails"),
                 }
             }
         });

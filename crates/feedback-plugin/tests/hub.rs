@@ -195,3 +195,88 @@ async fn the_feedback_plugin_gates_a_rollout_on_the_fleets_feedback() {
     })
     .await;
 }
+
+/// A plugin whose ServiceAccount may `get` ManifestWorks but not watch them (the soak's
+/// per-namespace grants) reads each with a GET, says once that its watch fails, and
+/// retries the watch with a backoff. Its watch used to be retried at once, forever, with
+/// a warning each time: the fault soak found gigabytes of log in minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_it_may_not_make_is_retried_with_backoff_and_reported_once() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::{Api, Patch, PatchParams};
+
+    let Some(hub) = TestHub::from_env("feedback-plugin-rbac", 1).await else {
+        return;
+    };
+    let name = format!("mwrs-tests-{}", hub.namespace);
+    let apply = PatchParams::apply("tests").force();
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": ["work.open-cluster-management.io"],
+            "resources": ["manifestworks"], "verbs": ["get"]}]});
+    Api::<ClusterRole>::all(hub.client.clone())
+        .patch(&name, &apply, &Patch::Apply(&role))
+        .await
+        .unwrap();
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "plugin", "namespace": hub.namespace}]});
+    Api::<ClusterRoleBinding>::all(hub.client.clone())
+        .patch(&name, &apply, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+    let kubeconfig = hub.service_account_kubeconfig("plugin").await.unwrap();
+    let config = std::env::temp_dir().join(format!("feedback-plugin-{}.yaml", hub.namespace));
+    std::fs::write(
+        &config,
+        "listen: 127.0.0.1:0\nchecks:\n  - resource: {group: apps, resource: deployments, namespace: web, name: web}\n    succeedWhen: ReadyReplicas == Replicas\n",
+    )
+    .unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_mwrs-feedback-plugin"));
+    let plugin = ChildProcess::spawn(
+        binary,
+        &[
+            "--config",
+            &config.to_string_lossy(),
+            "--kubeconfig",
+            &kubeconfig.to_string_lossy(),
+        ],
+        &[],
+    )
+    .unwrap();
+    let failures = || {
+        plugin
+            .output()
+            .lines()
+            .filter(|l| l.contains("watching ManifestWorks"))
+            .count()
+    };
+    wait_for("the watch refused", WAIT, || async {
+        match failures() {
+            0 => Err(plugin.output()),
+            n => Ok(n),
+        }
+    })
+    .await;
+    // A window long enough for thousands of retries without a backoff.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let n = failures();
+    assert!(
+        n <= 2,
+        "{n} lines about the failing watch in 3 s:\n{}",
+        plugin
+            .output()
+            .lines()
+            .filter(|l| l.contains("watching ManifestWorks"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let _ = Api::<ClusterRoleBinding>::all(hub.client.clone())
+        .delete(&name, &Default::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(hub.client.clone())
+        .delete(&name, &Default::default())
+        .await;
+}
