@@ -202,30 +202,12 @@ async fn the_feedback_plugin_gates_a_rollout_on_the_fleets_feedback() {
 /// a warning each time: the fault soak found gigabytes of log in minutes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_it_may_not_make_is_retried_with_backoff_and_reported_once() {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use kube::api::{Api, Patch, PatchParams};
-
     let Some(hub) = TestHub::from_env("feedback-plugin-rbac", 1).await else {
         return;
     };
-    let name = format!("mwrs-tests-{}", hub.namespace);
-    let apply = PatchParams::apply("tests").force();
-    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": name},
-        "rules": [{"apiGroups": ["work.open-cluster-management.io"],
-            "resources": ["manifestworks"], "verbs": ["get"]}]});
-    Api::<ClusterRole>::all(hub.client.clone())
-        .patch(&name, &apply, &Patch::Apply(&role))
-        .await
-        .unwrap();
-    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": "plugin", "namespace": hub.namespace}]});
-    Api::<ClusterRoleBinding>::all(hub.client.clone())
-        .patch(&name, &apply, &Patch::Apply(&binding))
-        .await
-        .unwrap();
+    let get_only = json!([{"apiGroups": ["work.open-cluster-management.io"],
+        "resources": ["manifestworks"], "verbs": ["get"]}]);
+    hub.grant("plugin", get_only).await;
     let kubeconfig = hub.service_account_kubeconfig("plugin").await.unwrap();
     let config = std::env::temp_dir().join(format!("feedback-plugin-{}.yaml", hub.namespace));
     std::fs::write(
@@ -273,10 +255,5 @@ async fn a_watch_it_may_not_make_is_retried_with_backoff_and_reported_once() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let _ = Api::<ClusterRoleBinding>::all(hub.client.clone())
-        .delete(&name, &Default::default())
-        .await;
-    let _ = Api::<ClusterRole>::all(hub.client.clone())
-        .delete(&name, &Default::default())
-        .await;
+    hub.revoke().await;
 }

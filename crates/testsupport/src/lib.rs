@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
@@ -181,6 +182,40 @@ impl TestHub {
     /// A token of ServiceAccount `sa` of the test's namespace; see [`service_account_token`].
     pub async fn service_account_token(&self, sa: &str) -> anyhow::Result<String> {
         service_account_token(&self.client, &self.namespace, sa).await
+    }
+
+    /// Gives ServiceAccount `sa` of the test's namespace cluster-wide `rules` (RBAC rule
+    /// objects) through a ClusterRole and ClusterRoleBinding named after the test; called
+    /// again, it replaces the rules. [`TestHub::revoke`] removes both.
+    pub async fn grant(&self, sa: &str, rules: Value) {
+        let name = format!("mwrs-tests-{}", self.namespace);
+        let apply = PatchParams::apply("mwrs-tests").force();
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": rules});
+        let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": self.namespace}]});
+        let r = Api::<ClusterRole>::all(self.client.clone())
+            .patch(&name, &apply, &Patch::Apply(&role))
+            .await;
+        let b = Api::<ClusterRoleBinding>::all(self.client.clone())
+            .patch(&name, &apply, &Patch::Apply(&binding))
+            .await;
+        if let Err(e) = r.map(drop).and(b.map(drop)) {
+            panic!("cannot grant {sa} its rules: {e}");
+        }
+    }
+
+    /// Removes what [`TestHub::grant`] made.
+    pub async fn revoke(&self) {
+        let name = format!("mwrs-tests-{}", self.namespace);
+        let _ = Api::<ClusterRoleBinding>::all(self.client.clone())
+            .delete(&name, &DeleteParams::default())
+            .await;
+        let _ = Api::<ClusterRole>::all(self.client.clone())
+            .delete(&name, &DeleteParams::default())
+            .await;
     }
 
     /// A kubeconfig as ServiceAccount `sa` of the test's namespace; see

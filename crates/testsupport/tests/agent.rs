@@ -11,9 +11,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 use mwrs_fleet::{Agent, AgentConfig};
 use mwrs_testsupport::{TestHub, client_from, configmap_template, wait_for};
@@ -21,24 +20,14 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// ClusterRole `name` allowing `verbs` on ManifestWorks and their status.
-async fn role(hub: &TestHub, name: &str, status_verbs: &[&str]) {
-    let body = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-    "metadata": {"name": name},
-    "rules": [
+/// Reading ManifestWorks, and `status_verbs` on their status.
+fn rules(status_verbs: &[&str]) -> serde_json::Value {
+    json!([
         {"apiGroups": ["work.open-cluster-management.io"], "resources": ["manifestworks"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["work.open-cluster-management.io"], "resources": ["manifestworks/status"],
          "verbs": status_verbs},
-    ]});
-    Api::<ClusterRole>::all(hub.client.clone())
-        .patch(
-            name,
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .expect("cluster role");
+    ])
 }
 
 #[tokio::test]
@@ -46,21 +35,8 @@ async fn a_refused_status_write_is_tried_again_until_it_lands() {
     let Some(hub) = TestHub::from_env("agent-retry", 1).await else {
         return;
     };
-    let name = format!("mwrs-tests-{}", hub.namespace);
     // The agent may read ManifestWorks but not write their status, for now.
-    role(&hub, &name, &["get"]).await;
-    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": hub.namespace}]});
-    Api::<ClusterRoleBinding>::all(hub.client.clone())
-        .patch(
-            &name,
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(&binding),
-        )
-        .await
-        .expect("binding");
+    hub.grant("agent", rules(&["get"])).await;
     let kubeconfig = hub
         .service_account_kubeconfig("agent")
         .await
@@ -84,7 +60,7 @@ async fn a_refused_status_write_is_tried_again_until_it_lands() {
     })
     .await;
 
-    role(&hub, &name, &["patch", "update"]).await;
+    hub.grant("agent", rules(&["patch", "update"])).await;
     wait_for("the status written once allowed", WAIT, || async {
         let w = works.get("w").await.map_err(|e| e.to_string())?;
         let conditions = w.status.and_then(|s| s.conditions).unwrap_or_default();
@@ -99,10 +75,5 @@ async fn a_refused_status_write_is_tried_again_until_it_lands() {
     })
     .await;
     agent.stop();
-    let _ = Api::<ClusterRoleBinding>::all(hub.client.clone())
-        .delete(&name, &Default::default())
-        .await;
-    let _ = Api::<ClusterRole>::all(hub.client.clone())
-        .delete(&name, &Default::default())
-        .await;
+    hub.revoke().await;
 }
