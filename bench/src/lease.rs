@@ -5,46 +5,43 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::runtime::watcher;
 use kube::{Api, Client};
+use mwrs_testsupport::{TaskGuard, watch_objects};
 
 /// The controller's Lease name.
 const LEASE: &str = "mwrs-controller";
 
-/// Every renewal time seen, in order.
+/// Every renewal time seen, in order, while the watch (dropped with it) runs.
 pub struct Renewals {
     seen: Arc<Mutex<Vec<Timestamp>>>,
-    task: tokio::task::JoinHandle<()>,
+    _watch: TaskGuard,
 }
 
 impl Renewals {
     /// Watches the Lease in `namespace` until dropped.
-    pub fn watch(client: &Client, namespace: &str) -> Self {
+    pub async fn watch(client: &Client, namespace: &str) -> Self {
         let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
         let seen: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
         let s = seen.clone();
         let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
-        let task = tokio::spawn(async move {
-            let mut events = watch_fn(api, config).default_backoff().boxed();
-            while let Some(e) = events.next().await {
-                let (Ok(Event::Apply(l)) | Ok(Event::InitApply(l))) = e else {
-                    continue;
-                };
-                let Some(t) = l.spec.and_then(|s| s.renew_time).map(|t| t.0) else {
-                    continue;
-                };
-                if let Ok(mut v) = s.lock()
-                    && v.last() != Some(&t)
-                {
-                    v.push(t);
-                }
+        let watch = watch_objects(api, config, move |l: Lease, _| {
+            let Some(t) = l.spec.and_then(|s| s.renew_time).map(|t| t.0) else {
+                return;
+            };
+            if let Ok(mut v) = s.lock()
+                && v.last() != Some(&t)
+            {
+                v.push(t);
             }
-        });
-        Self { seen, task }
+        })
+        .await;
+        Self {
+            seen,
+            _watch: watch,
+        }
     }
 
     /// The gaps, in seconds, between consecutive renewals that bound a moment of
@@ -56,12 +53,6 @@ impl Renewals {
             .filter(|w| w[1] >= from && w[0] <= to)
             .map(|w| (w[1] - w[0]).total(jiff::Unit::Second).unwrap_or(0.0))
             .collect()
-    }
-}
-
-impl Drop for Renewals {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

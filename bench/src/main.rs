@@ -976,7 +976,7 @@ impl Bench {
         let (p, addr) = self
             .start_controller_with(ns, &format!("controller-{n}.log"), extra)
             .await?;
-        let renewals = lease::Renewals::watch(&self.client, ns);
+        let renewals = lease::Renewals::watch(&self.client, ns).await;
         let complete = |m: &ManifestWorkReplicaSet| {
             m.status.as_ref().is_some_and(|s| {
                 s.current_revision.is_some() && s.current_revision == s.update_revision

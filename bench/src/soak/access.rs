@@ -5,13 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::NS;
@@ -24,35 +21,9 @@ fn apply() -> PatchParams {
     PatchParams::apply("mwrs-soak").force()
 }
 
-/// A kubeconfig as ServiceAccount `sa` of [`NS`] (made if missing) on the hub of `hub`,
-/// with a token that outlasts a long soak.
+/// A kubeconfig as ServiceAccount `sa` of [`NS`] (made if missing) on the hub of `hub`.
 pub async fn account_kubeconfig(client: &Client, hub: &Path, sa: &str) -> anyhow::Result<PathBuf> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": sa, "namespace": NS}});
-    accounts
-        .patch(sa, &apply(), &Patch::Apply(&account))
-        .await?;
-    let request: TokenRequest = serde_json::from_value(
-        json!({"spec": {"audiences": [], "expirationSeconds": 7 * 24 * 3600}}),
-    )?;
-    let answer: TokenRequest = accounts
-        .create_subresource("token", sa, &PostParams::default(), &request)
-        .await?;
-    let token = answer
-        .status
-        .and_then(|s| s.token)
-        .context("TokenRequest without a token")?;
-    let mut kc = kube::config::Kubeconfig::read_from(hub)?;
-    for user in &mut kc.auth_infos {
-        user.auth_info = Some(kube::config::AuthInfo {
-            token: Some(token.clone().into()),
-            ..Default::default()
-        });
-    }
-    let path = hub.with_file_name(format!("kubeconfig-soak-{sa}.json"));
-    std::fs::write(&path, serde_json::to_vec(&kc)?)?;
-    Ok(path)
+    mwrs_testsupport::service_account_kubeconfig(client, hub, NS, sa).await
 }
 
 /// Binds ServiceAccount `sa` of [`NS`] to cluster-admin.

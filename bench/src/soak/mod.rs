@@ -134,7 +134,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
         behaviour,
         args.hub_pid,
     );
-    let watches = watch::start(&client, NS, &log, cast.pids.clone());
+    let watches = watch::start(&client, NS, &log, cast.pids.clone()).await;
 
     // No fault until both MWRS have rolled out once: the soak starts from a settled fleet.
     let quiet = Arc::new(Quiet::default());
@@ -173,9 +173,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
     let (cast, faults) = injector.await.context("the fault injector")??;
     let restarts = cast.restarts;
     cast.stop().await;
-    for w in watches {
-        w.abort();
-    }
+    drop(watches);
     let writes = match &args.audit_log {
         Some(path) => watch::read_audit(path, NS, &log)
             .with_context(|| format!("reading the audit log {}", path.display()))?,

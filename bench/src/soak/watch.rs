@@ -6,17 +6,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch_fn};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use mwrs_api::labels;
 use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, ManifestWorkReplicaSet};
 use mwrs_api::work::ManifestWork;
-use serde::de::DeserializeOwned;
+use mwrs_testsupport::{TaskGuard, watch_objects};
 
 use super::log::{Log, Ms, Seen, now_ms, parse_ms};
 
@@ -28,41 +26,18 @@ fn file(log: &SharedLog, at: Ms, seen: Seen) {
     }
 }
 
-/// Runs `each` on every applied or deleted object of `api` (with `config`) until the
-/// task is dropped.
-fn follow<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    mut each: impl FnMut(&K, bool) + Send + 'static,
-) -> tokio::task::JoinHandle<()>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    K::DynamicType: Default,
-{
-    tokio::spawn(async move {
-        let mut events = watch_fn(api, config).default_backoff().boxed();
-        while let Some(ev) = events.next().await {
-            match ev {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => each(&o, false),
-                Ok(Event::Delete(o)) => each(&o, true),
-                _ => {}
-            }
-        }
-    })
-}
-
 /// Starts every watch of MWRS namespace `ns`; they file into `log` until dropped.
-pub fn start(
+pub async fn start(
     client: &Client,
     ns: &str,
     log: &SharedLog,
     pids: Arc<Mutex<BTreeMap<u32, String>>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> Vec<TaskGuard> {
     let owner_prefix = format!("{ns}.");
     let works = {
         let log = log.clone();
         let selector = watcher::Config::default().labels(labels::MWRS_OWNER);
-        follow(
+        watch_objects(
             Api::<ManifestWork>::all(client.clone()),
             selector,
             move |w, deleted| {
@@ -87,11 +62,12 @@ pub fn start(
                 file(&log, now_ms(), seen);
             },
         )
+        .await
     };
     let revisions = {
         let log = log.clone();
         let api = Api::<ControllerRevision>::namespaced(client.clone(), ns);
-        follow(api, watcher::Config::default(), move |r, deleted| {
+        watch_objects(api, watcher::Config::default(), move |r, deleted| {
             let owner = r.owner_references().first().map(|o| o.name.clone());
             let hash = r.labels().get(labels::CONTROLLER_HASH).cloned();
             if let (Some(mwrs), Some(hash)) = (owner, hash) {
@@ -106,20 +82,22 @@ pub fn start(
                 );
             }
         })
+        .await
     };
     let statuses = {
         let log = log.clone();
         let api = Api::<ManifestWorkReplicaSet>::namespaced(client.clone(), ns);
-        follow(api, watcher::Config::default(), move |m, _| {
-            file(&log, now_ms(), status_of(m));
+        watch_objects(api, watcher::Config::default(), move |m, _| {
+            file(&log, now_ms(), status_of(&m));
         })
+        .await
     };
     let leases = {
         let log = log.clone();
         let api = Api::<Lease>::namespaced(client.clone(), ns);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", super::LEASE));
         let mut last: Option<String> = None;
-        follow(api, config, move |l, _| {
+        watch_objects(api, config, move |l, _| {
             let spec = l.spec.as_ref();
             let holder = spec.and_then(|s| s.holder_identity.clone());
             if holder == last {
@@ -137,6 +115,7 @@ pub fn start(
                 .map_or_else(now_ms, |t| t.0.as_millisecond());
             file(&log, at, Seen::Leader { replica });
         })
+        .await
     };
     vec![works, revisions, statuses, leases]
 }

@@ -70,7 +70,8 @@ pub async fn client_from(path: &Path) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// A token of ServiceAccount `ns/sa` (created if missing), from the TokenRequest API.
+/// A token of ServiceAccount `ns/sa` (created if missing), from the TokenRequest API,
+/// valid for a day: longer than the longest fault soak (bench/soak/) that runs on it.
 pub async fn service_account_token(c: &Client, ns: &str, sa: &str) -> anyhow::Result<String> {
     let api = Api::<ServiceAccount>::namespaced(c.clone(), ns);
     let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
@@ -84,7 +85,7 @@ pub async fn service_account_token(c: &Client, ns: &str, sa: &str) -> anyhow::Re
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             audiences: None,
-            expiration_seconds: Some(3600),
+            expiration_seconds: Some(24 * 3600),
             ..Default::default()
         }),
         ..Default::default()
