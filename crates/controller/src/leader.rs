@@ -1,27 +1,30 @@
-//! Leader election on a `coordination.k8s.io` Lease (kube-lease-manager), fenced: only
+//! Leader election on a `coordination.k8s.io` Lease ([`crate::lease`]), fenced: only
 //! the leader runs the controller, and every write first asks the [`WriteGate`] whether
 //! this replica can still prove it holds the lease. A replica that cannot renew (API
 //! unreachable, process frozen) stops writing before another can take the lease over,
 //! and the process exits, so its restart rejoins as a follower with fresh caches.
 //!
-//! Timing: the lease lasts [`LEASE_SECONDS`]; its holder renews every
-//! `LEASE_SECONDS - GRACE_SECONDS`. A watchdog reads the Lease every [`CHECK_EVERY`] and
-//! keeps the gate open until [`FENCE_AFTER`] past the last renewal it saw, which is
-//! [`LEASE_SECONDS`] minus a margin for the time a write takes to reach the API server.
+//! Timing: the lease lasts [`LEASE_SECONDS`]; its holder renews every [`RENEW_EVERY`]. A
+//! watchdog reads the Lease every [`CHECK_EVERY`] and keeps the gate open until
+//! [`FENCE_AFTER`] past the last renewal it saw, which is [`LEASE_SECONDS`] minus a
+//! margin for the time a write takes to reach the API server. A contender takes the Lease
+//! only after seeing it unchanged for [`LEASE_SECONDS`], and only at the version it saw,
+//! so it never holds the Lease while the gate of the last holder is open.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
-use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
+
+use crate::lease::{LeaseClient, Renewal};
 
 pub const LEASE_NAME: &str = "mwrs-controller";
 /// How long a lease stays valid after its holder's last renewal.
 pub const LEASE_SECONDS: u64 = 15;
-/// How long before expiry the holder renews.
-const GRACE_SECONDS: u64 = 10;
+/// How often the holder renews.
+const RENEW_EVERY: Duration = Duration::from_secs(5);
 /// How long after the last renewal seen this replica still writes.
 pub const FENCE_AFTER: Duration = Duration::from_secs(LEASE_SECONDS - 4);
 /// How often the watchdog reads the Lease.
@@ -77,41 +80,41 @@ impl WriteGate {
 
 /// A held lease: `lost()` resolves when leadership ends or can no longer be proven.
 pub struct Leadership {
-    rx: watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
+    /// Turns false when a renewal finds the Lease another's.
+    held: watch::Receiver<bool>,
+    /// Ends the renewals and releases the Lease.
+    stop: oneshot::Sender<()>,
+    renewer: tokio::task::JoinHandle<()>,
     gate: WriteGate,
     watchdog: tokio::task::JoinHandle<()>,
 }
 
 impl Leadership {
-    /// Waits until this replica holds the lease.
-    pub async fn acquire(
-        client: Client,
-        namespace: &str,
-        identity: &str,
-    ) -> Result<Self, LeaseManagerError> {
-        let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
-            .with_namespace(namespace)
-            .with_identity(identity)
-            .with_duration(LEASE_SECONDS)
-            .with_grace(GRACE_SECONDS)
-            .with_field_manager(crate::FIELD_MANAGER)
-            .build()
-            .await?;
-        let (mut rx, task) = manager.watch().await;
-        while !*rx.borrow_and_update() {
-            tracing::info!(identity, namespace, "waiting for leadership");
-            if rx.changed().await.is_err() {
-                break;
-            }
-        }
+    /// Waits until this replica holds the lease. Errors only when the API server refuses
+    /// (no such namespace, no permission); while it cannot be reached, keeps trying.
+    pub async fn acquire(client: Client, namespace: &str, identity: &str) -> kube::Result<Self> {
+        let lease = LeaseClient {
+            api: Api::namespaced(client, namespace),
+            name: LEASE_NAME.to_string(),
+            identity: identity.to_string(),
+            duration: Duration::from_secs(LEASE_SECONDS),
+            field_manager: crate::FIELD_MANAGER.to_string(),
+        };
+        let version = lease.acquire(CHECK_EVERY).await?;
         tracing::info!(identity, namespace, "acquired leadership");
         let gate = WriteGate::fenced();
-        let api: Api<Lease> = Api::namespaced(client, namespace);
-        let watchdog = tokio::spawn(watch_lease(api, identity.to_string(), gate.clone()));
+        let watchdog = tokio::spawn(watch_lease(
+            lease.api.clone(),
+            identity.to_string(),
+            gate.clone(),
+        ));
+        let (held_tx, held) = watch::channel(true);
+        let (stop, stopped) = oneshot::channel();
+        let renewer = tokio::spawn(renew(lease, version, held_tx, stopped));
         Ok(Self {
-            rx,
-            task,
+            held,
+            stop,
+            renewer,
             gate,
             watchdog,
         })
@@ -122,35 +125,30 @@ impl Leadership {
         self.gate.clone()
     }
 
-    /// Gives the lease up so a standby takes over at once instead of after expiry: the
-    /// manager releases it when its channel closes.
+    /// Gives the lease up so a standby takes over at once instead of after expiry.
     pub async fn release(self) {
         let Self {
-            rx, task, watchdog, ..
+            stop,
+            renewer,
+            watchdog,
+            ..
         } = self;
         watchdog.abort();
-        drop(rx);
-        match tokio::time::timeout(Duration::from_secs(5), task).await {
-            Ok(Ok(Ok(_))) => tracing::info!("released leadership"),
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "cannot release the lease"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "lease task failed"),
-            Err(_) => tracing::warn!("timed out releasing the lease"),
+        let _ = stop.send(());
+        if tokio::time::timeout(Duration::from_secs(5), renewer)
+            .await
+            .is_err()
+        {
+            tracing::warn!("timed out releasing the lease");
         }
     }
 
-    /// Resolves when the lease is lost, its manager stopped, or the gate closed.
+    /// Resolves when the lease is lost, its renewals stopped, or the gate closed.
     pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
-        let mut rx = self.rx.clone();
+        let mut held = self.held.clone();
         let gate = self.gate.clone();
-        let manager_says_lost = async move {
-            loop {
-                if !*rx.borrow_and_update() {
-                    return;
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
+        let renewals_say_lost = async move {
+            let _ = held.wait_for(|h| !*h).await;
         };
         let fenced = async move {
             // Give the watchdog its first read before the gate counts.
@@ -162,10 +160,46 @@ impl Leadership {
         };
         async move {
             tokio::select! {
-                _ = manager_says_lost => {}
+                _ = renewals_say_lost => {}
                 _ = fenced => {}
             }
         }
+    }
+}
+
+/// Renews the lease every [`RENEW_EVERY`] (every [`CHECK_EVERY`] after a failure) until
+/// told to stop, then releases it; says on `held` when a renewal finds it another's.
+async fn renew(
+    lease: LeaseClient,
+    mut version: String,
+    held: watch::Sender<bool>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut wait = RENEW_EVERY;
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        match tokio::time::timeout(RENEW_EVERY, lease.renew(&version)).await {
+            Ok(Ok(Renewal::Renewed(v))) => {
+                version = v;
+                wait = RENEW_EVERY;
+                continue;
+            }
+            Ok(Ok(Renewal::Lost)) => {
+                tracing::warn!("the leader lease names another holder");
+                let _ = held.send(false);
+                return;
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the leader lease"),
+            Err(_) => tracing::warn!("renewing the leader lease timed out"),
+        }
+        wait = CHECK_EVERY;
+    }
+    match lease.release(&version).await {
+        Ok(()) => tracing::info!("released leadership"),
+        Err(e) => tracing::warn!(error = %e, "cannot release the lease"),
     }
 }
 

@@ -30,6 +30,7 @@ pub mod execute;
 pub mod http;
 pub mod index;
 pub mod leader;
+pub mod lease;
 pub mod mark_key;
 pub mod metrics;
 pub mod patch;

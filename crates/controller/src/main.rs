@@ -299,18 +299,17 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
 }
 
 /// Why leader election cannot start, in one line that says what to do.
-fn lease_error(e: kube_lease_manager::LeaseManagerError, namespace: &str) -> anyhow::Error {
-    use kube_lease_manager::LeaseManagerError::KubeError;
+fn lease_error(e: kube::Error, namespace: &str) -> anyhow::Error {
     let fix = "or pass another --lease-namespace";
     match e {
-        KubeError(kube::Error::Api(s)) if s.code == 404 => anyhow::anyhow!(
+        kube::Error::Api(s) if s.code == 404 => anyhow::anyhow!(
             "leader election: namespace {namespace:?} does not exist: create it, {fix}"
         ),
-        KubeError(kube::Error::Api(s)) if s.code == 403 => anyhow::anyhow!(
+        kube::Error::Api(s) if s.code == 403 => anyhow::anyhow!(
             "leader election: forbidden to use Leases in namespace {namespace:?}: bind the \
              leader-election Role of deploy/rbac/rbac.yaml there, {fix}"
         ),
-        KubeError(kube::Error::Api(s)) => anyhow::anyhow!(
+        kube::Error::Api(s) => anyhow::anyhow!(
             "leader election in namespace {namespace:?}: {} (--lease-namespace)",
             s.message
         ),
@@ -348,13 +347,11 @@ mod tests {
     #[test]
     fn lease_errors_are_one_line_naming_the_namespace() {
         let api = |code: u16| {
-            kube_lease_manager::LeaseManagerError::KubeError(kube::Error::Api(Box::new(
-                kube::core::Status {
-                    code,
-                    message: format!("status {code} from the API server"),
-                    ..Default::default()
-                },
-            )))
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                message: format!("status {code} from the API server"),
+                ..Default::default()
+            }))
         };
         for (code, says) in [
             (404, "does not exist"),

@@ -147,3 +147,130 @@ async fn a_missing_lease_namespace_is_one_clear_line() {
         "one clear line: {last}"
     );
 }
+
+/// What the hooked client of [`held_lease_writes`] reports.
+#[derive(Debug, PartialEq)]
+enum LeaseCall {
+    /// A write to a Lease, held until the test lets it go.
+    WriteHeld,
+    /// A read of a Lease, answered.
+    ReadAnswered,
+}
+
+/// A client whose first Lease writes wait for a permit of `go`, and which reports its Lease
+/// calls on `calls`: the test decides what lands first at the API server.
+fn held_lease_writes(
+    inner: kube::Client,
+    namespace: &str,
+    calls: tokio::sync::mpsc::UnboundedSender<LeaseCall>,
+    go: std::sync::Arc<tokio::sync::Semaphore>,
+) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (inner, calls, go) = (inner.clone(), calls.clone(), go.clone());
+        async move {
+            let lease = req.uri().path().contains("/leases");
+            let read = req.method() == http::Method::GET;
+            if lease && !read {
+                let _ = calls.send(LeaseCall::WriteHeld);
+                go.acquire().await?.forget();
+            }
+            let answer = inner.send(req).await;
+            if lease && read {
+                let _ = calls.send(LeaseCall::ReadAnswered);
+            }
+            answer.map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        }
+    });
+    kube::Client::new(service, namespace)
+}
+
+/// Waits up to a minute for the contender's next `want`.
+async fn next(calls: &mut tokio::sync::mpsc::UnboundedReceiver<LeaseCall>, want: LeaseCall) {
+    let wanted = format!("{want:?}");
+    let wait = async {
+        while let Some(call) = calls.recv().await {
+            if call == want {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .unwrap_or_else(|_| panic!("the contender's next {wanted}"));
+}
+
+/// A replica that found the lease expired must not take it when its holder's renewal
+/// lands first (a hub back from a restart answers both at once): the takeover is
+/// conditional on the version it judged expired. Otherwise the old holder, whose renewal
+/// succeeded, writes while the Lease names the new one (the fault soak, seed 34).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_loses_to_a_renewal_that_lands_first() {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::{Patch, PatchParams, PostParams};
+    use tokio::sync::{Semaphore, mpsc};
+
+    let Some(hub) = TestHub::from_env("leader-race", 0).await else {
+        return;
+    };
+    let ns = hub.namespace.clone();
+    let api: Api<Lease> = Api::namespaced(hub.client.clone(), &ns);
+    let long_ago = MicroTime(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60));
+    let expired = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some("mwrs-controller".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("old".into()),
+            acquire_time: Some(long_ago.clone()),
+            renew_time: Some(long_ago),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        }),
+    };
+    api.create(&PostParams::default(), &expired).await.unwrap();
+    let renew = || async {
+        let now = json!({"spec": {"renewTime": MicroTime(jiff::Timestamp::now())}});
+        api.patch(
+            "mwrs-controller",
+            &PatchParams::default(),
+            &Patch::Merge(now),
+        )
+        .await
+        .unwrap();
+    };
+
+    let (tx, mut calls) = mpsc::unbounded_channel();
+    let go = std::sync::Arc::new(Semaphore::new(0));
+    let client = held_lease_writes(hub.client.clone(), &ns, tx, go.clone());
+    let contender = {
+        let ns = ns.clone();
+        tokio::spawn(async move {
+            mwrs_controller::leader::Leadership::acquire(client, &ns, "new").await
+        })
+    };
+    // The contender has read the expired lease and sends its takeover; the holder's
+    // renewal lands before it.
+    next(&mut calls, LeaseCall::WriteHeld).await;
+    renew().await;
+    go.add_permits(Semaphore::MAX_PERMITS / 2);
+    for round in 0..2 {
+        // Once the contender has read the lease again, it has seen its takeover's answer.
+        next(&mut calls, LeaseCall::ReadAnswered).await;
+        let holder = api
+            .get("mwrs-controller")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.holder_identity);
+        assert_eq!(
+            holder.as_deref(),
+            Some("old"),
+            "round {round}: a lease renewed after the contender looked was taken"
+        );
+        assert!(!contender.is_finished(), "the contender claims leadership");
+        renew().await;
+    }
+    contender.abort();
+}
