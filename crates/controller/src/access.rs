@@ -18,6 +18,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 use sha2::{Digest as _, Sha256};
+use tokio::sync::Semaphore;
 
 /// The path this guards, as the SubjectAccessReview names it.
 pub const METRICS_PATH: &str = "/metrics";
@@ -43,7 +44,8 @@ pub enum Decision {
     Forbidden,
     /// The API server could not be asked: 503, not cached.
     Unavailable,
-    /// An unknown token past the review budget: 429, not asked, not cached.
+    /// An unknown token past the review budget, or while as many requests as may wait on
+    /// the API server already do: 429, not asked, not cached.
     Throttled,
 }
 
@@ -139,8 +141,10 @@ impl Access {
         }
     }
 
-    /// The decision for a request with `headers`.
-    pub async fn check(&self, headers: &HeaderMap) -> Decision {
+    /// The decision for a request with `headers`. A request that needs a review holds one
+    /// of `waiting`'s permits while it waits on the API server; with none left, it is
+    /// throttled, so that requests waiting on a slow hub never take every connection.
+    pub async fn check(&self, headers: &HeaderMap, waiting: &Semaphore) -> Decision {
         let Some(token) = bearer(headers) else {
             return Decision::Unauthenticated;
         };
@@ -149,6 +153,9 @@ impl Access {
         if let Some(d) = self.cached(&key, now) {
             return d;
         }
+        let Ok(_waiting) = waiting.try_acquire() else {
+            return Decision::Throttled;
+        };
         if !self.budget.lock().is_ok_and(|mut b| b.take(now)) {
             return Decision::Throttled;
         }

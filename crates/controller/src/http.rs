@@ -1,8 +1,10 @@
 //! The HTTP side of the process: `/metrics` (Prometheus text), `/healthz` (the process
 //! serves) and `/readyz` (every store has synced and, with leader election, this replica
 //! leads or stands by ready), served within [`Limits`]: one request per connection, a
-//! header timeout, a connection cap that evicts the oldest idle connection, so that a
-//! flood of idle connections can neither exhaust the process nor starve the probes.
+//! header timeout, a connection cap that evicts the oldest idle connection, and a share of
+//! the connections that requests waiting on the API server (`/metrics` reviews) never
+//! take, so that neither a flood of idle connections nor a flood of tokens on a slow hub
+//! can exhaust the process or starve the probes.
 //!
 //! [`Serving`] says how: plain HTTP with `/metrics` open (loopback, or asked for), or
 //! TLS with `/metrics` behind [`Access`] while the probes stay open (kubelet probes
@@ -24,6 +26,7 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Semaphore;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
@@ -67,19 +70,26 @@ pub fn is_secure(addr: &SocketAddr, choice: Security) -> bool {
 struct Endpoints {
     shared: Shared,
     access: Option<Arc<Access>>,
+    /// Requests that may wait on the API server at once.
+    waiting: Arc<Semaphore>,
 }
 
-fn router(shared: Shared, access: Option<Arc<Access>>) -> Router {
+fn router(shared: Shared, access: Option<Arc<Access>>, limits: Limits) -> Router {
+    let waiting = Arc::new(Semaphore::new(limits.may_wait()));
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(Endpoints { shared, access })
+        .with_state(Endpoints {
+            shared,
+            access,
+            waiting,
+        })
 }
 
 async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> axum::response::Response {
     if let Some(access) = &e.access {
-        let decision = access.check(&headers).await;
+        let decision = access.check(&headers, &e.waiting).await;
         if decision != Decision::Allowed {
             return (decision.status(), format!("{decision:?}\n")).into_response();
         }
@@ -113,6 +123,18 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How long a whole connection may last.
     pub connection_timeout: Duration,
+    /// Connections that requests waiting on the API server never take: they stay for the
+    /// probes and for scrapes answered from the cache.
+    pub probe_reserve: usize,
+}
+
+impl Limits {
+    /// How many requests may wait on the API server at once (at least one).
+    fn may_wait(&self) -> usize {
+        self.max_connections
+            .saturating_sub(self.probe_reserve)
+            .max(1)
+    }
 }
 
 impl Default for Limits {
@@ -121,6 +143,7 @@ impl Default for Limits {
             max_connections: 128,
             header_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(30),
+            probe_reserve: 16,
         }
     }
 }
@@ -148,7 +171,12 @@ pub async fn serve_with(
         Serving::Plain => (None, None),
         Serving::Secure { tls, access } => (Some(tls), Some(access)),
     };
-    tokio::spawn(accept(listener, router(shared, access), tls, limits));
+    tokio::spawn(accept(
+        listener,
+        router(shared, access, limits),
+        tls,
+        limits,
+    ));
     Ok(bound)
 }
 
@@ -296,6 +324,7 @@ mod tests {
             max_connections: 64,
             header_timeout: Duration::from_secs(60),
             connection_timeout: Duration::from_secs(60),
+            ..Limits::default()
         };
         let addr = start(limits).await;
         let mut idle = Vec::new();
@@ -324,6 +353,66 @@ mod tests {
             closed >= 1000 - 64,
             "only {closed} of 1,000 idle connections closed"
         );
+    }
+
+    /// `/metrics` behind [`Access`] on plain TCP, whose reviews go to an API server that
+    /// accepts connections and never answers (a hub stalled or overloaded).
+    async fn start_with_stalled_reviews(limits: Limits) -> (SocketAddr, tokio::net::TcpListener) {
+        let stalled = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", stalled.local_addr().expect("addr"));
+        let config = kube::Config::new(url.parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let access = Some(Arc::new(Access::new(client)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let app = router(Shared::default(), access, limits);
+        tokio::spawn(accept(listener, app, None, limits));
+        (addr, stalled)
+    }
+
+    /// `/metrics` requests with unknown tokens wait on TokenReviews the hub does not
+    /// answer (security review L2): however many, the probes keep connections of their own
+    /// and answer within 1 s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn probes_answer_while_metrics_requests_wait_on_a_stalled_hub() {
+        let limits = Limits {
+            max_connections: 16,
+            header_timeout: Duration::from_secs(60),
+            connection_timeout: Duration::from_secs(60),
+            probe_reserve: 4,
+        };
+        let (addr, _stalled) = start_with_stalled_reviews(limits).await;
+        let mut waiting = Vec::new();
+        for token in 0..40 {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            let request = format!(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t{token}\r\n\r\n"
+            );
+            s.write_all(request.as_bytes()).await.expect("write");
+            waiting.push(s);
+        }
+        for probe in ["/healthz", "/readyz", "/healthz"] {
+            let answer = tokio::time::timeout(Duration::from_secs(1), get(addr, probe))
+                .await
+                .unwrap_or_else(|_| panic!("{probe} answered within 1 s"))
+                .expect("read");
+            assert!(answer.starts_with("HTTP/1.1 "), "{probe}: {answer}");
+        }
+        // At most `max_connections - probe_reserve` of them wait; the others are told to
+        // come back later.
+        let mut throttled = 0;
+        for s in &mut waiting {
+            let mut buf = [0u8; 12];
+            let read = tokio::time::timeout(Duration::from_millis(50), s.read(&mut buf)).await;
+            if let Ok(Ok(12)) = read {
+                throttled += usize::from(&buf == b"HTTP/1.1 429");
+            }
+        }
+        assert!(throttled >= 40 - 12, "only {throttled} of 40 throttled");
     }
 
     #[test]
