@@ -9,6 +9,7 @@
 //! - [`streamed`]: lists decoded while the API server still sends them;
 //! - [`watch`]: watches on one MWRS and what it owns, for views that follow a rollout;
 //! - [`state`]: the rollout state of an MWRS (the STATUS column) and per-placement progress;
+//! - [`view`]: one rollout as every reader shows it (`rollout status`, the dashboard);
 //! - [`output`]: tables, colour, ages, YAML and JSON;
 //! - [`cmd`]: one module per command;
 //! - [`complete`]: completion for `kubectl mwrs` (kubectl's plugin protocol);
@@ -23,6 +24,7 @@ pub mod output;
 pub mod reference;
 pub mod state;
 pub mod streamed;
+pub mod view;
 pub mod watch;
 
 use std::process::ExitCode;

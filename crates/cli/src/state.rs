@@ -11,6 +11,8 @@ use mwrs_engine::plan::ClusterReport;
 use mwrs_engine::rollout::RolloutStatus;
 use serde::Serialize;
 
+use crate::view::BudgetLine;
+
 /// The last abort in one line: "ProgressDeadlineExceeded 3m ago: revision X went back to
 /// Y; timed out: a, b; degraded: c (+2 more)".
 pub fn abort_line(a: &AbortRecord, now: Timestamp) -> String {
@@ -58,10 +60,13 @@ pub struct PlacementProgress {
     pub succeeded: usize,
     pub failed: usize,
     pub time_out: usize,
-    /// The placementRef's `rolloutStrategy` as the spec gives it (the budgets the counts
-    /// are held against).
+    /// The placementRef's `rolloutStrategy` as the spec gives it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<RolloutStrategy>,
+    /// What its clusters hold of the strategy's limits, as the engine counts them (none
+    /// while an abort holds, or when the clusters cannot be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetLine>,
 }
 
 /// Per placementRef (in spec order), counts from the planner's reports.
@@ -122,6 +127,7 @@ pub fn published_placements(m: &ManifestWorkReplicaSet) -> Vec<PlacementProgress
                 succeeded: done,
                 failed,
                 time_out: 0,
+                budget: None,
                 strategy: m
                     .spec
                     .placement_refs
@@ -148,50 +154,6 @@ pub fn ordered(reports: &[ClusterReport]) -> Vec<&ClusterReport> {
     let mut v: Vec<&ClusterReport> = reports.iter().collect();
     v.sort_by(|a, b| (rank(a.status), &a.cluster).cmp(&(rank(b.status), &b.cluster)));
     v
-}
-
-/// A cluster as `rollout status -o json` prints it.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterLine {
-    pub cluster: String,
-    pub placement: String,
-    /// The placement's decision group it is in (the rollout's order).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<GroupLine>,
-    pub revision: Option<String>,
-    pub state: String,
-    pub since: Option<Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub soak_until: Option<Timestamp>,
-    /// Why it is not done: the agent's apply error, its silence, a name taken.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// A decision group: its name (empty when it has none) and index.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct GroupLine {
-    pub name: String,
-    pub index: i32,
-}
-
-impl From<&ClusterReport> for ClusterLine {
-    fn from(r: &ClusterReport) -> Self {
-        Self {
-            cluster: r.cluster.to_string(),
-            placement: r.placement.to_string(),
-            group: r.group.as_ref().map(|g| GroupLine {
-                name: g.name.clone(),
-                index: g.index,
-            }),
-            revision: r.revision.as_deref().map(str::to_string),
-            state: r.status.as_str().to_string(),
-            since: r.since,
-            soak_until: r.soak_until,
-            note: r.note.clone(),
-        }
-    }
 }
 
 #[cfg(test)]

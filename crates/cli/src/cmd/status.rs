@@ -8,102 +8,19 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
-use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
-use mwrs_engine::phase::{Phase, phase};
-use mwrs_engine::plan::clusters;
-use mwrs_engine::plugin::PluginInputs;
-use mwrs_engine::snapshot::Snapshot;
-use mwrs_engine::{Observed, PlanConfig};
-use serde::Serialize;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_engine::phase::Phase;
 
 use crate::args::StatusArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::hub::{HubClient, hidden_note, parse_timeout};
+use crate::hub::{HubClient, parse_timeout};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
-use crate::state::{
-    ClusterLine, PlacementProgress, abort_line, ordered, placements, published_placements,
-};
+use crate::state::abort_line;
+use crate::view::{ClusterLine, View};
 use crate::watch::MwrsWatch;
 
 /// Most redraws per second on a terminal.
 const REDRAW_EVERY: Duration = Duration::from_millis(250);
-
-/// What `rollout status` shows.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct View {
-    pub name: String,
-    pub namespace: String,
-    pub state: Phase,
-    pub message: String,
-    pub current_revision: Option<String>,
-    pub update_revision: Option<String>,
-    /// The last abort and its cause, until a new revision or a retry rolls.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_abort: Option<AbortRecord>,
-    pub placements: Vec<PlacementProgress>,
-    /// Every cluster, attention first (see [`ordered`]); none when they cannot be read.
-    pub clusters: Vec<ClusterLine>,
-    /// Why per-cluster states are missing, when they are.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// What the rollout plugins do to the rollout, when they hold it (or are skipped):
-    /// the controller's `PluginLoaded` message, which says how to get past them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub plugins: Option<String>,
-}
-
-/// The `PluginLoaded` message of `m` when its plugins hold the rollout or are skipped.
-fn plugins_line(m: &ManifestWorkReplicaSet) -> Option<String> {
-    let list = m.status.as_ref()?.conditions.as_deref()?;
-    let c = mwrs_engine::conditions::find(list, mwrs_api::mwrs::condition::PLUGIN_LOADED)?;
-    let holds = c.status != "True" || c.reason == mwrs_api::mwrs::condition::REASON_PLUGINS_SKIPPED;
-    holds.then(|| c.message.clone())
-}
-
-impl View {
-    /// The view of `snap`; with `works_hidden` (the ManifestWorks could not be read), the
-    /// progress the controller publishes and no cluster lines.
-    pub fn of(snap: &Snapshot, works_hidden: Option<&str>, now: Timestamp) -> Self {
-        let m = &snap.mwrs;
-        let (placements, clusters) = match works_hidden {
-            Some(_) => (published_placements(m), Vec::new()),
-            None => {
-                let plugins = PluginInputs::from_status(&snap.mwrs);
-                let observed = Observed {
-                    plugins: &plugins,
-                    ..snap.observed()
-                };
-                let reports = clusters(&observed, now, &PlanConfig::default());
-                let lines = ordered(&reports)
-                    .into_iter()
-                    .map(ClusterLine::from)
-                    .collect();
-                (placements(m, &reports), lines)
-            }
-        };
-        let (st, message) = phase(m);
-        let status = m.status.clone().unwrap_or_default();
-        Self {
-            name: m.name_any(),
-            namespace: m.namespace().unwrap_or_default(),
-            state: st,
-            message,
-            current_revision: status.current_revision,
-            update_revision: status.update_revision,
-            last_abort: status.last_abort,
-            placements,
-            clusters,
-            note: works_hidden.map(|why| {
-                hidden_note(
-                    "per-cluster states are not shown and progress is the MWRS status's count",
-                    why,
-                )
-            }),
-            plugins: plugins_line(m),
-        }
-    }
-}
 
 /// How many cluster lines to print.
 fn parse_limit(s: &str) -> Result<Option<usize>> {
@@ -205,6 +122,11 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
         t.row(row);
     }
     s.push_str(&t.render());
+    for p in &v.placements {
+        if let Some(b) = &p.budget {
+            s.push_str(&format!("budget {}: {}\n", p.name, b.at(now)));
+        }
+    }
     let shown = limit.unwrap_or(usize::MAX).min(v.clusters.len());
     if shown > 0 {
         s.push('\n');

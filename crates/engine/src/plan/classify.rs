@@ -159,6 +159,15 @@ impl<'a> Pass<'a> {
                     recheck_time: None,
                 });
             }
+            let in_flight = matches!(
+                status,
+                RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
+            );
+            let deadline = if in_flight && !held {
+                strategy.deadline.at(since, self.now)
+            } else {
+                None
+            };
             let mut soak_until = None;
             match status {
                 RolloutStatus::Succeeded => {
@@ -182,6 +191,7 @@ impl<'a> Pass<'a> {
                 status,
                 since,
                 soak_until,
+                deadline,
                 note,
             });
         }

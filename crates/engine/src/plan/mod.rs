@@ -108,29 +108,38 @@ pub struct Observed<'a> {
     pub plugins: &'a PluginInputs,
 }
 
-/// Plans one pass for one MWRS.
-/// Every desired cluster's place in the rollout as the planner's first three stages see
-/// it, without deciding or writing anything: for read-only views (`rollout status`).
-/// Empty for an MWRS being deleted or with an invalid spec.
-pub fn clusters(observed: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Vec<ClusterReport> {
+/// Every desired cluster's place in the rollout and each placementRef's budget, as the
+/// planner's first three stages see them, without deciding or writing anything: for
+/// read-only views (`rollout status`, the dashboard). Empty for an MWRS being deleted or
+/// with an invalid spec.
+pub fn progress(observed: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Progress {
     let meta = &observed.mwrs.metadata;
     if meta.deletion_timestamp.is_some() {
-        return Vec::new();
+        return Progress::default();
     }
     let Ok(validated) = validate::validate(&observed.mwrs.spec, cfg.manifest_size_limit) else {
-        return Vec::new();
+        return Progress::default();
     };
     let owner = OwnerKey::new(
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     );
     let old = observed.mwrs.status.clone().unwrap_or_default();
-    Pass::new(observed, owner, old, validated, now, cfg)
-        .observe()
-        .seen
-        .reports
+    let Observation { hold, seen, .. } =
+        Pass::new(observed, owner, old, validated, now, cfg).observe();
+    let reverting = matches!(hold.state, AbortState::Held);
+    let budgets = seen
+        .verdicts
+        .into_iter()
+        .map(|v| v.filter(|_| !reverting).map(|r| r.budget))
+        .collect();
+    Progress {
+        clusters: seen.reports,
+        budgets,
+    }
 }
 
+/// Plans one pass for one MWRS.
 pub fn plan(observed: &Observed<'_>, now: Timestamp, cfg: &PlanConfig) -> Plan {
     let meta = &observed.mwrs.metadata;
     let owner = OwnerKey::new(
@@ -264,7 +273,13 @@ impl<'a> Pass<'a> {
             }
         };
         let hold = self.hold(&memory, &revision.update);
-        let seen = self.classified(&hold.target);
+        let mut seen = self.classified(&hold.target);
+        if matches!(hold.state, AbortState::Held) {
+            // Going back waits for no deadline.
+            for c in &mut seen.reports {
+                c.deadline = None;
+            }
+        }
         Observation {
             revision,
             controls,

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::Invalid;
 use crate::plugin::PluginCalls;
-use crate::rollout::{GroupKey, RolloutStatus};
+use crate::rollout::{Budget, GroupKey, RolloutStatus};
 
 /// Event reasons of handled manual requests (SPEC §7).
 pub const EVENT_ABORT_REQUESTED: &str = "AbortRequested";
@@ -168,9 +168,23 @@ pub struct ClusterReport {
     pub since: Option<Timestamp>,
     /// A Succeeded cluster still soaking until then.
     pub soak_until: Option<Timestamp>,
+    /// When its progress deadline passes (or passed, for a TimeOut): none for a cluster a
+    /// rollout plugin holds, none without a deadline, none while an abort holds.
+    pub deadline: Option<Timestamp>,
     /// Why an in-flight or failed cluster is not done, when the hub says more than its
     /// status: the agent's apply error, its silence, a name taken (SPEC §11.2).
     pub note: Option<String>,
+}
+
+/// What a read-only view shows of a rollout: every desired cluster's place in it, and
+/// per placementRef what its clusters hold of the strategy's limits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub clusters: Vec<ClusterReport>,
+    /// Per placementRef, in spec order: the budget as the rollout engine counts it now.
+    /// None when the placement's decisions cannot be read, and while an abort holds (every
+    /// cluster goes back at once: no limit applies and no deadline runs).
+    pub budgets: Vec<Option<Budget>>,
 }
 
 /// A condition that changed in this pass (or a notable moment), for Events and metrics.

@@ -150,6 +150,40 @@ pub struct RolloutResult {
     /// Shortest positive delay until a cluster in `to_rollout` ends its soak or reaches
     /// its deadline.
     pub recheck_after: Option<SignedDuration>,
+    /// What the clusters hold of the strategy's limits, as this decision counted them.
+    pub budget: Budget,
+}
+
+/// One placement's rollout against its strategy's limits, as [`evaluate`] counted them:
+/// what a reader shows next to the clusters (the writes follow `to_rollout`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    /// The decision group the limits were counted in, where the strategy counts group by
+    /// group (ProgressivePerGroup, mandatory groups): the group the walk stopped at.
+    /// None: the whole placement.
+    pub group: Option<GroupKey>,
+    /// Clusters holding a slot: progressing, validating, failed within the deadline,
+    /// succeeded and still soaking.
+    pub in_flight: usize,
+    /// Slots: `maxConcurrency` resolved against the clusters it counts over. None: no
+    /// limit of its own (type All; a group walk starts its whole group).
+    pub max_concurrency: Option<usize>,
+    /// Failures counted against the limit (in `group` when there is one).
+    pub failures: usize,
+    /// Failures tolerated: `maxFailures` resolved (none in a mandatory group). None:
+    /// failures never stop the rollout (type All).
+    pub max_failures: Option<usize>,
+    /// The earliest progress deadline among the clusters in flight; a cluster a plugin
+    /// holds has none.
+    pub next_deadline: Option<Timestamp>,
+}
+
+/// The limits a walk counted against, for its [`Budget`].
+struct Counted {
+    group: Option<GroupKey>,
+    max_concurrency: Option<usize>,
+    failures: usize,
+    max_failures: Option<usize>,
 }
 
 /// Decides the rollout of one placement at `now`. `existing` holds the statuses of the
@@ -216,7 +250,10 @@ fn all(ctx: &Ctx, universe: &Selection<'_>, current: &[&ClusterRolloutStatus]) -
         min_success_time: SignedDuration::ZERO,
         ..*ctx
     };
-    per_cluster(&ctx, universe, n, n, current)
+    let mut result = per_cluster(&ctx, universe, n, n, current);
+    result.budget.max_concurrency = None;
+    result.budget.max_failures = None;
+    result
 }
 
 fn progressive(
@@ -307,13 +344,32 @@ impl Acc {
         after
     }
 
-    fn finish(self, breach: bool, now: Timestamp) -> RolloutResult {
+    fn finish(self, ctx: &Ctx, breach: bool, counted: Counted) -> RolloutResult {
+        let holding = self
+            .to_rollout
+            .iter()
+            .filter(|c| c.status != RolloutStatus::ToApply);
+        let deadlines = holding
+            .clone()
+            .filter(|c| c.status != RolloutStatus::Succeeded)
+            // A cluster a plugin holds comes in at the end of time: no deadline runs.
+            .filter(|c| c.last_transition_time != Some(Timestamp::MAX))
+            .filter_map(|c| ctx.deadline.at(c.last_transition_time, ctx.now));
+        let budget = Budget {
+            group: counted.group,
+            in_flight: holding.count(),
+            max_concurrency: counted.max_concurrency,
+            failures: counted.failures,
+            max_failures: counted.max_failures,
+            next_deadline: deadlines.min(),
+        };
         RolloutResult {
-            recheck_after: min_recheck_after(&self.to_rollout, now),
+            recheck_after: min_recheck_after(&self.to_rollout, ctx.now),
             to_rollout: self.to_rollout,
             timed_out: self.timed_out,
             removed: Vec::new(),
             max_failure_breach: breach,
+            budget,
         }
     }
 }
@@ -336,6 +392,12 @@ fn per_cluster(
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     let mut acc = Acc::default();
     let (mut failures, mut breach) = (0usize, false);
+    let counted = |failures| Counted {
+        group: None,
+        max_concurrency: Some(size),
+        failures,
+        max_failures: Some(max_failures),
+    };
     for s in sorted.iter().copied() {
         // After a breach, clusters not started yet stay unstarted.
         let after = if breach && s.status == RolloutStatus::ToApply {
@@ -348,11 +410,11 @@ fn per_cluster(
             breach = failures > max_failures;
         }
         if acc.to_rollout.len() >= size {
-            return acc.finish(breach, ctx.now);
+            return acc.finish(ctx, breach, counted(failures));
         }
     }
     if breach {
-        return acc.finish(true, ctx.now);
+        return acc.finish(ctx, true, counted(failures));
     }
     // Both lists are in name order: one merge finds the clusters without a status.
     let mut existing = sorted.iter().map(|s| &*s.cluster).peekable();
@@ -367,7 +429,7 @@ fn per_cluster(
             break;
         }
     }
-    acc.finish(false, ctx.now)
+    acc.finish(ctx, false, counted(failures))
 }
 
 /// Upstream's `progressivePerGroup`: groups in index order; the next group starts once
@@ -397,6 +459,12 @@ fn per_group(
             .count(),
     };
     let (mut total_failures, mut breach) = (0usize, false);
+    let mut counted = Counted {
+        group: None,
+        max_concurrency: None,
+        failures: 0,
+        max_failures: None,
+    };
     for (key, clusters) in selection.groups() {
         let tolerated = max_failures.resolve(selection.group_len(key), 0);
         let mut group_failures = 0usize;
@@ -419,6 +487,12 @@ fn per_group(
             }
         }
         total_failures += group_failures;
+        counted = Counted {
+            group: Some(key.clone()),
+            max_concurrency: None,
+            failures: group_failures,
+            max_failures: Some(tolerated),
+        };
         if breach && !compat.upstream_start_in_breached_group {
             // Everything the walk added is unstarted.
             acc.to_rollout.truncate(evaluated);
@@ -432,10 +506,10 @@ fn per_group(
             unfinished > 0
         };
         if holds || breach {
-            return acc.finish(breach, ctx.now);
+            return acc.finish(ctx, breach, counted);
         }
     }
-    acc.finish(breach, ctx.now)
+    acc.finish(ctx, breach, counted)
 }
 
 /// An existing status after the determination, and whether it still holds a rollout

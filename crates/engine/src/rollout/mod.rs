@@ -34,7 +34,7 @@ pub mod strategy;
 #[cfg(test)]
 mod upstream_cases;
 
-pub use engine::{Compat, Quirk, RolloutResult, evaluate};
+pub use engine::{Budget, Compat, Quirk, RolloutResult, evaluate};
 pub use groups::{DecisionGroups, GroupKey, MandatoryGroup, mandatory_groups};
 pub use parse::{Deadline, Size, parse_deadline, parse_go_duration, parse_size, soak_end};
 pub use status::{

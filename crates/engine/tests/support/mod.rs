@@ -169,10 +169,10 @@ impl MemoryHub {
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
         // Read-only views classify with the planner's own stages, nothing else.
-        let seen = mwrs_engine::plan::clusters(&observed, self.now, &self.cfg);
+        let seen = mwrs_engine::plan::progress(&observed, self.now, &self.cfg);
         assert_eq!(
-            seen, plan.clusters,
-            "plan::clusters is the plan's classification"
+            seen.clusters, plan.clusters,
+            "plan::progress is the plan's classification"
         );
         self.transcript.push(golden::digest(&plan));
         self.execute(&plan);

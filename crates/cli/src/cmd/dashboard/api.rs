@@ -21,9 +21,9 @@ use serde::Serialize;
 
 use crate::cmd::history::{self, Entry};
 use crate::cmd::plan::PlanOut;
-use crate::cmd::status::View;
 use crate::error::{CliError, Exit};
 use crate::hub::HubClient;
+use crate::view::View;
 
 /// Where the dashboard reads from.
 #[derive(Clone)]

@@ -20,10 +20,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::api::{ApiError, Source};
-use crate::cmd::status::View;
 use crate::error::{CliError, Exit};
 use crate::hub::HubClient;
-use crate::state::ClusterLine;
+use crate::view::{ClusterLine, View};
 use crate::watch::MwrsWatch;
 
 /// The shortest time between two frames: changes that come closer are sent together.
@@ -312,7 +311,11 @@ mod tests {
             state: state.into(),
             since: None,
             soak_until: None,
+            deadline: None,
             note: None,
+            cell: crate::view::Cell::Progressing,
+            attention: false,
+            cause: false,
         }
     }
 
@@ -325,8 +328,11 @@ mod tests {
             current_revision: None,
             update_revision: Some("abc".into()),
             last_abort: None,
+            reverting: None,
             placements: Vec::new(),
+            bands: Vec::new(),
             clusters: clusters.iter().map(|(c, s)| line(c, s)).collect(),
+            actions: Vec::new(),
             note: None,
             plugins: None,
         }

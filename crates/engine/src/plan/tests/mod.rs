@@ -29,6 +29,7 @@ use crate::work::WorkView;
 use super::{ClusterReport, Observed, Pass, PlanConfig};
 
 mod abort;
+mod budget;
 mod classify;
 mod controls;
 mod history;
@@ -111,6 +112,7 @@ fn report(cluster: &str, status: RolloutStatus) -> ClusterReport {
         status,
         since: None,
         soak_until: None,
+        deadline: None,
         note: None,
     }
 }

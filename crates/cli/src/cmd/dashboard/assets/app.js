@@ -176,7 +176,6 @@ function drawAll() {
   const filters = r ? r.filters : V.parseFilters('');
   page.cells = new Map();
   page.bandHeads = [];
-  const marked = V.causes(s);
   page.filters = filters;
   const grid = el('section', { id: 'grid', 'aria-hidden': 'true' });
   for (const b of V.bands(s)) {
@@ -184,7 +183,7 @@ function drawAll() {
     for (const name of b.clusters) {
       const cell = el('span', { class: 'cell', 'data-cluster': name, onclick: () => detail(name) });
       page.cells.set(name, cell);
-      paint(cell, s.clusters.get(name), s.header, marked);
+      paint(cell, s.clusters.get(name));
       cells.append(cell);
     }
     const head = el('h3');
@@ -208,7 +207,7 @@ function drawAll() {
 /** Each band's heading: its name and how far it has got. */
 function drawBandHeads() {
   for (const { band: b, head } of page.bandHeads) {
-    const { done, of } = V.bandProgress(b, page.state);
+    const { done, of } = V.bandProgress(b, page.state.header);
     const title = b.group ? `${b.placement} / ${b.group}` : `${b.placement} / group ${b.index}`;
     const bar = el('span', { class: 'bar' }, el('span'));
     bar.firstChild.style.width = `${of ? Math.round((100 * done) / of) : 0}%`;
@@ -216,18 +215,17 @@ function drawBandHeads() {
   }
 }
 
-/** Paints only the cells `change` touched (all of them when their meaning moved). */
+/** Paints only the cells `change` touched. */
 function drawChanges(before, change) {
   const s = page.state;
-  const r = V.repaint(before, s, change);
+  const r = V.repaint(before, change);
   if (r.layout) {
     drawAll();
     return;
   }
-  const marked = V.causes(s);
   for (const name of r.clusters) {
     const cell = page.cells.get(name);
-    if (cell) paint(cell, s.clusters.get(name), s.header, marked);
+    if (cell) paint(cell, s.clusters.get(name));
   }
   drawHead();
   if (page.table) tableWanted();
@@ -244,10 +242,10 @@ function tableWanted() {
 }
 
 /** Colours `cell`: its state, outlined if it set off the abort, dimmed if the filters leave it out. */
-function paint(cell, line, header, marked) {
-  const st = V.cellState(line, header);
-  const dim = V.filtering(page.filters) && !V.matches(line, header, page.filters);
-  cell.className = `cell s-${st}${marked.has(line.cluster) ? ' cause' : ''}${dim ? ' dim' : ''}`;
+function paint(cell, line) {
+  const st = line.cell;
+  const dim = V.filtering(page.filters) && !V.matches(line, page.filters);
+  cell.className = `cell s-${st}${line.cause ? ' cause' : ''}${dim ? ' dim' : ''}`;
   cell.title = `${line.cluster}: ${V.LABELS[st]} (${line.state} on ${line.revision || 'no revision'}${line.since ? `, since ${line.since}` : ''})`;
 }
 
@@ -255,7 +253,7 @@ function drawHead() {
   const s = page.state;
   const h = s.header;
   const head = document.getElementById('head');
-  const rev = V.reverting(s);
+  const rev = h.reverting;
   const parts = [
     el('h2', {}, `mwrs/${h.name} `, el('span', { class: 'state', text: h.state })),
     el('p', { text: h.message }),
@@ -277,7 +275,7 @@ function drawHead() {
       p.failed && `${p.failed} failed`, p.timeOut && `${p.timeOut} timed out`].filter(Boolean).join(', ');
     budgets.append(el('div', {},
       el('span', {}, `${p.name} `, bar, ` ${p.done}/${p.desired}${extra ? ` (${extra})` : ''}`),
-      el('div', { class: 'budget', 'data-placement': p.name, text: V.budgetText(V.budgets(p, s, Date.now())) })));
+      el('div', { class: 'budget', 'data-placement': p.name, text: V.budgetText(p.budget, Date.now()) })));
   }
   parts.push(budgets);
   head.replaceChildren(...parts);
@@ -366,7 +364,7 @@ function drawPlan(plan) {
 function drawActions() {
   const section = document.getElementById('actions');
   if (!section || !settings.actions) return;
-  const offered = V.actionsFor(page.state.header);
+  const offered = page.state.header.actions || [];
   const key = `${offered.join(',')}|${page.acted ? page.acted.said : ''}`;
   if (key === page.actions) return;
   page.actions = key;
@@ -523,7 +521,7 @@ function tick() {
   if (!page.state || document.hidden) return;
   for (const p of page.state.header.placements || []) {
     const line = document.querySelector(`.budget[data-placement="${CSS.escape(p.name)}"]`);
-    if (line) line.textContent = V.budgetText(V.budgets(p, page.state, Date.now()));
+    if (line) line.textContent = V.budgetText(p.budget, Date.now());
   }
 }
 

@@ -1,31 +1,9 @@
-// The dashboard page's pure logic: what a view (the JSON `rollout status -o json` prints,
-// and the server's live stream) means on screen. No DOM and no network here, so that
-// `node --test` checks it (view.test.mjs); app.js draws what these functions return.
-
-/** The colour class of a cluster: where it stands against the revisions in `header`. */
-export function cellState(line, header) {
-  const aborted = header.state === 'Aborted';
-  const stable = header.currentRevision;
-  switch (line.state) {
-    case 'Failed':
-      return 'failed';
-    case 'TimeOut':
-      return 'timedout';
-    case 'Progressing':
-      return 'progressing';
-    case 'Validating':
-      return 'validating';
-    case 'Succeeded':
-      if (line.soakUntil) return 'soaking';
-      // During an abort the target is the stable revision: done there is "back", and
-      // done anywhere else still waits for its revert.
-      if (aborted) return line.revision === stable ? 'stable' : 'waiting';
-      return line.revision !== header.updateRevision ? 'stable' : 'updated';
-    default:
-      if (!line.revision) return 'none';
-      return line.revision === stable ? 'stable' : 'waiting';
-  }
-}
+// The dashboard page's pure logic: how a view (the JSON `rollout status -o json` prints,
+// and the server's live stream) is laid out, filtered and written on screen. Every
+// judgement about the rollout (a cluster's cell, whether it needs attention, budgets,
+// band progress, the actions that apply) comes computed in the view (`crates/cli/src/
+// view.rs`): no rollout rule and no duration parsing here. No DOM and no network either,
+// so that `node --test` checks it (view.test.mjs); app.js draws what these return.
 
 /** Every cell state, in the order a legend and a summary list them. */
 export const STATES = [
@@ -53,27 +31,17 @@ export function applyChange(state, change) {
 const bandOf = (line) => `${line.placement}\u0000${line.group ? line.group.index : 0}\u0000${line.group ? line.group.name : ''}`;
 
 /**
- * What `change` (from `before` to `after`) asks of the grid: `{layout: true}` when a
- * cluster came, went or moved to another band (the grid is drawn again), else the
- * clusters whose cell to paint: the ones that changed, or every one when what a cell
- * means moved (the state, a revision, the clusters that set off an abort).
+ * What `change` (from `before`) asks of the grid: `{layout: true}` when a cluster came,
+ * went or moved to another band (the grid is drawn again), else the clusters whose cell
+ * to paint. A cell's meaning comes with its line, so a line that did not change keeps it.
  */
-export function repaint(before, after, change) {
+export function repaint(before, change) {
   if (change.removed.length) return { layout: true };
   for (const line of change.clusters) {
     const old = before.clusters.get(line.cluster);
     if (!old || bandOf(old) !== bandOf(line)) return { layout: true };
   }
-  const [h0, h1] = [before.header, after.header];
-  const meaning = (h) => JSON.stringify([h.state, h.currentRevision, h.updateRevision, h.lastAbort || null]);
-  if (meaning(h0) !== meaning(h1)) return { layout: false, clusters: [...after.clusters.keys()] };
   return { layout: false, clusters: change.clusters.map((c) => c.cluster) };
-}
-
-/** The clusters that set off the abort holding the rollout, as a set (empty without one). */
-export function causes(state) {
-  const a = state.header.state === 'Aborted' && state.header.lastAbort;
-  return new Set(a ? [...(a.failedClusters || []), ...(a.timedOutClusters || [])] : []);
 }
 
 /**
@@ -104,7 +72,7 @@ export function bands(state) {
 /** Counts of cells by state. */
 export function counts(state) {
   const n = Object.fromEntries(STATES.map((s) => [s, 0]));
-  for (const line of state.clusters.values()) n[cellState(line, state.header)] += 1;
+  for (const line of state.clusters.values()) n[line.cell] += 1;
   return n;
 }
 
@@ -128,26 +96,6 @@ export const LABELS = {
   stable: 'on the stable revision',
   none: 'without a ManifestWork',
 };
-
-/**
- * During an abort: how many clusters are back on the stable revision of how many, and
- * the clusters that set it off.
- */
-export function reverting(state) {
-  const h = state.header;
-  if (h.state !== 'Aborted' || !h.lastAbort) return null;
-  let back = 0;
-  for (const line of state.clusters.values()) {
-    if (line.revision === h.currentRevision && line.state === 'Succeeded') back += 1;
-  }
-  return { back, of: state.clusters.size, causes: [...causes(state)] };
-}
-
-/** Does `line` need attention (failed, timed out, held with a note)? */
-export function needsAttention(line, header) {
-  const s = cellState(line, header);
-  return s === 'failed' || s === 'timedout' || Boolean(line.note);
-}
 
 /** The filters a URL hash carries: `#/ns/name?state=failed&group=canary&q=eu-`. */
 export function parseFilters(query) {
@@ -174,9 +122,9 @@ export function formatFilters(f) {
 export function rows(state, f) {
   const out = [];
   for (const line of state.clusters.values()) {
-    if (matches(line, state.header, f)) out.push({ line, cell: cellState(line, state.header) });
+    if (matches(line, f)) out.push({ line, cell: line.cell });
   }
-  const rank = (r) => (needsAttention(r.line, state.header) ? 0 : 1);
+  const rank = (r) => (r.line.attention ? 0 : 1);
   out.sort((a, b) => rank(a) - rank(b) || a.line.cluster.localeCompare(b.line.cluster));
   return out;
 }
@@ -187,11 +135,11 @@ export function groupLabel(line) {
 }
 
 /** Do filters `f` keep `line`? */
-export function matches(line, header, f) {
-  if (f.state && cellState(line, header) !== f.state) return false;
+export function matches(line, f) {
+  if (f.state && line.cell !== f.state) return false;
   if (f.group && groupLabel(line) !== f.group) return false;
   if (f.q && !line.cluster.includes(f.q)) return false;
-  return !f.attention || needsAttention(line, header);
+  return !f.attention || line.attention;
 }
 
 /** Do filters `f` leave anything out? */
@@ -199,82 +147,21 @@ export function filtering(f) {
   return Boolean(f.state || f.group || f.q || f.attention);
 }
 
-/** A Go duration ("90s", "1m30s", "1h", "250ms") in ms; null for none or "Never". */
-export function parseDuration(s) {
-  if (!s || s === 'Never') return null;
-  const re = /(\d+(?:\.\d+)?)(ms|h|m|s)/gy;
-  let total = 0;
-  let m;
-  let at = 0;
-  while ((m = re.exec(s)) !== null) {
-    const n = Number(m[1]);
-    total += n * { h: 3600000, m: 60000, s: 1000, ms: 1 }[m[2]];
-    at = re.lastIndex;
-  }
-  return at === s.length && at > 0 ? total : null;
-}
-
 /**
- * A placementRef's budgets at `now` (ms): its strategy's limits next to what its clusters
- * use of them, and when the first in-flight cluster's deadline passes.
+ * A placementRef's budget line at `now` (ms): the view's text, and how long until the
+ * first deadline it names passes. Empty without a budget (an abort going back).
  */
-export function budgets(placement, state, now) {
-  const st = placement.strategy || {};
-  const type = st.type || 'All';
-  const key = { All: 'all', Progressive: 'progressive', ProgressivePerGroup: 'progressivePerGroup' }[type];
-  const cfg = (key && st[key]) || {};
-  const deadline = parseDuration(cfg.progressDeadline);
-  let inFlight = 0;
-  let next = null;
-  for (const line of state.clusters.values()) {
-    if (line.placement !== placement.name) continue;
-    if (line.state !== 'Progressing' && line.state !== 'Validating') continue;
-    inFlight += 1;
-    if (deadline !== null && line.since) {
-      const at = Date.parse(line.since) + deadline;
-      if (next === null || at < next) next = at;
-    }
-  }
-  return {
-    type,
-    failures: placement.failed + placement.timeOut,
-    maxFailures: cfg.maxFailures === undefined ? 0 : cfg.maxFailures,
-    inFlight,
-    maxConcurrency: cfg.maxConcurrency === undefined ? null : cfg.maxConcurrency,
-    progressDeadline: cfg.progressDeadline || null,
-    deadlineInMs: next === null ? null : next - now,
-    minSuccessTime: cfg.minSuccessTime || null,
-  };
+export function budgetText(budget, now) {
+  if (!budget) return '';
+  if (!budget.nextDeadline) return budget.text;
+  const left = Date.parse(budget.nextDeadline) - now;
+  return left > 0 ? `${budget.text} (the first passes in ${seconds(Math.ceil(left / 1000))})` : `${budget.text} (passed)`;
 }
 
-/** `budgets` in words. */
-export function budgetText(b) {
-  const parts = [b.type, `failures ${b.failures} of maxFailures ${b.maxFailures}`];
-  parts.push(b.maxConcurrency === null ? `${b.inFlight} in flight`
-    : `${b.inFlight} in flight of maxConcurrency ${b.maxConcurrency}`);
-  if (b.progressDeadline) {
-    let d = `progressDeadline ${b.progressDeadline}`;
-    if (b.deadlineInMs !== null) {
-      d += b.deadlineInMs > 0 ? ` (the first passes in ${Math.ceil(b.deadlineInMs / 1000)}s)` : ' (passed)';
-    }
-    parts.push(d);
-  }
-  if (b.minSuccessTime) parts.push(`minSuccessTime ${b.minSuccessTime}`);
-  return parts.join(' · ');
-}
-
-/**
- * A band's progress: how many of its clusters have reached the target (the update
- * revision; during an abort, the stable revision), of how many.
- */
-export function bandProgress(band, state) {
-  const target = state.header.state === 'Aborted' ? 'stable' : 'updated';
-  let done = 0;
-  for (const name of band.clusters) {
-    const line = state.clusters.get(name);
-    if (line && cellState(line, state.header) === target) done += 1;
-  }
-  return { done, of: band.clusters.length };
+/** A band's progress from the view: done of how many. */
+export function bandProgress(band, header) {
+  const b = (header.bands || []).find((x) => x.placement === band.placement && x.group.index === band.index);
+  return b ? { done: b.done, of: b.of } : { done: 0, of: band.clusters.length };
 }
 
 /** Seconds as `rollout plan` prints them: 1h2m3s, 45s, 0s. */
@@ -326,17 +213,6 @@ export function actionText(action, header) {
     default:
       return null;
   }
-}
-
-/** The actions that mean something for mwrs `header` now, in the order the page offers them. */
-export function actionsFor(header) {
-  const out = [header.state === 'Paused' ? 'resume' : 'pause'];
-  const rolling = header.updateRevision && header.updateRevision !== header.currentRevision;
-  if (rolling && header.state !== 'Aborted') out.push('abort');
-  // Degraded covers an abort that failed (AbortFailed) and a rollout a budget stopped.
-  if (header.state === 'Aborted' || header.state === 'Degraded') out.push('retry');
-  out.push('undo');
-  return out;
 }
 
 /**

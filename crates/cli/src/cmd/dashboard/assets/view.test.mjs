@@ -1,9 +1,12 @@
 // node --test crates/cli/src/cmd/dashboard/assets/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+// Drawing, filtering and URL state only: every judgement about the rollout (cells,
+// attention, budgets, band progress, actions) comes computed in the view and is tested in
+// Rust (crates/cli/src/view.rs, the engine's plan/tests/budget.rs).
 import {
-  actionText, actionsFor, applyChange, bandProgress, bands, causes, cellState, counts,
-  filtering, formatFilters, fromSnapshot, groupLabel, matches, parseFilters, planRows, repaint, reverting, revisionText, rows, seconds,
+  actionText, applyChange, bandProgress, bands, budgetText, counts,
+  filtering, formatFilters, fromSnapshot, groupLabel, matches, parseFilters, planRows, repaint, revisionText, rows, seconds,
   summary,
 } from './view.js';
 
@@ -13,24 +16,15 @@ const header = {
   placements: [{ name: 'canary' }, { name: 'fleet' }],
 };
 
-const line = (cluster, state, revision, extra = {}) => ({
-  cluster, placement: 'fleet', group: { name: 'g', index: 0 }, revision, state, since: null, ...extra,
-});
+// The cell the view computes for each state in these fixtures.
+const CELLS = {
+  Succeeded: 'updated', ToApply: 'stable', Progressing: 'progressing', Failed: 'failed', TimeOut: 'timedout',
+};
 
-test('a cell says where its cluster stands against the two revisions', () => {
-  assert.equal(cellState(line('a', 'Succeeded', 'v2'), header), 'updated');
-  assert.equal(cellState(line('a', 'Succeeded', 'v2', { soakUntil: '2026-12-05T00:00:00Z' }), header), 'soaking');
-  assert.equal(cellState(line('a', 'ToApply', 'v1'), header), 'stable');
-  assert.equal(cellState(line('a', 'ToApply', null), header), 'none');
-  assert.equal(cellState(line('a', 'ToApply', 'v0'), header), 'waiting');
-  assert.equal(cellState(line('a', 'Progressing', 'v2'), header), 'progressing');
-  assert.equal(cellState(line('a', 'Validating', 'v2'), header), 'validating');
-  assert.equal(cellState(line('a', 'Failed', 'v2'), header), 'failed');
-  assert.equal(cellState(line('a', 'TimeOut', 'v2'), header), 'timedout');
-  // Aborted: done on the stable revision is back, not updated.
-  const aborted = { ...header, state: 'Aborted' };
-  assert.equal(cellState(line('a', 'Succeeded', 'v1'), aborted), 'stable');
-  assert.equal(cellState(line('a', 'Succeeded', 'v2'), aborted), 'waiting');
+const line = (cluster, state, revision, extra = {}) => ({
+  cluster, placement: 'fleet', group: { name: 'g', index: 0 }, revision, state, since: null,
+  cell: CELLS[state], attention: state === 'Failed' || state === 'TimeOut' || Boolean(extra.note), cause: false,
+  ...extra,
 });
 
 test('a change replaces the header, the clusters that changed, and drops those gone', () => {
@@ -45,23 +39,18 @@ test('a change replaces the header, the clusters that changed, and drops those g
   assert.equal(s0.clusters.size, 2, 'the old state is left as it was');
 });
 
-test('a change repaints the cells it touched, all of them when their meaning moved, or the layout', () => {
+test('a change repaints the cells it touched, or the layout', () => {
   const s0 = fromSnapshot({ ...header, clusters: [line('a', 'ToApply', 'v1'), line('b', 'ToApply', 'v1')] }, 1);
   const step = (h, clusters, removed = []) => ({ seq: 2, header: h, clusters, removed });
   const moved = step(header, [line('a', 'Progressing', 'v2')]);
-  assert.deepEqual(repaint(s0, applyChange(s0, moved), moved), { layout: false, clusters: ['a'] });
-  const aborted = { ...header, state: 'Aborted', lastAbort: { failedClusters: ['a'] } };
-  const abort = step(aborted, []);
-  assert.deepEqual(repaint(s0, applyChange(s0, abort), abort), { layout: false, clusters: ['a', 'b'] });
+  assert.deepEqual(repaint(s0, moved), { layout: false, clusters: ['a'] });
   for (const layout of [
     step(header, [], ['b']),
     step(header, [line('c', 'ToApply', 'v1')]),
     step(header, [line('a', 'ToApply', 'v1', { group: { name: 'h', index: 1 } })]),
   ]) {
-    assert.deepEqual(repaint(s0, applyChange(s0, layout), layout), { layout: true });
+    assert.deepEqual(repaint(s0, layout), { layout: true });
   }
-  assert.deepEqual([...causes(applyChange(s0, abort))], ['a']);
-  assert.equal(causes(s0).size, 0);
 });
 
 test('bands follow the placements, then the decision groups in rollout order', () => {
@@ -106,64 +95,23 @@ test('filters go to the URL and back', () => {
   assert.equal(formatFilters({ state: '', group: '', q: '', attention: false }), '');
 });
 
-test('an abort counts the clusters back on the stable revision and names its causes', () => {
-  const aborted = {
-    ...header, state: 'Aborted',
-    lastAbort: { failedClusters: ['b'], timedOutClusters: ['c'] },
-  };
-  const s = fromSnapshot({
-    ...aborted,
-    clusters: [line('a', 'Succeeded', 'v1'), line('b', 'Progressing', 'v1'), line('c', 'ToApply', 'v2')],
-  }, 1);
-  assert.deepEqual(reverting(s), { back: 1, of: 3, causes: ['b', 'c'] });
-  assert.equal(reverting(fromSnapshot({ ...header, clusters: [] }, 1)), null);
-});
-
-test('durations read as Go writes them', async () => {
-  const { parseDuration } = await import('./view.js');
-  assert.equal(parseDuration('90s'), 90000);
-  assert.equal(parseDuration('1m30s'), 90000);
-  assert.equal(parseDuration('1h'), 3600000);
-  assert.equal(parseDuration('250ms'), 250);
-  assert.equal(parseDuration('Never'), null);
-  assert.equal(parseDuration('ten'), null);
-  assert.equal(parseDuration('10x'), null);
-});
-
-test('budgets hold the counts against the strategy, with the next deadline', async () => {
-  const { budgets, budgetText } = await import('./view.js');
-  const placement = {
-    name: 'fleet', failed: 1, timeOut: 0,
-    strategy: { type: 'Progressive', progressive: { maxConcurrency: 2, maxFailures: '10%', progressDeadline: '1m', minSuccessTime: '30s' } },
-  };
+test('a budget line is the text of the view with a countdown to its next deadline', () => {
   const t0 = Date.parse('2026-12-05T00:00:00Z');
+  const budget = { text: 'Progressive · 2 in flight of maxConcurrency 2', nextDeadline: '2026-12-05T00:01:30Z' };
+  assert.equal(budgetText(budget, t0), 'Progressive · 2 in flight of maxConcurrency 2 (the first passes in 1m30s)');
+  assert.equal(budgetText(budget, t0 + 100000), 'Progressive · 2 in flight of maxConcurrency 2 (passed)');
+  assert.equal(budgetText({ text: 'All · 0 in flight', nextDeadline: null }, t0), 'All · 0 in flight');
+  assert.equal(budgetText(undefined, t0), '', 'none while an abort goes back');
+});
+
+test('a band shows the progress the view counted for it', () => {
   const s = fromSnapshot({
     ...header,
-    clusters: [
-      line('a', 'Progressing', 'v2', { since: '2026-12-05T00:00:00Z' }),
-      line('b', 'Progressing', 'v2', { since: '2026-12-05T00:00:20Z' }),
-      line('c', 'Failed', 'v2'),
-      line('d', 'Progressing', 'v2', { placement: 'canary', since: '2026-12-04T00:00:00Z' }),
-    ],
+    bands: [{ placement: 'fleet', group: { name: 'g', index: 0 }, done: 1, of: 3 }],
+    clusters: [line('a', 'Succeeded', 'v2'), line('b', 'Progressing', 'v2'), line('c', 'Succeeded', 'v1')],
   }, 1);
-  const b = budgets(placement, s, t0 + 15000);
-  assert.deepEqual({ ...b }, {
-    type: 'Progressive', failures: 1, maxFailures: '10%', inFlight: 2, maxConcurrency: 2,
-    progressDeadline: '1m', deadlineInMs: 45000, minSuccessTime: '30s',
-  });
-  assert.equal(budgetText(b),
-    'Progressive · failures 1 of maxFailures 10% · 2 in flight of maxConcurrency 2 · progressDeadline 1m (the first passes in 45s) · minSuccessTime 30s');
-  assert.equal(budgetText(budgets({ name: 'x', failed: 0, timeOut: 0 }, s, t0)),
-    'All · failures 0 of maxFailures 0 · 0 in flight');
-});
-
-test('a band counts its clusters at the target: the update revision, or the stable one during an abort', () => {
-  const clusters = [line('a', 'Succeeded', 'v2'), line('b', 'Progressing', 'v2'), line('c', 'Succeeded', 'v1')];
-  const s = fromSnapshot({ ...header, clusters }, 1);
   const [band] = bands(s);
-  assert.deepEqual(bandProgress(band, s), { done: 1, of: 3 });
-  const aborted = fromSnapshot({ ...header, state: 'Aborted', clusters }, 2);
-  assert.deepEqual(bandProgress(bands(aborted)[0], aborted), { done: 1, of: 3 });
+  assert.deepEqual(bandProgress(band, s.header), { done: 1, of: 3 });
 });
 
 test('the planned waves read as rollout plan prints them', () => {
@@ -183,13 +131,7 @@ test('the planned waves read as rollout plan prints them', () => {
   ]);
 });
 
-test('the actions offered fit the state, and each says what it writes', () => {
-  assert.deepEqual(actionsFor({ ...header, state: 'Progressing' }), ['pause', 'abort', 'undo']);
-  assert.deepEqual(actionsFor({ ...header, state: 'Paused' }), ['resume', 'abort', 'undo']);
-  assert.deepEqual(actionsFor({ ...header, state: 'Aborted' }), ['pause', 'retry', 'undo']);
-  assert.deepEqual(actionsFor({ ...header, state: 'Degraded' }), ['pause', 'abort', 'retry', 'undo']);
-  const done = { ...header, state: 'Complete', currentRevision: 'v2' };
-  assert.deepEqual(actionsFor(done), ['pause', 'undo']);
+test('each action says what it writes', () => {
   const abort = actionText('abort', header);
   assert.equal(abort.title, 'Abort revision v2 of mwrs/app?');
   assert.match(abort.does, /back to the stable revision v1/);
@@ -218,8 +160,8 @@ test('filters keep a cluster by state, decision group, name and attention', () =
   assert.equal(groupLabel(b), '2');
   assert.equal(filtering(f({})), false);
   assert.equal(filtering(f({ q: 'eu' })), true);
-  assert.ok(matches(a, header, f({ state: 'failed', group: 'canary', q: 'eu', attention: true })));
-  assert.ok(!matches(b, header, f({ attention: true })));
-  assert.ok(matches(b, header, f({ group: '2' })));
-  assert.ok(!matches(b, header, f({ q: 'eu' })));
+  assert.ok(matches(a, f({ state: 'failed', group: 'canary', q: 'eu', attention: true })));
+  assert.ok(!matches(b, f({ attention: true })));
+  assert.ok(matches(b, f({ group: '2' })));
+  assert.ok(!matches(b, f({ q: 'eu' })));
 });
