@@ -4,7 +4,8 @@
 //! bad revision shows the abort and the revert counting up, with the clusters that set it
 //! off marked; the text alternative agrees with `mwrs get`; a request without the token
 //! is refused. It saves a screenshot (`target/dashboard.png`) and prints the page's
-//! redraw times (measured, never asserted).
+//! redraw times (measured, never asserted). Mid-rollout, the page's budget lines are the
+//! engine's count.
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` and Chromium's driver (`chromedriver` on PATH or
 //! `MWRS_CHROMEDRIVER`; `scripts/test.sh` installs Debian's `chromium-driver`); skipped
@@ -334,4 +335,119 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
         v["summary"].as_str().unwrap().contains("Complete") && all_updated(v)
     })
     .await;
+}
+
+/// The budget lines of every placement, as the page draws them.
+const BUDGETS: &str = "return Object.fromEntries([...document.querySelectorAll('.budget')] \
+    .map((b) => [b.dataset.placement, b.textContent]));";
+
+/// Mid-rollout, with failed clusters inside their deadline and successes still soaking,
+/// the page's budget line says what the engine counts: every cluster holding a slot (not
+/// only the progressing ones) against the resolved `maxConcurrency`, failures against the
+/// resolved `maxFailures`, per group where the strategy walks groups. The page draws the
+/// view's line; the view's numbers are the engine's, read here from the same hub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_budget_line_is_the_engines() {
+    let Some(driver) = chromedriver() else {
+        return;
+    };
+    let Some(hub) = TestHub::from_env("cli-browser-budget", 16).await else {
+        return;
+    };
+    let c = &hub.clusters;
+    hub.publish("p", &[DecisionGroup::new("", c[..10].to_vec())])
+        .await;
+    hub.publish(
+        "q",
+        &[
+            DecisionGroup::new("canary", c[10..12].to_vec()),
+            DecisionGroup::new("rest", c[12..].to_vec()),
+        ],
+    )
+    .await;
+    // By name order, p's window of four ("40%" of ten) starts clusters 0-3: two succeed
+    // (then soak for an hour), one degrades, one hangs; q's canary group succeeds, its
+    // second group has one failure and three still progressing: each holds a slot.
+    let failing = [c[2].clone(), c[13].clone()];
+    let hanging = [c[3].clone(), c[12].clone(), c[14].clone(), c[15].clone()];
+    let _agent = mwrs_fleet::Agent::start(
+        hub.client.clone(),
+        mwrs_fleet::AgentConfig::new(c.clone()).behaviour(move |w| {
+            let after = Duration::from_millis(100);
+            if failing.iter().any(|f| f == w.cluster) {
+                mwrs_fleet::Behaviour::Degrade { after }
+            } else if hanging.iter().any(|h| h == w.cluster) {
+                mwrs_fleet::Behaviour::Hang
+            } else {
+                mwrs_fleet::Behaviour::Succeed { after }
+            }
+        }),
+    );
+    let _controller = start_controller(&hub);
+    let p = json!({"type": "Progressive", "progressive": {"maxConcurrency": "40%",
+        "maxFailures": "20%", "minSuccessTime": "1h", "progressDeadline": "1h"}});
+    let q = json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+        "maxFailures": "50%", "progressDeadline": "1h"}});
+    hub.create_mwrs(&mwrs_testsupport::mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", p), ("q", q)],
+    ))
+    .await;
+
+    let (_dash, url) = common::start_dashboard(&hub, &[]).await;
+    let base = url.split_once("/?token=").unwrap().0.to_string();
+    let b = Browser::start(&driver).await;
+    b.goto(&url).await;
+    b.goto(&format!("{base}/#/{}/app", hub.namespace)).await;
+    let want_p = "Progressive · 4 in flight of maxConcurrency 4 · failures 1 of maxFailures 2 · \
+        progressDeadline 1h · minSuccessTime 1h (the first passes in ";
+    let want_q = "ProgressivePerGroup, group rest (1) · 4 in flight · failures 1 of maxFailures 2 · \
+        progressDeadline 1h (the first passes in ";
+    let seen = watch_page(&b, BUDGETS, Duration::from_secs(120), |v| {
+        v["p"].as_str().is_some_and(|t| t.starts_with(want_p))
+            && v["q"].as_str().is_some_and(|t| t.starts_with(want_q))
+    })
+    .await;
+    let page = seen.last().unwrap().clone();
+
+    // The engine's own count on what the hub holds now.
+    let reader = mwrs_cli::hub::HubClient {
+        client: hub.client.clone(),
+        namespace: hub.namespace.clone(),
+        url: String::new(),
+    };
+    let read = reader.read("app").await.unwrap().1;
+    let plugins = mwrs_engine::plugin::PluginInputs::from_status(&read.snapshot.mwrs);
+    let observed = mwrs_engine::Observed {
+        plugins: &plugins,
+        ..read.snapshot.observed()
+    };
+    let engine = mwrs_engine::plan::progress(
+        &observed,
+        jiff::Timestamp::now(),
+        &mwrs_engine::PlanConfig::default(),
+    );
+    let counted: Vec<(usize, Option<usize>, usize, Option<usize>)> = engine
+        .budgets
+        .iter()
+        .flatten()
+        .map(|b| (b.in_flight, b.max_concurrency, b.failures, b.max_failures))
+        .collect();
+    assert_eq!(
+        counted,
+        [(4, Some(4), 1, Some(2)), (4, None, 1, Some(2))],
+        "{page}"
+    );
+    // And the view the page was sent says the same as `rollout status -o json`.
+    let status = mwrs(&hub, &["rollout", "status", "app", "-o", "json"])
+        .await
+        .json();
+    for (i, name) in ["p", "q"].into_iter().enumerate() {
+        let text = status["placements"][i]["budget"]["text"].as_str().unwrap();
+        assert!(
+            page[name].as_str().unwrap().starts_with(text),
+            "{name}: {page} / {text}"
+        );
+    }
 }
