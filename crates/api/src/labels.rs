@@ -113,9 +113,45 @@ pub fn is_dns_label(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
+/// Can `name` be an object's name (an RFC 1123 subdomain: at most 253 characters, dot-
+/// separated labels of lowercase alphanumerics or '-', each starting and ending
+/// alphanumeric)? An MWRS's name must be.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_subdomains() {
+        for ok in ["app", "app-1.v2", "a", &"a".repeat(253)] {
+            assert!(is_dns_subdomain(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            "a/b",
+            "a..b",
+            ".a",
+            "a.",
+            "A",
+            "-a",
+            "a%2Fb",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn label_values() {

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::Deserialize;
 
-use super::api::{ApiError, Source};
+use super::api::{ApiError, Segments, Source};
 use crate::args::{Format, UndoArgs};
 use crate::cmd::control::{self, Done};
 use crate::cmd::undo;
@@ -41,11 +41,12 @@ pub struct ActionRequest {
 /// `POST /api/mwrs/{namespace}/{name}/actions/{action}`.
 pub async fn act(
     State(s): State<Arc<Source>>,
-    Path((namespace, name, action)): Path<(String, String, String)>,
+    path: Segments,
     Json(body): Json<ActionRequest>,
 ) -> Result<Json<Done>, ApiError> {
-    let hub = s.hub(&namespace)?;
-    let done = match action.as_str() {
+    let hub = s.hub(path.get("namespace"))?;
+    let name = path.get("name").to_string();
+    let done = match path.get("action") {
         "pause" => control::pause(&hub, &name, true).await?,
         "resume" => control::pause(&hub, &name, false).await?,
         "abort" => control::abort(&hub, &name, body.revision.as_deref()).await?,

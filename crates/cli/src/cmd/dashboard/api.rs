@@ -3,12 +3,13 @@
 //! `rollout status` shows it (the same [`View`], computed by the same engine stages), and
 //! one cluster's ManifestWork conditions.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
 use jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -54,6 +55,49 @@ impl Source {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// The names a request's path holds (`{namespace}`, `{name}`, `{cluster}`, `{action}`),
+/// each checked before it is used: the router decodes `%2F` and `..`, and the client would
+/// splice them unescaped into the path of its request to the API server. A namespace, a
+/// cluster and an action must be DNS labels, a name a DNS subdomain.
+pub struct Segments(HashMap<String, String>);
+
+impl Segments {
+    /// The segment `key` (empty if the route has none).
+    pub fn get(&self, key: &str) -> &str {
+        self.0.get(key).map_or("", String::as_str)
+    }
+
+    fn check(map: HashMap<String, String>) -> Result<Self, String> {
+        for (key, value) in &map {
+            let (ok, what) = match key.as_str() {
+                "name" => (labels::is_dns_subdomain(value), "a DNS subdomain"),
+                _ => (labels::is_dns_label(value), "a DNS label"),
+            };
+            if !ok {
+                return Err(format!("path segment {key} {value:?} is not {what}"));
+            }
+        }
+        Ok(Self(map))
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Segments {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let Path(map) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Self::check(map).map_err(|why| {
+            let body = serde_json::json!({ "error": why });
+            (StatusCode::BAD_REQUEST, Json(body)).into_response()
+        })
     }
 }
 
@@ -143,11 +187,8 @@ pub async fn list(State(s): State<Arc<Source>>) -> Result<Json<Vec<Row>>, ApiErr
 }
 
 /// `GET /api/mwrs/{namespace}/{name}`: one MWRS as `rollout status -o json` shows it.
-pub async fn one(
-    State(s): State<Arc<Source>>,
-    Path((namespace, name)): Path<(String, String)>,
-) -> Result<Json<View>, ApiError> {
-    let (_, read) = s.hub(&namespace)?.read(&name).await?;
+pub async fn one(State(s): State<Arc<Source>>, path: Segments) -> Result<Json<View>, ApiError> {
+    let (_, read) = s.hub(path.get("namespace"))?.read(path.get("name")).await?;
     let view = View::of(
         &read.snapshot,
         read.works_hidden.as_deref(),
@@ -157,12 +198,9 @@ pub async fn one(
 }
 
 /// `GET /api/mwrs/{namespace}/{name}/plan`: the waves `rollout plan -o json` prints.
-pub async fn plan(
-    State(s): State<Arc<Source>>,
-    Path((namespace, name)): Path<(String, String)>,
-) -> Result<Json<PlanOut>, ApiError> {
-    let hub = s.hub(&namespace)?;
-    let m = hub.get(&name).await?;
+pub async fn plan(State(s): State<Arc<Source>>, path: Segments) -> Result<Json<PlanOut>, ApiError> {
+    let hub = s.hub(path.get("namespace"))?;
+    let m = hub.get(path.get("name")).await?;
     Ok(Json(crate::cmd::plan::plan(&hub, &m).await?))
 }
 
@@ -178,10 +216,10 @@ pub struct History {
 /// `GET /api/mwrs/{namespace}/{name}/history`.
 pub async fn history(
     State(s): State<Arc<Source>>,
-    Path((namespace, name)): Path<(String, String)>,
+    path: Segments,
 ) -> Result<Json<History>, ApiError> {
-    let hub = s.hub(&namespace)?;
-    let m = hub.get(&name).await?;
+    let hub = s.hub(path.get("namespace"))?;
+    let m = hub.get(path.get("name")).await?;
     let stored = hub.history(&m).await?;
     let (revisions, hidden) = history::entries(&hub, &m, &stored).await?;
     Ok(Json(History { revisions, hidden }))
@@ -200,11 +238,12 @@ pub struct WorkDetail {
 /// `GET /api/mwrs/{namespace}/{name}/clusters/{cluster}`: that cluster's ManifestWork.
 pub async fn cluster(
     State(s): State<Arc<Source>>,
-    Path((namespace, name, cluster)): Path<(String, String, String)>,
+    path: Segments,
 ) -> Result<Json<WorkDetail>, ApiError> {
-    s.shows(&namespace)?;
-    let (k, v) = OwnerKey::new(namespace, name.as_str()).selector();
-    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+    let (namespace, name, cluster) = (path.get("namespace"), path.get("name"), path.get("cluster"));
+    s.shows(namespace)?;
+    let (k, v) = OwnerKey::new(namespace, name).selector();
+    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), cluster);
     let list = api
         .list(&ListParams::default().labels(&format!("{k}={v}")))
         .await
@@ -218,4 +257,78 @@ pub async fn cluster(
         revision: w.labels().get(labels::CONTROLLER_HASH).cloned(),
         conditions: w.status.and_then(|st| st.conditions).unwrap_or_default(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::cmd::dashboard::{guard::Guard, router};
+
+    /// The router with a token, reading from an API server that refuses connections.
+    async fn app() -> (Router, String) {
+        let gone = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dead = gone.local_addr().unwrap();
+        drop(gone);
+        let config = kube::Config::new(format!("http://{dead}").parse().unwrap());
+        let source = Source {
+            client: Client::try_from(config).unwrap(),
+            namespace: None,
+            url: String::new(),
+        };
+        let at: std::net::SocketAddr = "127.0.0.1:8000".parse().unwrap();
+        let g = Guard::with_token(at, "t0k3n").with_actions(true);
+        (router(source, g), at.to_string())
+    }
+
+    async fn status_of(app: &Router, host: &str, method: &str, path: &str) -> (u16, String) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", host)
+            .header("authorization", "Bearer t0k3n")
+            .header("content-type", "application/json")
+            .body(Body::from("{}"))
+            .unwrap();
+        let answer = app.clone().oneshot(request).await.unwrap();
+        let status = answer.status().as_u16();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Security review D4: a segment that decodes to `/`, `..` or anything not a name is
+    /// refused before any request to the API server, with the segment named.
+    #[tokio::test]
+    async fn a_path_segment_that_is_not_a_name_never_reaches_the_hub() {
+        let (app, host) = app().await;
+        for (method, path, segment) in [
+            ("GET", "/api/mwrs/ns/a%2Fb", "name"),
+            ("GET", "/api/mwrs/ns/%2E%2E", "name"),
+            ("GET", "/api/mwrs/..%2F..%2Fapi%2Fv1/app/plan", "namespace"),
+            ("GET", "/api/mwrs/NS/app/history", "namespace"),
+            (
+                "GET",
+                "/api/mwrs/ns/app/clusters/..%2Fkube-system",
+                "cluster",
+            ),
+            ("GET", "/api/mwrs/ns/a%2Fb/events", "name"),
+            ("POST", "/api/mwrs/ns/app/actions/pa%2Fuse", "action"),
+        ] {
+            let (status, body) = status_of(&app, &host, method, path).await;
+            assert_eq!(status, 400, "{path}: {body}");
+            assert!(
+                body.contains(&format!("path segment {segment} ")),
+                "{path}: {body}"
+            );
+        }
+        let (status, body) = status_of(&app, &host, "GET", "/api/mwrs/ns/app").await;
+        assert_eq!(status, 502, "a good name is asked of the hub: {body}");
+    }
 }

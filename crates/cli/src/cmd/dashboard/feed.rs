@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::api::{ApiError, Source};
+use super::api::{ApiError, Segments, Source};
 use crate::error::{CliError, Exit};
 use crate::hub::HubClient;
 use crate::view::{ClusterLine, View};
@@ -255,11 +255,12 @@ pub fn touched(old: &View, new: &View) -> Vec<String> {
 /// `GET /api/mwrs/{namespace}/{name}/events`: the live stream of one MWRS.
 pub async fn events(
     State(feeds): State<Arc<Feeds>>,
-    Path((namespace, name)): Path<(String, String)>,
+    path: Segments,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let rx = feeds.subscribe(feeds.source.hub(&namespace)?, &name);
+    let hub = feeds.source.hub(path.get("namespace"))?;
+    let rx = feeds.subscribe(hub, path.get("name"));
     // The browser's own reconnection sends the header; a page shown again after it was
     // hidden opens a new stream with `?last=`.
     let resumed = headers
