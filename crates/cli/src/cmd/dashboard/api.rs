@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
+use axum::Json;
 use jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -263,6 +263,7 @@ pub async fn cluster(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use axum::Router;
     use axum::body::Body;
     use axum::http::Request;
     use tower::ServiceExt;
