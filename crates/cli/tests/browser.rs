@@ -2,7 +2,7 @@
 //! (`browser/webdriver.rs`), against the test hub, the simulated fleet (1,000 clusters in
 //! three decision groups) and the controller. The grid fills as a rollout progresses; a
 //! bad revision shows the abort and the revert counting up, with the clusters that set it
-//! off marked; the text alternative agrees with `mwrs get`; a request without the token
+//! off marked; the text alternative agrees with `mwrs get`; a request without the session
 //! is refused. It saves a screenshot (`target/dashboard.png`) and prints the page's
 //! redraw times (measured, never asserted). Mid-rollout, the page's budget lines are the
 //! engine's count.
@@ -106,7 +106,7 @@ const CELLS: &str = "const n = {}; \
       waves: document.querySelectorAll('#plan tbody tr').length, \
       message: (document.querySelector('#head p') || {}).textContent || '', \
       bands: [...document.querySelectorAll('#grid .band h3')].map((h) => h.textContent.replace(/\\s+/g, ' ')), \
-      conn: document.getElementById('conn').textContent};";
+      conn: document.getElementById('conn').textContent, href: location.href};";
 
 fn count(v: &Value, class: &str) -> u64 {
     v["cells"][class].as_u64().unwrap_or(0)
@@ -162,12 +162,12 @@ async fn the_dashboard_shows_a_rollout_and_an_abort_live_in_a_browser() {
     assert_eq!(r.code, 0, "{r:?}");
 
     let (_dash, url) = common::start_dashboard(&hub, &["--enable-actions"]).await;
-    let base = url.split_once("/?token=").unwrap().0.to_string();
+    let base = url.split_once("/?code=").unwrap().0.to_string();
     let b = Browser::start(&driver).await;
-    // Without the token: refused, and the page says how to get in.
+    // Without the session: refused, and the page says how to get in.
     b.goto(&format!("{base}/")).await;
     let text = b.eval("return document.body.textContent").await;
-    assert!(text.as_str().unwrap().contains("no token"), "{text}");
+    assert!(text.as_str().unwrap().contains("no session"), "{text}");
 
     b.goto(&url).await;
     b.goto(&format!("{base}/#/{}/app", hub.namespace)).await;
@@ -396,7 +396,7 @@ async fn the_page_budget_line_is_the_engines() {
     .await;
 
     let (_dash, url) = common::start_dashboard(&hub, &[]).await;
-    let base = url.split_once("/?token=").unwrap().0.to_string();
+    let base = url.split_once("/?code=").unwrap().0.to_string();
     let b = Browser::start(&driver).await;
     b.goto(&url).await;
     b.goto(&format!("{base}/#/{}/app", hub.namespace)).await;

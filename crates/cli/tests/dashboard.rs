@@ -1,5 +1,6 @@
 //! `mwrs dashboard` on the test hub (issue #19, first part): the binary prints its URL with
-//! the token on its first line, refuses a request without the token, serves the same data
+//! a one-time code on its first line, exchanges it once for a session cookie named after
+//! its port, refuses a request without the session, serves the same data
 //! `get` and `rollout status -o json` print, and streams a rollout live: the whole view,
 //! then what changed, resumed from the last event a page got, and `stale` when the MWRS
 //! goes.
@@ -22,7 +23,8 @@ use mwrs_testsupport::{TaskGuard, TestHub};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A running `mwrs dashboard`, killed on drop; its URL is `http://{addr}/?token={token}`.
+/// A running `mwrs dashboard`, killed on drop, and the session its URL's code was
+/// exchanged for.
 struct Dashboard {
     _child: tokio::process::Child,
     addr: String,
@@ -36,16 +38,28 @@ async fn start(hub: &TestHub) -> Dashboard {
 async fn start_with(hub: &TestHub, flags: &[&str]) -> Dashboard {
     let (child, first) = common::start_dashboard(hub, flags).await;
     let rest = first.strip_prefix("http://").expect(&first);
-    let (addr, token) = rest.split_once("/?token=").expect(&first);
+    let (addr, code) = rest.split_once("/?code=").expect(&first);
     assert!(
         addr.starts_with("127.0.0.1:"),
         "loopback by default: {first}"
     );
+    let (_, head, _) = get_with_head(addr, &format!("/?code={code}"), &[]).await;
     Dashboard {
         _child: child,
         addr: addr.to_string(),
-        token: token.to_string(),
+        token: session_of(&head).1,
     }
+}
+
+/// The session cookie an answer sets: (name, value).
+fn session_of(head: &str) -> (String, String) {
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .and_then(|c| c.split_once('='))
+        .expect(head);
+    (cookie.0.to_string(), cookie.1.to_string())
 }
 
 /// A hub of three clusters with the controller and an agent, and MWRS `app` complete on
@@ -117,16 +131,27 @@ async fn send(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
+async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_session() {
     let Some((hub, _running)) = app_on_v1("cli-dashboard").await else {
         return;
     };
 
-    let d = start(&hub).await;
-    let (status, _) = get(&d.addr, "/api/mwrs", &[]).await;
-    assert_eq!(status, 401, "no token");
-    // The URL printed: the page, and the cookie its own requests then carry.
-    let (status, head, body) = get_with_head(&d.addr, &format!("/?token={}", d.token), &[]).await;
+    let (child, first) = common::start_dashboard(&hub, &[]).await;
+    let (addr, code) = first["http://".len()..]
+        .split_once("/?code=")
+        .expect(&first);
+    let (status, _) = get(addr, "/api/mwrs", &[]).await;
+    assert_eq!(status, 401, "no session");
+    // The URL printed: its code is exchanged for the session's cookie, named after the
+    // port, and the browser goes on to the page without the code.
+    let url = format!("/?code={code}");
+    let (status, head, _) = get_with_head(addr, &url, &[]).await;
+    assert_eq!(status, 303, "{head}");
+    let (name, token) = session_of(&head);
+    let port = addr.rsplit_once(':').unwrap().1;
+    assert_eq!(name, format!("mwrs-dashboard-{port}"));
+    let cookie = format!("{name}={token}");
+    let (status, head, body) = get_with_head(addr, "/", &[("Cookie", &cookie)]).await;
     assert_eq!(status, 200, "{head}");
     assert!(
         body.contains(r#"<script type="module" src="/app.js">"#),
@@ -137,16 +162,18 @@ async fn the_dashboard_serves_what_the_cli_prints_and_only_with_its_token() {
             .contains("content-security-policy: default-src 'none'"),
         "{head}"
     );
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .expect(&head)
-        .to_string();
     for asset in ["/app.js", "/view.js", "/app.css"] {
-        let (status, _) = get(&d.addr, asset, &[("Cookie", &cookie)]).await;
+        let (status, _) = get(addr, asset, &[("Cookie", &cookie)]).await;
         assert_eq!(status, 200, "{asset}");
     }
+    // Once only.
+    let (status, body) = get(addr, &url, &[]).await;
+    assert_eq!(status, 401, "{body}");
+    let d = Dashboard {
+        _child: child,
+        addr: addr.to_string(),
+        token,
+    };
     let auth = format!("Bearer {}", d.token);
     let bearer = [("Authorization", auth.as_str())];
     let (status, body) = get(&d.addr, "/api/mwrs", &bearer).await;
@@ -361,7 +388,7 @@ async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabl
     );
     // Only from the dashboard's own page: nothing else may write, nor get written.
     let before = hub.get_mwrs("app").await.unwrap().resource_version();
-    let in_url = format!("{}?token={}", path("pause"), d.token);
+    let in_url = format!("{}?code={}", path("pause"), d.token);
     let not_the_page: [(&str, Vec<(&str, &str)>); 3] = [
         (
             "a form's body",
@@ -371,16 +398,17 @@ async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabl
             "another origin",
             vec![page[0], page[1], ("Origin", "http://evil.example")],
         ),
-        ("the token in the URL only", vec![page[1]]),
+        ("the session in the URL only", vec![page[1]]),
     ];
     for (what, headers) in &not_the_page {
-        let at = if what.contains("URL") {
-            &in_url
+        let (at, refused) = if what.contains("URL") {
+            // The session is no credential in a URL.
+            (&in_url, 401)
         } else {
-            &path("pause")
+            (&path("pause"), 403)
         };
         let (status, body) = post(&d.addr, at, headers, "{}").await;
-        assert_eq!(status, 403, "{what}: {body}");
+        assert_eq!(status, refused, "{what}: {body}");
     }
     assert_eq!(post(&d.addr, &path("delete"), &page, "{}").await.0, 404);
     assert_eq!(

@@ -174,7 +174,7 @@ pub fn version_of(spec: &Value) -> Option<&str> {
 }
 
 /// `mwrs dashboard` for the test's namespace: the process (killed on drop) and the URL
-/// with the token, the first line it prints (within 30 s).
+/// with the one-time code, the first line it prints (within 30 s).
 pub async fn start_dashboard(hub: &TestHub, flags: &[&str]) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mwrs"))

@@ -1,16 +1,21 @@
-//! Who may talk to the dashboard, and what every answer carries. A request is served only
-//! with the one-time token (an `Authorization: Bearer` header, the cookie the first page
-//! sets, or `?token=` in the URL the command prints) and, on loopback, only for a `Host`
-//! that names this listener, so that a page of another site (DNS rebinding included)
-//! can read nothing. It is read-only unless started with `--enable-actions`; then a
-//! `POST` is served only from the dashboard's own page: the token in the cookie or header
-//! (never the URL), a JSON body (which no other site can send without a preflight this
-//! server never grants) and, when the browser names an `Origin`, this server's. Every
-//! answer, a refusal included, carries strict security headers: nothing but this server's
-//! own assets may run, nothing may frame it, and no cross-origin header is ever sent.
+//! Who may talk to the dashboard, and what every answer carries. The URL the command
+//! prints holds a one-time code: the first request with it is answered with a session
+//! cookie (named after the port, so two dashboards on one machine keep theirs) and sent on
+//! to the same page without the code; the code is refused from then on, so a copy left in
+//! shell history, browser history or a process list lets nobody in. A request is served
+//! only with the session (the cookie, or an `Authorization: Bearer` header) and, on
+//! loopback, only for a `Host` that names this listener, so that a page of another site
+//! (DNS rebinding included) can read nothing. It is read-only unless started with
+//! `--enable-actions`; then a `POST` is served only from the dashboard's own page: the
+//! session in the cookie or header, a JSON body (which no other site can send without a
+//! preflight this server never grants) and, when the browser names an `Origin`, this
+//! server's. Every answer, a refusal included, carries strict security headers: nothing
+//! but this server's own assets may run, nothing may frame it, and no cross-origin header
+//! is ever sent.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -19,28 +24,58 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-/// The cookie the first page load sets, so that the page's own requests carry the token.
-pub const COOKIE: &str = "mwrs-dashboard-token";
+/// The query parameter of the one-time code.
+pub const CODE: &str = "code";
 
-/// The one-time token and where the server listens.
+/// The secrets and where the server listens.
 #[derive(Clone, Debug)]
 pub struct Guard {
+    /// The session: what the cookie (or an Authorization header) carries.
     token: Arc<str>,
+    /// The printed URL's code, exchanged once for the session.
+    code: Arc<str>,
+    spent: Arc<AtomicBool>,
+    /// The cookie's name: `mwrs-dashboard-<port>`.
+    cookie: Arc<str>,
+    /// Served over TLS: the cookie is `Secure` and an `Origin` is `https://`.
+    tls: bool,
     /// The `Host` values a request may carry (empty: any, off loopback).
     hosts: Arc<[String]>,
     /// Whether a `POST` (an action) may be served at all.
     actions: bool,
 }
 
+/// What a request's credentials are.
+#[derive(Debug, PartialEq)]
+enum Credentials {
+    /// The session, in the cookie or a header.
+    Session,
+    /// The code, not used before, on a read: exchange it now.
+    Code,
+    /// A code used already, and no session.
+    SpentCode,
+    /// The code on a write: never exchanged there (a write must come from the page).
+    CodeOnWrite,
+    None,
+}
+
+fn random_hex() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl Guard {
-    /// A new random token for a server bound to `addr`.
+    /// New random secrets for a server bound to `addr`.
     pub fn new(addr: SocketAddr) -> Self {
-        let bytes: [u8; 32] = rand::random();
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        Self::with_token(addr, &token)
+        Self::with_secrets(addr, &random_hex(), &random_hex())
     }
 
+    /// A guard whose session is `token` (and whose code is random).
     pub fn with_token(addr: SocketAddr, token: &str) -> Self {
+        Self::with_secrets(addr, &random_hex(), token)
+    }
+
+    pub fn with_secrets(addr: SocketAddr, code: &str, token: &str) -> Self {
         let port = addr.port();
         let hosts = if addr.ip().is_loopback() {
             let mut h = vec![
@@ -55,6 +90,10 @@ impl Guard {
         };
         Self {
             token: Arc::from(token),
+            code: Arc::from(code),
+            spent: Arc::default(),
+            cookie: Arc::from(format!("mwrs-dashboard-{port}")),
+            tls: false,
             hosts: hosts.into(),
             actions: false,
         }
@@ -68,17 +107,27 @@ impl Guard {
         }
     }
 
+    /// The same guard, for a server that speaks TLS.
+    pub fn with_tls(self, on: bool) -> Self {
+        Self { tls: on, ..self }
+    }
+
     pub fn actions(&self) -> bool {
         self.actions
     }
 
-    pub fn token(&self) -> &str {
-        &self.token
+    /// The one-time code of the URL to print.
+    pub fn code(&self) -> &str {
+        &self.code
     }
 
-    /// The token `headers` or `query` carry, if it is this one; and whether it came in
-    /// the URL (then the answer sets the cookie).
-    fn admits(&self, headers: &HeaderMap, query: Option<&str>) -> Option<bool> {
+    /// The session's cookie name.
+    pub fn cookie(&self) -> &str {
+        &self.cookie
+    }
+
+    /// What `headers` and `query` carry; the code is spent only on a `read`.
+    fn credentials(&self, headers: &HeaderMap, query: Option<&str>, read: bool) -> Credentials {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -89,24 +138,32 @@ impl Guard {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|kv| kv.trim().split_once('='))
-            .find(|(k, _)| *k == COOKIE)
+            .find(|(k, _)| *k == &*self.cookie)
             .map(|(_, v)| v);
-        let in_url = query
+        if [bearer, cookie]
+            .into_iter()
+            .flatten()
+            .any(|t| same(&self.token, t))
+        {
+            return Credentials::Session;
+        }
+        let code = query
             .into_iter()
             .flat_map(|q| q.split('&'))
             .filter_map(|kv| kv.split_once('='))
-            .find(|(k, _)| *k == "token")
+            .find(|(k, _)| *k == CODE)
             .map(|(_, v)| v);
-        if [bearer, cookie].into_iter().flatten().any(|t| self.is(t)) {
-            return Some(false);
+        match code {
+            Some(c) if same(&self.code, c) && !read => Credentials::CodeOnWrite,
+            Some(c) if same(&self.code, c) => {
+                if self.spent.swap(true, Ordering::AcqRel) {
+                    Credentials::SpentCode
+                } else {
+                    Credentials::Code
+                }
+            }
+            _ => Credentials::None,
         }
-        in_url.filter(|t| self.is(t)).map(|_| true)
-    }
-
-    /// Compares without stopping at the first difference (no timing hint).
-    fn is(&self, candidate: &str) -> bool {
-        let (a, b) = (self.token.as_bytes(), candidate.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
     }
 
     /// Why a write with `headers` is refused, if it is: it must come from this
@@ -125,14 +182,17 @@ impl Guard {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         let same_origin = match headers.get(header::ORIGIN).map(|v| v.to_str()) {
             None => true,
-            Some(Ok(origin)) => host.is_some_and(|h| origin == format!("http://{h}")),
+            Some(Ok(origin)) => {
+                let scheme = if self.tls { "https" } else { "http" };
+                host.is_some_and(|h| origin == format!("{scheme}://{h}"))
+            }
             Some(Err(_)) => false,
         };
         (from_url || !json || !same_origin).then(|| {
             refuse(
                 StatusCode::FORBIDDEN,
                 "an action must come from the dashboard's page (JSON, its own origin, the \
-                 token in the cookie or the Authorization header)",
+                 session in the cookie or the Authorization header)",
             )
         })
     }
@@ -146,26 +206,31 @@ impl Guard {
     }
 }
 
-/// The middleware: refuses what [`Guard`] does not admit, serves the rest read-only, and
-/// adds the security headers to every answer.
+/// The middleware: refuses what [`Guard`] does not admit, exchanges the code for the
+/// session, serves the rest read-only, and adds the security headers to every answer.
 pub async fn guard(State(g): State<Guard>, request: Request, next: Next) -> Response {
+    let read = matches!(*request.method(), Method::GET | Method::HEAD);
     let mut response = if !g.host_allowed(request.headers()) {
         refuse(StatusCode::FORBIDDEN, "this Host is not the dashboard's")
     } else {
-        match g.admits(request.headers(), request.uri().query()) {
-            None => refuse(
+        match g.credentials(request.headers(), request.uri().query(), read) {
+            Credentials::None => refuse(
                 StatusCode::UNAUTHORIZED,
-                "no token: open the URL `mwrs dashboard` printed",
+                "no session: open the URL `mwrs dashboard` printed",
             ),
-            Some(from_url) => match *request.method() {
-                Method::GET | Method::HEAD => {
-                    let mut r = next.run(request).await;
-                    if from_url {
-                        set_cookie(&mut r, &g.token);
-                    }
-                    r
-                }
-                Method::POST => match g.write_refused(request.headers(), from_url) {
+            Credentials::SpentCode => refuse(
+                StatusCode::UNAUTHORIZED,
+                "this URL's code was used already (it lets one browser in, once): start \
+                 `mwrs dashboard` again for a new one",
+            ),
+            // Into the session, and on to the same page without the code in its address.
+            Credentials::Code => g.session_started(request.uri().path()),
+            Credentials::CodeOnWrite => g
+                .write_refused(request.headers(), true)
+                .unwrap_or_else(|| refuse(StatusCode::FORBIDDEN, "")),
+            Credentials::Session => match *request.method() {
+                Method::GET | Method::HEAD => next.run(request).await,
+                Method::POST => match g.write_refused(request.headers(), false) {
                     Some(refused) => refused,
                     None => next.run(request).await,
                 },
@@ -180,11 +245,32 @@ pub async fn guard(State(g): State<Guard>, request: Request, next: Next) -> Resp
     response
 }
 
-fn set_cookie(r: &mut Response, token: &str) {
-    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
+impl Guard {
+    /// The answer to the code: the session's cookie, and `path` again without the code.
+    fn session_started(&self, path: &str) -> Response {
+        let secure = if self.tls { "; Secure" } else { "" };
+        let cookie = format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Strict{secure}",
+            self.cookie, self.token
+        );
+        let mut r = StatusCode::SEE_OTHER.into_response();
+        let location = if path.starts_with('/') { path } else { "/" };
+        for (name, value) in [
+            (header::SET_COOKIE, cookie.as_str()),
+            (header::LOCATION, location),
+        ] {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                r.headers_mut().insert(name, v);
+            }
+        }
+        r
     }
+}
+
+/// Compares without stopping at the first difference (no timing hint).
+fn same(secret: &str, candidate: &str) -> bool {
+    let (a, b) = (secret.as_bytes(), candidate.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 fn refuse(status: StatusCode, why: &'static str) -> Response {
@@ -251,8 +337,17 @@ mod tests {
         Request::builder().uri(uri).header(header::HOST, host)
     }
 
+    const CODE_IN_URL: &str = "fedcba9876543210";
+    /// The cookie of a guard on port 3100.
+    const COOKIE: &str = "mwrs-dashboard-3100";
+
+    fn app_with_code(addr: &str) -> (Router, Guard) {
+        let g = Guard::with_secrets(addr.parse().unwrap(), CODE_IN_URL, TOKEN);
+        (app_with(g.clone()), g)
+    }
+
     #[tokio::test]
-    async fn only_a_request_with_the_token_is_served() {
+    async fn only_a_request_with_the_session_is_served() {
         let host = "127.0.0.1:3100";
         let without = send(
             app(host),
@@ -265,22 +360,10 @@ mod tests {
                 .headers()
                 .contains_key(header::CONTENT_SECURITY_POLICY)
         );
-        let wrong = request("/api/x?token=0123456789abcdeX", host);
-        let r = send(app(host), wrong.body(Body::empty()).unwrap()).await;
+        // The session itself in the URL does not count: only the code does, once.
+        let r = request(&format!("/api/x?token={TOKEN}"), host);
+        let r = send(app(host), r.body(Body::empty()).unwrap()).await;
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-
-        // In the URL: served, and the cookie is set for the page's own requests.
-        let url = request(&format!("/api/x?token={TOKEN}"), host);
-        let r = send(app(host), url.body(Body::empty()).unwrap()).await;
-        assert_eq!(r.status(), StatusCode::OK);
-        let cookie = r.headers()[header::SET_COOKIE]
-            .to_str()
-            .unwrap()
-            .to_string();
-        assert!(
-            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-            "{cookie}"
-        );
         for (name, value) in [
             (header::COOKIE, format!("other=1; {COOKIE}={TOKEN}")),
             (header::AUTHORIZATION, format!("Bearer {TOKEN}")),
@@ -294,6 +377,52 @@ mod tests {
                     .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)
             );
         }
+    }
+
+    /// Security review D2 and D3: the printed URL's code lets one browser in, once, with
+    /// a cookie named after the port; the page is then shown without the code.
+    #[tokio::test]
+    async fn the_code_is_exchanged_once_for_a_cookie_of_this_port() {
+        let host = "127.0.0.1:3100";
+        let (app, g) = app_with_code(host);
+        assert_eq!(g.cookie(), COOKIE);
+        let wrong = request("/?code=fedcba987654321X", host);
+        let r = send(app.clone(), wrong.body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let url = request(&format!("/?code={CODE_IN_URL}"), host);
+        let r = send(app.clone(), url.body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(r.headers()[header::LOCATION], "/");
+        let cookie = r.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            cookie.starts_with(&format!("{COOKIE}={TOKEN};"))
+                && cookie.contains("HttpOnly")
+                && cookie.contains("SameSite=Strict")
+                && !cookie.contains("Secure"),
+            "{cookie}"
+        );
+        // The same URL again (history, another user): refused, and says why.
+        let again = request(&format!("/?code={CODE_IN_URL}"), host);
+        let r = send(app.clone(), again.body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let body = axum::body::to_bytes(r.into_body(), 1024).await.unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("used already"));
+        // The browser that has the cookie is still served.
+        let r = request("/api/x", host).header(header::COOKIE, format!("{COOKIE}={TOKEN}"));
+        let r = send(app, r.body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        // Over TLS the cookie is only ever sent back over TLS.
+        let tls = Guard::with_secrets(host.parse().unwrap(), CODE_IN_URL, TOKEN).with_tls(true);
+        let url = request(&format!("/?code={CODE_IN_URL}"), host);
+        let r = send(app_with(tls), url.body(Body::empty()).unwrap()).await;
+        let cookie = r.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(cookie.ends_with("; Secure"), "{cookie}");
     }
 
     #[tokio::test]
@@ -325,7 +454,7 @@ mod tests {
     #[tokio::test]
     async fn with_actions_a_write_is_served_only_from_the_page() {
         let bound = "127.0.0.1:3100";
-        let g = Guard::with_token(bound.parse().unwrap(), TOKEN).with_actions(true);
+        let g = Guard::with_secrets(bound.parse().unwrap(), CODE_IN_URL, TOKEN).with_actions(true);
         let auth = format!("Bearer {TOKEN}");
         let cookie = format!("{COOKIE}={TOKEN}");
         let write = |headers: &[(header::HeaderName, &str)], uri: &str| {
@@ -348,7 +477,7 @@ mod tests {
             let r = send(app_with(g.clone()), write(h, "/api/x")).await;
             assert_eq!(r.status(), StatusCode::OK, "{h:?}");
         }
-        let in_url = format!("/api/x?token={TOKEN}");
+        let in_url = format!("/api/x?code={CODE_IN_URL}");
         let refused = [
             (vec![json.clone()], in_url.as_str(), StatusCode::FORBIDDEN),
             (

@@ -1,8 +1,8 @@
 //! `dashboard` (issue #19): rollouts in a browser. The server runs as the user, with the
 //! user's kubeconfig and rights, and shows what `get`, `rollout status` and `rollout plan`
 //! show (the same views, from the same engine stages). It listens on loopback by default
-//! and answers only requests with the one-time token printed, with the URL, on the first
-//! line of stdout ([`guard`]). It is read-only unless started with `--enable-actions`;
+//! and answers only the browser that opened the URL printed on the first line of stdout
+//! (its one-time code is exchanged for a session cookie: [`guard`]). It is read-only unless started with `--enable-actions`;
 //! then it also pauses, resumes, aborts, retries and undoes, writing exactly what those
 //! commands write ([`actions`]).
 //!
@@ -107,9 +107,14 @@ impl Dashboard {
         })
     }
 
-    /// The URL that lets a browser in: the token is in it.
+    /// The URL that lets one browser in, once: the one-time code is in it.
     pub fn url(&self) -> String {
-        format!("http://{}/?token={}", self.bound, self.guard.token())
+        format!(
+            "http://{}/?{}={}",
+            self.bound,
+            guard::CODE,
+            self.guard.code()
+        )
     }
 
     /// Serves `source` until `stop` completes.

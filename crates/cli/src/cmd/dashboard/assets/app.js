@@ -13,6 +13,8 @@ const settings = await fetch('/api/settings').then((r) => r.json()).catch(() => 
 /** The MWRS page's live connection and what it holds. */
 const page = {
   source: null, state: null, key: null, cells: new Map(), bandHeads: [], table: false, listTimer: null,
+  // Counts what was shown: an async step of a view the user has left since does nothing.
+  shown: 0,
   filters: V.parseFilters(''),
   plan: { key: null, at: 0, timer: null }, history: { key: null, entries: null }, actions: '', acted: null,
 };
@@ -48,6 +50,7 @@ function route() {
 }
 
 function stop() {
+  page.shown += 1;
   if (page.source) page.source.close();
   page.source = null;
   clearInterval(page.listTimer);
@@ -83,6 +86,7 @@ async function call(path, body) {
 
 async function showList() {
   stop();
+  const shown = page.shown;
   page.state = null;
   page.key = null;
   const draw = async () => {
@@ -91,9 +95,11 @@ async function showList() {
       const r = await fetch('/api/mwrs');
       if (!r.ok) throw new Error((await r.json()).error || r.statusText);
       rows = await r.json();
+      // Left for an MWRS while the list was read.
+      if (page.shown !== shown) return;
       setConn('live', `updated ${new Date().toLocaleTimeString()}`);
     } catch (e) {
-      setConn('stale', `stale: ${e.message}`);
+      if (page.shown === shown) setConn('stale', `stale: ${e.message}`);
       return;
     }
     const body = el('tbody');
@@ -111,6 +117,8 @@ async function showList() {
     main.replaceChildren(el('h2', { text: 'ManifestWorkReplicaSets' }), el('table', {}, el('thead', {}, head), body));
   };
   await draw();
+  // Left for an MWRS while the list was read: no timer would ever stop this one.
+  if (page.shown !== shown) return;
   page.listTimer = setInterval(() => { if (!document.hidden) draw(); }, 5000);
 }
 
