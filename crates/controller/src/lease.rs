@@ -106,10 +106,46 @@ pub fn decide(
     }
 }
 
-/// Whether an error ends leader election (a missing namespace, no permission, a refused
-/// request) rather than being waited out (the API server down, slow or overloaded).
-pub fn is_fatal(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if matches!(s.code, 400 | 401 | 403 | 404 | 422))
+/// How long the API server may refuse a replica that has never read the Lease before
+/// leader election ends: an API server that just started denies requests until its
+/// authorizer has synced; a missing RoleBinding denies them for ever.
+pub const REFUSED_FOR: Duration = Duration::from_secs(30);
+
+/// What the errors so far make of the next one.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    /// The Lease was read once: from then on every error is waited out.
+    reached: bool,
+    /// Since when every answer has been a refusal (before the Lease was first read).
+    since: Option<Instant>,
+}
+
+impl Refusals {
+    /// The Lease was read.
+    pub fn reached(&mut self) {
+        self.reached = true;
+        self.since = None;
+    }
+
+    /// Does `e`, at `now`, end leader election? A missing namespace or a request the API
+    /// server cannot take, at once; no permission, once it has lasted [`REFUSED_FOR`];
+    /// nothing once the Lease has been read, nor what the API server may recover from (down,
+    /// slow, overloaded).
+    pub fn ends(&mut self, e: &kube::Error, now: Instant) -> bool {
+        let kube::Error::Api(s) = e else {
+            return false;
+        };
+        if self.reached {
+            return false;
+        }
+        match s.code {
+            400 | 404 | 422 => true,
+            401 | 403 => {
+                now.saturating_duration_since(*self.since.get_or_insert(now)) >= REFUSED_FOR
+            }
+            _ => false,
+        }
+    }
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -150,28 +186,22 @@ impl LeaseClient {
     }
 
     /// Reads the Lease until this replica holds it; returns the version it wrote. Errors
-    /// the API server may recover from are logged and retried every `poll`.
+    /// the API server may recover from are logged and retried every `poll` (see
+    /// [`Refusals`] for those that end it).
     pub async fn acquire(&self, poll: Duration) -> kube::Result<String> {
         let mut seen: Option<Seen> = None;
+        let mut refusals = Refusals::default();
+        let mut warned: Option<Instant> = None;
         let mut waiting_logged = false;
         loop {
             let attempt = match self.api.get_opt(&self.name).await {
                 Ok(lease) => {
                     let now = Instant::now();
-                    let fresh = Seen {
-                        holder: None,
-                        renewed: None,
-                        since: now,
-                    };
+                    if lease.is_some() {
+                        refusals.reached();
+                    }
                     seen = lease.as_ref().map(|l| observe(seen.take(), l, now));
-                    let step = decide(
-                        lease.as_ref(),
-                        seen.as_ref().unwrap_or(&fresh),
-                        &self.identity,
-                        self.duration,
-                        now,
-                    );
-                    match step {
+                    match self.step(lease.as_ref(), seen.as_ref(), now) {
                         Step::Create => self.create().await,
                         Step::Take {
                             version,
@@ -179,7 +209,8 @@ impl LeaseClient {
                         } => self.take(&version, transitions, lease.as_ref()).await,
                         Step::Wait(left) => {
                             if !waiting_logged {
-                                tracing::info!(identity = %self.identity, holder = ?seen.as_ref().and_then(|s| s.holder.clone()), "waiting for leadership");
+                                let holder = seen.as_ref().and_then(|s| s.holder.clone());
+                                tracing::info!(identity = %self.identity, ?holder, "waiting for leadership");
                                 waiting_logged = true;
                             }
                             tokio::time::sleep(left.min(poll)).await;
@@ -189,17 +220,40 @@ impl LeaseClient {
                 }
                 Err(e) => Err(e),
             };
-            match attempt {
+            let e = match attempt {
                 Ok(version) => return Ok(version),
-                // Another replica wrote first: read again.
-                Err(e) if is_conflict(&e) => {}
-                Err(e) if is_fatal(&e) => return Err(e),
-                Err(e) => {
-                    tracing::warn!(error = %e, "leader election: cannot reach the lease; retrying");
-                    tokio::time::sleep(poll).await;
-                }
+                Err(e) => e,
+            };
+            // A conflict: another replica wrote first; read again.
+            if is_conflict(&e) {
+                continue;
             }
+            let now = Instant::now();
+            if refusals.ends(&e, now) {
+                return Err(e);
+            }
+            if warned.is_none_or(|w| now.saturating_duration_since(w) >= REFUSED_FOR) {
+                tracing::warn!(error = %e, "leader election: cannot reach the lease; retrying");
+                warned = Some(now);
+            }
+            tokio::time::sleep(poll).await;
         }
+    }
+
+    /// What to do with `lease` as read at `now`, given what was `seen` of it.
+    fn step(&self, lease: Option<&Lease>, seen: Option<&Seen>, now: Instant) -> Step {
+        let fresh = Seen {
+            holder: None,
+            renewed: None,
+            since: now,
+        };
+        decide(
+            lease,
+            seen.unwrap_or(&fresh),
+            &self.identity,
+            self.duration,
+            now,
+        )
     }
 
     async fn create(&self) -> kube::Result<String> {
@@ -372,19 +426,45 @@ mod tests {
         assert_eq!(decide(Some(&short), &seen, "me", LASTS, t1), take("5"));
     }
 
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..kube::core::Status::default()
+        }))
+    }
+
     #[test]
-    fn only_refusals_end_the_election() {
-        let api = |code| {
-            kube::Error::Api(Box::new(kube::core::Status {
-                code,
-                ..kube::core::Status::default()
-            }))
-        };
-        for code in [403, 404, 422] {
-            assert!(is_fatal(&api(code)), "{code}");
+    fn a_missing_namespace_ends_the_election_at_once() {
+        let t0 = Instant::now();
+        for code in [400, 404, 422] {
+            assert!(Refusals::default().ends(&api(code), t0), "{code}");
         }
         for code in [409, 429, 500, 503, 504] {
-            assert!(!is_fatal(&api(code)), "{code}");
+            assert!(!Refusals::default().ends(&api(code), t0), "{code}");
+        }
+    }
+
+    /// An API server back from a restart answers 403 until its authorizer has synced (the
+    /// fault soak saw a replica exit on it): a refusal ends the election only when it has
+    /// lasted, and never once the Lease has been read.
+    #[test]
+    fn no_permission_ends_the_election_only_when_it_lasts_before_the_lease_was_read() {
+        let t0 = Instant::now();
+        let mut r = Refusals::default();
+        assert!(!r.ends(&api(403), t0));
+        assert!(!r.ends(&api(503), t0 + Duration::from_secs(10)));
+        assert!(!r.ends(&api(403), t0 + Duration::from_secs(29)));
+        assert!(
+            r.ends(&api(403), t0 + REFUSED_FOR),
+            "refused for 30 s: the binding is missing"
+        );
+        let mut r = Refusals::default();
+        r.reached();
+        for later in [0, 60, 3600] {
+            let at = t0 + Duration::from_secs(later);
+            for code in [403, 404] {
+                assert!(!r.ends(&api(code), at), "{code} after the lease was read");
+            }
         }
     }
 }
