@@ -320,10 +320,20 @@ Examples:
 
 #[derive(Args, Debug)]
 pub struct DashboardArgs {
-    /// The address to listen on; one beyond loopback lets anyone with the URL read the
-    /// hub as you.
+    /// The address to listen on. One beyond loopback needs TLS (--tls-cert-file and
+    /// --tls-key-file), or --insecure-listen to serve the session over plain HTTP.
     #[arg(long, default_value = "127.0.0.1")]
     pub address: std::net::IpAddr,
+    /// Listen beyond loopback over plain HTTP: anyone on the path can take the session
+    /// and read the hub as you (never with --enable-actions).
+    #[arg(long)]
+    pub insecure_listen: bool,
+    /// Serve over TLS with this certificate chain (PEM), with --tls-key-file.
+    #[arg(long, value_name = "PATH", requires = "tls_key_file")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert-file.
+    #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
+    pub tls_key_file: Option<std::path::PathBuf>,
     /// The port (0: any free one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -331,7 +341,8 @@ pub struct DashboardArgs {
     #[arg(long)]
     pub open: bool,
     /// Offer pause, resume, abort, retry and undo on the page (each after a
-    /// confirmation, writing what the `rollout` command of the same name writes).
+    /// confirmation, writing what the `rollout` command of the same name writes); beyond
+    /// loopback only over TLS.
     #[arg(long)]
     pub enable_actions: bool,
 }

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{RawQuery, State};
@@ -49,6 +49,11 @@ pub struct Frame {
     /// (a view of 5,000 clusters takes about 1.5 MB): a page that resumes is sent those
     /// clusters' lines as they are now.
     pub recent: Arc<VecDeque<(u64, Arc<[String]>)>>,
+    /// The `snapshot` event's data, serialized once for every page that needs it (a view
+    /// of 5,000 clusters is about 1.5 MB of JSON).
+    snapshot: Arc<OnceLock<Arc<str>>>,
+    /// The `change` from the frame before, likewise: what every page that keeps up gets.
+    from_previous: Arc<OnceLock<Option<Arc<str>>>>,
 }
 
 impl Frame {
@@ -75,7 +80,37 @@ impl Frame {
             stale: None,
             header: Arc::new(header),
             recent: Arc::new(recent),
+            snapshot: Arc::default(),
+            from_previous: Arc::default(),
         }
+    }
+
+    /// The data of the event that brings a page holding frame `from` here: the change
+    /// since, while that frame is recent, else the whole view. Serialized once per frame
+    /// for the pages at the frame before and for the whole view; None before any view.
+    fn data_since(&self, from: Option<u64>) -> Option<(&'static str, Arc<str>)> {
+        let view = self.view.as_deref()?;
+        let change = |seq: u64| {
+            self.change_since(seq).map(|mut c| {
+                c["seq"] = json!(self.seq);
+                Arc::<str>::from(c.to_string())
+            })
+        };
+        let previous = self.seq.checked_sub(1);
+        let changed = match from {
+            Some(seq) if Some(seq) == previous => {
+                self.from_previous.get_or_init(|| change(seq)).clone()
+            }
+            Some(seq) => change(seq),
+            None => None,
+        };
+        if let Some(c) = changed {
+            return Some(("change", c));
+        }
+        let whole = self
+            .snapshot
+            .get_or_init(|| Arc::from(json!({"view": view, "seq": self.seq}).to_string()));
+        Some(("snapshot", whole.clone()))
     }
 
     /// The `change` that brings a page holding frame `seq` to this one; None when that
@@ -83,8 +118,9 @@ impl Frame {
     fn change_since(&self, seq: u64) -> Option<Value> {
         let view = self.view.as_deref()?;
         let first = self.recent.front().map(|(s, _)| *s)?;
-        // Frame numbers start at 1: no page holds frame 0.
-        if seq == 0 || seq + 1 < first || seq > self.seq {
+        // Frame numbers start at 1: no page holds frame 0 (nor one past this frame: an
+        // id a page made up, up to u64::MAX).
+        if seq == 0 || seq > self.seq || seq.saturating_add(1) < first {
             return None;
         }
         let names: HashSet<&str> = self
@@ -209,17 +245,13 @@ pub fn event(from: Option<u64>, frame: &Frame) -> Option<Event> {
             .json_data(json!({"why": why}))
             .ok();
     }
-    let view = frame.view.as_deref()?;
-    let (kind, mut data) = match from.and_then(|seq| frame.change_since(seq)) {
-        Some(change) => ("change", change),
-        None => ("snapshot", json!({"view": view})),
-    };
-    data["seq"] = json!(frame.seq);
-    Event::default()
-        .event(kind)
-        .id(frame.seq.to_string())
-        .json_data(data)
-        .ok()
+    let (kind, data) = frame.data_since(from)?;
+    Some(
+        Event::default()
+            .event(kind)
+            .id(frame.seq.to_string())
+            .data(&*data),
+    )
 }
 
 /// The `last` parameter of a query string.
@@ -399,5 +431,35 @@ mod tests {
         assert_eq!(f.recent.len(), KEPT);
         let young = Frame::default().with_view(view("0", &[("c0", "ToApply")]));
         assert!(young.change_since(0).is_none(), "no page holds frame 0");
+    }
+
+    /// Security review D5: every page at the same frame gets one serialization of the
+    /// whole view, and of the change from the frame before; a made-up event id past the
+    /// newest frame (u64::MAX included) gets the whole view, not a panic.
+    #[test]
+    fn pages_share_one_serialization_per_frame() {
+        let f = Frame::default()
+            .with_view(view("1", &[("c1", "ToApply")]))
+            .with_view(view("2", &[("c1", "Progressing")]));
+        let (kind, a) = f.data_since(None).unwrap();
+        let (_, b) = f.data_since(None).unwrap();
+        assert_eq!(kind, "snapshot");
+        assert!(Arc::ptr_eq(&a, &b), "one snapshot string for every page");
+        let (kind, c1) = f.data_since(Some(1)).unwrap();
+        let (_, c2) = f.data_since(Some(1)).unwrap();
+        assert_eq!(kind, "change");
+        assert!(
+            Arc::ptr_eq(&c1, &c2),
+            "one change string for the pages that keep up"
+        );
+        let change: Value = serde_json::from_str(&c1).unwrap();
+        assert_eq!(change["seq"], 2);
+        for made_up in [3, u64::MAX] {
+            assert_eq!(
+                f.data_since(Some(made_up)).unwrap().0,
+                "snapshot",
+                "{made_up}"
+            );
+        }
     }
 }

@@ -82,15 +82,52 @@ async fn asset(body: &'static str, content_type: &'static str) -> impl IntoRespo
     ([(header::CONTENT_TYPE, content_type)], body)
 }
 
+/// How many connections the dashboard serves at once; a new one evicts the oldest still
+/// waiting for its request (the page's live streams are long requests).
+const LIMITS: mwrs_serve::Limits = mwrs_serve::Limits {
+    max_connections: 64,
+    header_timeout: std::time::Duration::from_secs(5),
+    connection_timeout: None,
+    reserve: 0,
+};
+
+/// Why the dashboard may not listen as asked, if it may not: beyond loopback the session
+/// travels to the browser and back on every request, so it needs TLS, or an explicit
+/// `--insecure-listen` (and never with actions, which write as the user).
+pub fn refused_exposure(
+    address: std::net::IpAddr,
+    tls: bool,
+    insecure: bool,
+    actions: bool,
+) -> Option<String> {
+    if address.is_loopback() || tls {
+        return None;
+    }
+    if actions {
+        return Some(format!(
+            "--enable-actions on {address}, beyond this machine, needs TLS (--tls-cert-file \
+             and --tls-key-file): over plain HTTP anyone on the path could take the session \
+             and write as you"
+        ));
+    }
+    (!insecure).then(|| {
+        format!(
+            "--address {address} is beyond this machine: serve it over TLS (--tls-cert-file \
+             and --tls-key-file), or pass --insecure-listen to send the session over plain HTTP"
+        )
+    })
+}
+
 /// A dashboard listening on `address`:`port`, not serving yet.
 pub struct Dashboard {
     listener: tokio::net::TcpListener,
     bound: SocketAddr,
     guard: guard::Guard,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Dashboard {
-    /// Listens on `address`:`port` (0: any free one), with a new token.
+    /// Listens on `address`:`port` (0: any free one), with new secrets, over plain HTTP.
     pub async fn bind(address: std::net::IpAddr, port: u16, actions: bool) -> Result<Self> {
         let addr = SocketAddr::new(address, port);
         let listener = tokio::net::TcpListener::bind(addr)
@@ -104,36 +141,73 @@ impl Dashboard {
             listener,
             bound,
             guard,
+            tls: None,
         })
+    }
+
+    /// The same dashboard, over TLS with `acceptor`.
+    pub fn with_tls(self, acceptor: tokio_rustls::TlsAcceptor) -> Self {
+        Self {
+            guard: self.guard.with_tls(true),
+            tls: Some(acceptor),
+            ..self
+        }
     }
 
     /// The URL that lets one browser in, once: the one-time code is in it.
     pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!(
-            "http://{}/?{}={}",
+            "{scheme}://{}/?{}={}",
             self.bound,
             guard::CODE,
             self.guard.code()
         )
     }
 
-    /// Serves `source` until `stop` completes.
+    /// Serves `source` until `stop` completes, within [`LIMITS`].
     pub async fn serve(
         self,
         source: api::Source,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
-        let bound = self.bound;
-        axum::serve(self.listener, router(source, self.guard))
-            .with_graceful_shutdown(stop)
-            .await
-            .map_err(|e| CliError::error(format!("serving on {bound}: {e}")))
+        let app = router(source, self.guard);
+        tokio::select! {
+            _ = mwrs_serve::serve(self.listener, app, self.tls, LIMITS) => {}
+            _ = stop => {}
+        }
+        Ok(())
     }
 }
 
-/// Serves until interrupted; the URL with the token is the first line of stdout.
+/// The TLS acceptor of `--tls-cert-file` and `--tls-key-file`, when given.
+fn tls_of(a: &DashboardArgs) -> Result<Option<tokio_rustls::TlsAcceptor>> {
+    let (Some(cert), Some(key)) = (&a.tls_cert_file, &a.tls_key_file) else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| CliError::usage(format!("cannot read {}: {e}", p.display())))
+    };
+    let acceptor = mwrs_serve::tls_acceptor(&read(cert)?, &read(key)?)
+        .map_err(|why| CliError::usage(format!("--tls-cert-file, --tls-key-file: {why}")))?;
+    Ok(Some(acceptor))
+}
+
+/// Serves until interrupted; the URL with the one-time code is the first line of stdout.
 pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> {
-    let d = Dashboard::bind(a.address, a.port, a.enable_actions).await?;
+    let tls = tls_of(a)?;
+    if let Some(why) = refused_exposure(
+        a.address,
+        tls.is_some(),
+        a.insecure_listen,
+        a.enable_actions,
+    ) {
+        return Err(CliError::usage(why));
+    }
+    let mut d = Dashboard::bind(a.address, a.port, a.enable_actions).await?;
+    if let Some(tls) = tls {
+        d = d.with_tls(tls);
+    }
     let source = api::Source {
         client: hub.client.clone(),
         namespace: (!g.all_namespaces).then(|| hub.namespace.clone()),
@@ -144,10 +218,10 @@ pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> 
     if a.open {
         open_browser(&url);
     }
-    if !d.bound.ip().is_loopback() {
+    if !d.bound.ip().is_loopback() && d.tls.is_none() {
         eprintln!(
-            "warning: listening on {}, beyond this machine: anyone with the URL reads the \
-             hub as you",
+            "warning: listening on {} over plain HTTP (--insecure-listen): anyone on the \
+             path can take the session and read the hub as you",
             d.bound
         );
     }
@@ -172,5 +246,44 @@ fn open_browser(url: &str) {
         .spawn();
     if let Err(e) = started {
         eprintln!("cannot open a browser ({opener}: {e}): open the URL above");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Security review D1: beyond loopback, plain HTTP only when asked for, and actions
+    /// only over TLS.
+    #[test]
+    fn beyond_loopback_the_session_needs_tls_or_an_explicit_flag() {
+        let any: std::net::IpAddr = [0, 0, 0, 0].into();
+        let lo: std::net::IpAddr = [127, 0, 0, 1].into();
+        // (address, tls, --insecure-listen, --enable-actions) → refused?
+        let cases = [
+            (lo, false, false, true, false),
+            (any, true, false, true, false),
+            (any, false, true, false, false),
+            (any, false, false, false, true),
+            (any, false, true, true, true),
+        ];
+        for (address, tls, insecure, actions, refused) in cases {
+            let why = refused_exposure(address, tls, insecure, actions);
+            assert_eq!(
+                why.is_some(),
+                refused,
+                "{address} tls={tls} insecure={insecure} actions={actions}: {why:?}"
+            );
+        }
+        let why = refused_exposure(any, false, false, false).unwrap_or_default();
+        assert!(
+            why.contains("--tls-cert-file") && why.contains("--insecure-listen"),
+            "{why}"
+        );
+        let why = refused_exposure(any, false, true, true).unwrap_or_default();
+        assert!(
+            why.contains("--enable-actions") && why.contains("TLS"),
+            "{why}"
+        );
     }
 }
