@@ -333,10 +333,22 @@ struct Proc {
 
 impl Proc {
     fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Self> {
+        Self::spawn_with(name, program, args, &[], log)
+    }
+
+    /// [`Proc::spawn`] with `env` set for the process.
+    fn spawn_with(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> anyhow::Result<Self> {
         let out = std::fs::File::create(log).with_context(|| format!("{}", log.display()))?;
         let err = out.try_clone()?;
         let child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .kill_on_drop(true)

@@ -4,9 +4,7 @@
 //! A fault is injected, held for its time and healed here; the supervision goes on
 //! meanwhile.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -113,9 +111,12 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// Starts it once more (its `n`th start). Its host name is its name, so a controller
+    /// replica's Lease identity (`HOST-PID`) names the replica whatever its process id.
     fn spawn(&self, n: u32) -> anyhow::Result<Proc> {
         let log = self.logs.join(format!("{}.{n}.log", self.name));
-        Proc::spawn(&self.name, &self.program, &self.args, &log)
+        let env = [("HOSTNAME", self.name.as_str())];
+        Proc::spawn_with(&self.name, &self.program, &self.args, &env, &log)
     }
 }
 
@@ -185,8 +186,6 @@ pub struct Cast {
     agents: Vec<Option<AgentHandle>>,
     behaviour: BehaviourFn,
     pub hub_pid: Option<u32>,
-    /// Process id → replica name, for the Lease watch.
-    pub pids: Arc<Mutex<BTreeMap<u32, String>>>,
     /// Replica starts after the first (exits after a lost lease, kills).
     pub restarts: u32,
 }
@@ -202,10 +201,6 @@ impl Cast {
         behaviour: BehaviourFn,
         hub_pid: Option<u32>,
     ) -> Self {
-        let pids: BTreeMap<u32, String> = replicas
-            .iter()
-            .filter_map(|r| Some((r.pid()?, r.launch.name.clone())))
-            .collect();
         let mut cast = Self {
             client,
             namespace: namespace.to_string(),
@@ -215,7 +210,6 @@ impl Cast {
             groups,
             behaviour,
             hub_pid,
-            pids: Arc::new(Mutex::new(pids)),
             restarts: 0,
         };
         cast.agents = (0..cast.groups.len())
@@ -233,11 +227,8 @@ impl Cast {
     /// Restarts what exited; called every half second while the soak runs.
     pub fn tend(&mut self) -> anyhow::Result<()> {
         for r in &mut self.replicas {
-            if let Some(pid) = r.tend()? {
+            if r.tend()?.is_some() {
                 self.restarts += 1;
-                if let Ok(mut p) = self.pids.lock() {
-                    p.insert(pid, r.launch.name.clone());
-                }
             }
         }
         self.plugin.tend()?;

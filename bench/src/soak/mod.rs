@@ -134,7 +134,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
         behaviour,
         args.hub_pid,
     );
-    let watches = watch::start(&client, NS, &log, cast.pids.clone()).await;
+    let watches = watch::start(&client, NS, &log).await;
 
     // No fault until both MWRS have rolled out once: the soak starts from a settled fleet.
     let quiet = Arc::new(Quiet::default());

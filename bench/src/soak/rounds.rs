@@ -27,6 +27,19 @@ pub fn version_of(spec: &Value) -> Option<String> {
         .map(String::from)
 }
 
+/// Does the status say every cluster is back, each revert done (a plugin's included: the
+/// controller writes its verdicts until then, so an idle window may start only after)?
+fn reverted(s: &ManifestWorkReplicaSetStatus) -> bool {
+    let conditions = s.conditions.as_deref().unwrap_or_default();
+    let progressing = conditions
+        .iter()
+        .find(|c| c.type_ == mwrs_api::mwrs::condition::PROGRESSING);
+    progressing.is_some_and(|c| {
+        c.reason == mwrs_api::mwrs::condition::REASON_ROLLOUT_ABORTED
+            && c.message.starts_with("rolled back to revision ")
+    })
+}
+
 /// One of the soak's MWRS.
 struct Subject {
     name: &'static str,
@@ -454,15 +467,18 @@ impl Driver {
                 let done = s.update_aborted()
                     && s.last_abort.as_ref().is_some_and(|a| &a.revision == target)
                     && s.current_revision.as_ref() == Some(stable)
-                    && all_on(stable);
+                    && all_on(stable)
+                    && reverted(&s);
                 (!done).then(|| {
                     format!(
-                        "aborted {}, last abort {:?}, current {:?}, {} of {} ManifestWorks on {stable}",
+                        "aborted {}, last abort {:?}, current {:?}, {} of {} ManifestWorks on \
+                         {stable}, reverts done: {}",
                         s.update_aborted(),
                         s.last_abort.as_ref().map(|a| &a.revision),
                         s.current_revision,
                         on(stable),
-                        works.len()
+                        works.len(),
+                        reverted(&s)
                     )
                 })
             }

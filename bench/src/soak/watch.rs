@@ -2,7 +2,6 @@
 //! Lease, each change filed in the log as it arrives; and the API server's audit log,
 //! read for the writes each replica made.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -27,12 +26,7 @@ fn file(log: &SharedLog, at: Ms, seen: Seen) {
 }
 
 /// Starts every watch of MWRS namespace `ns`; they file into `log` until dropped.
-pub async fn start(
-    client: &Client,
-    ns: &str,
-    log: &SharedLog,
-    pids: Arc<Mutex<BTreeMap<u32, String>>>,
-) -> Vec<TaskGuard> {
+pub async fn start(client: &Client, ns: &str, log: &SharedLog) -> Vec<TaskGuard> {
     let owner_prefix = format!("{ns}.");
     let works = {
         let log = log.clone();
@@ -104,11 +98,11 @@ pub async fn start(
                 return;
             }
             last = holder.clone();
-            let pid = holder
+            // `HOST-PID`, and each replica's host name is its name (see `cast::Launch`).
+            let replica = holder
                 .as_deref()
                 .and_then(|h| h.rsplit_once('-'))
-                .and_then(|(_, p)| p.parse::<u32>().ok());
-            let replica = pid.and_then(|p| pids.lock().ok()?.get(&p).cloned());
+                .map(|(host, _)| host.to_string());
             // From when the new holder says it took the lease (this machine's clock).
             let at = spec
                 .and_then(|s| s.acquire_time.as_ref())
