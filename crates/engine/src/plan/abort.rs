@@ -10,7 +10,8 @@ use crate::revision::RevisionView;
 use crate::rollout::{RolloutResult, RolloutStatus, StrategyKind};
 
 use super::classify::Classified;
-use super::{ClusterReport, Pass, RevisionChange};
+use super::output::{ClusterReport, RevisionChange};
+use super::pass::Pass;
 
 /// Why the rollout of the update revision must stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,9 +10,10 @@ use crate::rollout::{ClusterRolloutStatus, DecisionGroups, RolloutResult, Rollou
 use crate::{rollout, work};
 
 use super::cluster_table::ClusterRow;
+use super::output::ClusterReport;
+use super::pass::Pass;
 use super::plugin_gate::{Gated, Questions};
 use super::revision_ids::Carried;
-use super::{ClusterReport, Pass};
 
 pub(super) fn min_recheck(verdicts: &[Option<RolloutResult>]) -> Option<SignedDuration> {
     verdicts

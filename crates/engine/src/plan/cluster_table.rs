@@ -165,6 +165,21 @@ pub(super) struct ClusterRow<'a> {
     pub(super) name_blocked: bool,
 }
 
+impl ClusterRow<'_> {
+    /// Does the survivor carry revision `target` of `ids` with its content? A spec that no
+    /// longer matches (edited by hand) does not count.
+    pub(super) fn carries(&self, ids: &RevisionIds, target: Option<usize>) -> bool {
+        let Some(t) = target else { return false };
+        self.work.is_some()
+            && self.carried == Some(Carried::Known(t))
+            && match (self.facts.content, ids.digest(t)) {
+                (Content::Revision(have), Some(want)) => ids.digest(have) == Some(want),
+                (Content::Other, Some(_)) => false,
+                (Content::Unread, _) | (_, None) => true,
+            }
+    }
+}
+
 pub(super) struct Clusters<'a> {
     pub(super) rows: ClusterIndex<'a, ClusterRow<'a>>,
     /// Owned ManifestWorks being deleted.

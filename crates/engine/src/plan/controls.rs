@@ -7,7 +7,8 @@ use mwrs_api::mwrs::HandledControls;
 
 use crate::phase;
 
-use super::{EVENT_ABORT_REQUESTED, EVENT_RETRY_REQUESTED, Pass, PlannedEvent};
+use super::output::{EVENT_ABORT_REQUESTED, EVENT_RETRY_REQUESTED, PlannedEvent};
+use super::pass::Pass;
 
 /// What the manual controls ask of this pass.
 pub(super) struct Controls {

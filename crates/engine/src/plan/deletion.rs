@@ -1,7 +1,8 @@
 //! The plan for an MWRS being deleted: its ManifestWorks and revisions go, then the
 //! finalizer.
 
-use super::{FinalizerAction, Observed, Plan, RevisionChange, WorkChange};
+use super::output::{FinalizerAction, Plan, RevisionChange, WorkChange};
+use super::pass::Observed;
 
 pub(super) fn plan_deletion(observed: &Observed<'_>, has_finalizer: bool) -> Plan {
     if !has_finalizer {

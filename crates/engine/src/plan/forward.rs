@@ -9,7 +9,8 @@ use crate::owner::OwnerKey;
 use crate::rollout::{ClusterRolloutStatus, DecisionGroups, ParsedStrategy};
 use crate::validate;
 
-use super::{Observed, Pass, PlanConfig, WorkApply};
+use super::output::WorkApply;
+use super::pass::{Observed, Pass, PlanConfig};
 
 /// One placementRef with decisions, as the rollout engine sees it in a pass.
 #[derive(Clone, Debug)]

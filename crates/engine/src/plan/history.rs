@@ -10,8 +10,9 @@ use serde_json::Value;
 use crate::revision;
 use crate::revision::Resolution;
 
+use super::output::RevisionChange;
+use super::pass::Pass;
 use super::revision_ids::Carried;
-use super::{Pass, RevisionChange};
 
 /// Stage 1: the revision of the current spec, and what storing it takes.
 pub(super) struct RevisionStep {

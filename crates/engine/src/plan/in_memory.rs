@@ -17,7 +17,7 @@ use crate::hash::{self, Digest};
 use crate::revision::RevisionView;
 use crate::work::WorkView;
 
-use super::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
+use super::output::{FinalizerAction, Plan, RevisionChange, WorkApply, WorkChange};
 
 /// The ManifestWorks of one MWRS, at most one per cluster namespace, kept as one slice
 /// the planner reads without a copy.

@@ -13,31 +13,25 @@
 //! 6. `status` (with `outcome` for the conditions' text): the status to report;
 //! 7. `history`: prune the revisions.
 //!
-//! `cluster_table` and `revision_ids` hold what a pass reads once; `output` what it
-//! returns; `deletion` the plan of an MWRS being deleted.
+//! `pass` holds what a pass reads once (its inputs, the `Pass` every stage is an `impl`
+//! of), built on `cluster_table` and `revision_ids`; `output` holds what it returns;
+//! `deletion` the plan of an MWRS being deleted. Stages import from those, never from
+//! this driver.
 
 use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use mwrs_api::labels;
-use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 
-use crate::hash;
 use crate::owner::OwnerKey;
-use crate::placement::PlacementView;
-use crate::plugin::{PluginCalls, PluginInputs};
-use crate::revision::{self, Resolution, RevisionView};
-use crate::rollout::Compat;
-use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
-use crate::work::WorkView;
+use crate::plugin::PluginCalls;
+use crate::validate;
 
 use abort::{AbortDecision, AbortMemory, AbortState, Hold};
 use classify::Classified;
-use cluster_table::{Clusters, Expected};
 use controls::Controls;
 use deletion::plan_deletion;
 use history::RevisionStep;
-use revision_ids::RevisionIds;
 use status::plan_invalid;
 use writes::Writes;
 
@@ -51,6 +45,7 @@ mod history;
 pub mod in_memory;
 mod outcome;
 mod output;
+mod pass;
 mod plugin_gate;
 mod revision_ids;
 mod status;
@@ -60,53 +55,8 @@ mod writes;
 
 pub use forward::{PlacementRollout, RollForward};
 pub use output::*;
-
-/// How many clusters a status message names before "and N more".
-const NAMED_IN_MESSAGES: usize = 5;
-
-/// Knobs of the planner that are not part of the MWRS.
-#[derive(Clone, Debug)]
-pub struct PlanConfig {
-    pub manifest_size_limit: usize,
-    pub compat: Compat,
-    /// How long a ManifestWork's success, and a placement's decisions, must stay unchanged
-    /// before the planner trusts them (SPEC §11.3, §11.5).
-    pub settle: SignedDuration,
-}
-
-/// Default of [`PlanConfig::settle`].
-pub const DEFAULT_SETTLE: SignedDuration = SignedDuration::from_secs(2);
-
-impl Default for PlanConfig {
-    fn default() -> Self {
-        Self {
-            manifest_size_limit: DEFAULT_MANIFEST_SIZE_LIMIT,
-            compat: Compat::default(),
-            settle: DEFAULT_SETTLE,
-        }
-    }
-}
-
-/// Everything the hub shows about one MWRS at one moment.
-#[derive(Clone, Copy, Debug)]
-pub struct Observed<'a> {
-    pub mwrs: &'a ManifestWorkReplicaSet,
-    /// One view per placementRef name (any order; matched by name).
-    pub placements: &'a [PlacementView],
-    /// ManifestWorks owned by this MWRS, in every cluster namespace.
-    pub works: &'a [WorkView],
-    /// ControllerRevisions owned by this MWRS.
-    pub revisions: &'a [RevisionView],
-    /// Clusters this controller must not write to for now, and why: their namespace holds
-    /// an object on this MWRS's ManifestWork name that it does not own (SPEC §10.13), or
-    /// the hub refused the last write there. Counted as failed while they lack the target.
-    pub blocked: &'a [BlockedWrite],
-    /// ControllerRevision names in this MWRS's namespace that another object holds (a
-    /// create met them): a new revision is never named so (SPEC §10, collisions).
-    pub taken_revision_names: &'a [String],
-    /// Rollout plugins' health and verdicts ([`crate::plugin::NO_PLUGINS`]: none).
-    pub plugins: &'a PluginInputs,
-}
+use pass::Pass;
+pub use pass::{DEFAULT_SETTLE, Observed, PlanConfig};
 
 /// Every desired cluster's place in the rollout and each placementRef's budget, as the
 /// planner's first three stages see them, without deciding or writing anything: for
@@ -175,89 +125,7 @@ struct Observation<'a> {
     seen: Classified,
 }
 
-struct Pass<'a> {
-    observed: &'a Observed<'a>,
-    owner: OwnerKey,
-    old: ManifestWorkReplicaSetStatus,
-    validated: validate::Validated,
-    now: Timestamp,
-    cfg: &'a PlanConfig,
-    /// placementRef index → its view (None: no view was given for that name).
-    views: Vec<Option<&'a PlacementView>>,
-    /// Every cluster the MWRS wants or has a ManifestWork in, with both facts side by
-    /// side so a pass walks them once.
-    clusters: Clusters<'a>,
-    /// The revision of the current spec.
-    resolution: Resolution,
-    /// Every revision a ManifestWork is compared against.
-    ids: RevisionIds,
-    /// The owner label, computed once (a hashed owner costs a SHA-256).
-    owner_label: (&'static str, String),
-}
-
 impl<'a> Pass<'a> {
-    fn new(
-        observed: &'a Observed<'a>,
-        owner: OwnerKey,
-        old: ManifestWorkReplicaSetStatus,
-        validated: validate::Validated,
-        now: Timestamp,
-        cfg: &'a PlanConfig,
-    ) -> Self {
-        let refs = &observed.mwrs.spec.placement_refs;
-        let views: Vec<Option<&PlacementView>> = refs
-            .iter()
-            .map(|r| observed.placements.iter().find(|v| v.name == r.name))
-            .collect();
-        let resolution = revision::resolve(
-            observed.revisions,
-            observed.taken_revision_names,
-            &owner.name,
-            &validated.canonical,
-            old.collision_count.unwrap_or(0),
-        );
-        let ids = RevisionIds::new(
-            observed.revisions,
-            (
-                resolution.hash(),
-                hash::digest_of_canonical(&validated.canonical),
-            ),
-            old.current_revision.as_deref(),
-        );
-        let owner_label = owner.selector();
-        let owner_slashed = owner.slashed();
-        let expect = Expected {
-            owner_work_name: owner.work_name(),
-            owner_label: &owner_label,
-            collector_mark: owner.collector_mark(),
-            owner_slashed: &owner_slashed,
-            mwrs_labels: observed.mwrs.metadata.labels.as_ref(),
-            placements: refs.iter().map(|r| r.name.as_str()).collect(),
-            plugin_named: validated
-                .strategies
-                .iter()
-                .map(|s| s.plugin.is_some())
-                .collect(),
-            ids: &ids,
-            marks: &observed.plugins.marks,
-            mwrs_uid: observed.mwrs.metadata.uid.as_deref().unwrap_or_default(),
-        };
-        let clusters = Clusters::new(&views, observed.works, &expect);
-        Self {
-            owner_label,
-            resolution,
-            ids,
-            observed,
-            owner,
-            old,
-            validated,
-            now,
-            cfg,
-            views,
-            clusters,
-        }
-    }
-
     /// Stages 1 to 3: what this pass finds, before it decides anything.
     fn observe(&self) -> Observation<'a> {
         let revision = self.revision_step();

@@ -9,7 +9,11 @@ use crate::placement::PlacementState;
 use crate::rollout::{RolloutResult, RolloutStatus};
 
 use super::abort::{AbortState, Breach};
-use super::{ClusterReport, NAMED_IN_MESSAGES, Pass};
+use super::output::ClusterReport;
+use super::pass::Pass;
+
+/// How many clusters a status message names before "and N more".
+const NAMED_IN_MESSAGES: usize = 5;
 
 /// Where the rollout stands, in the terms conditions are written in.
 pub(super) struct Outcome {

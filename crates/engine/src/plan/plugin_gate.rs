@@ -22,7 +22,8 @@ use crate::rollout::RolloutStatus;
 use crate::work::WorkView;
 
 use super::cluster_table::{ClusterRow, Desired};
-use super::{ClusterReport, Pass, WorkApply};
+use super::output::{ClusterReport, WorkApply};
+use super::pass::Pass;
 
 /// A cluster's status once its plugin has had its say.
 pub(super) struct Gated {

@@ -9,9 +9,6 @@ use crate::hash::Digest;
 use crate::revision::RevisionView;
 use crate::work::WorkView;
 
-use super::Pass;
-use super::cluster_table::{ClusterRow, Content};
-
 /// A revision a ManifestWork carries: one the pass knows (an index into [`RevisionIds`]), or a
 /// label naming a revision that is in no history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,33 +83,5 @@ impl RevisionIds {
             Some(h) => Some(self.id(h).map_or(Carried::Unstored(h), Carried::Known)),
             None => self.with_content(w.spec_digest?).map(Carried::Known),
         }
-    }
-}
-
-impl<'a> Pass<'a> {
-    /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
-    /// before revisions existed — the stored revision whose content its spec equals.
-    pub(super) fn carried(&self, w: &'a WorkView) -> Option<Carried<'a>> {
-        self.ids.carried(w)
-    }
-
-    pub(super) fn rev_name<'s>(&'s self, r: Carried<'s>) -> &'s str {
-        match r {
-            Carried::Known(i) => self.ids.name(i),
-            Carried::Unstored(h) => h,
-        }
-    }
-
-    /// Does the row's survivor carry revision `target` with its content? A spec that no
-    /// longer matches (edited by hand) does not count.
-    pub(super) fn carries_in(&self, row: &ClusterRow<'a>, target: Option<usize>) -> bool {
-        let Some(t) = target else { return false };
-        row.work.is_some()
-            && row.carried == Some(Carried::Known(t))
-            && match (row.facts.content, self.ids.digest(t)) {
-                (Content::Revision(have), Some(want)) => self.ids.digest(have) == Some(want),
-                (Content::Other, Some(_)) => false,
-                (Content::Unread, _) | (_, None) => true,
-            }
     }
 }

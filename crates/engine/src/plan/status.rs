@@ -18,10 +18,10 @@ use super::classify::Classified;
 use super::controls::Controls;
 use super::history::RevisionStep;
 use super::outcome::{Outcome, name_few};
-use super::{
-    BlockedWrite, ClusterReport, FinalizerAction, Observed, Pass, Plan, PlannedEvent,
-    RevisionChange,
+use super::output::{
+    BlockedWrite, ClusterReport, FinalizerAction, Plan, PlannedEvent, RevisionChange,
 };
+use super::pass::{Observed, Pass};
 
 pub(super) fn plan_invalid(
     observed: &Observed<'_>,

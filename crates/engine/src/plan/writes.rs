@@ -15,7 +15,8 @@ use crate::work::WorkView;
 use super::abort::{AbortDecision, AbortState, Hold, stopped_now};
 use super::classify::{Classified, min_recheck};
 use super::cluster_table::{ClusterRow, copied_labels};
-use super::{Pass, WorkApply, WorkChange};
+use super::output::{WorkApply, WorkChange};
+use super::pass::Pass;
 
 /// Stage 5's answer.
 #[derive(Default)]

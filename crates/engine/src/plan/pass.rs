@@ -1,0 +1,167 @@
+//! What one planner pass reads, held once for every stage: the hub's view of one MWRS
+//! ([`Observed`]), the planner's knobs ([`PlanConfig`]), and the [`Pass`] built from them
+//! (the validated spec, the cluster table, the revision ids). Each stage is an `impl Pass`
+//! in a file of its own; the driver in `mod.rs` sequences them.
+
+use jiff::{SignedDuration, Timestamp};
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
+
+use crate::hash;
+use crate::owner::OwnerKey;
+use crate::placement::PlacementView;
+use crate::plugin::PluginInputs;
+use crate::revision::{self, Resolution, RevisionView};
+use crate::rollout::Compat;
+use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
+use crate::work::WorkView;
+
+use super::cluster_table::{ClusterRow, Clusters, Expected};
+use super::output::BlockedWrite;
+use super::revision_ids::{Carried, RevisionIds};
+
+/// Knobs of the planner that are not part of the MWRS.
+#[derive(Clone, Debug)]
+pub struct PlanConfig {
+    pub manifest_size_limit: usize,
+    pub compat: Compat,
+    /// How long a ManifestWork's success, and a placement's decisions, must stay unchanged
+    /// before the planner trusts them (SPEC §11.3, §11.5).
+    pub settle: SignedDuration,
+}
+
+/// Default of [`PlanConfig::settle`].
+pub const DEFAULT_SETTLE: SignedDuration = SignedDuration::from_secs(2);
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            manifest_size_limit: DEFAULT_MANIFEST_SIZE_LIMIT,
+            compat: Compat::default(),
+            settle: DEFAULT_SETTLE,
+        }
+    }
+}
+
+/// Everything the hub shows about one MWRS at one moment.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    pub mwrs: &'a ManifestWorkReplicaSet,
+    /// One view per placementRef name (any order; matched by name).
+    pub placements: &'a [PlacementView],
+    /// ManifestWorks owned by this MWRS, in every cluster namespace.
+    pub works: &'a [WorkView],
+    /// ControllerRevisions owned by this MWRS.
+    pub revisions: &'a [RevisionView],
+    /// Clusters this controller must not write to for now, and why: their namespace holds
+    /// an object on this MWRS's ManifestWork name that it does not own (SPEC §10.13), or
+    /// the hub refused the last write there. Counted as failed while they lack the target.
+    pub blocked: &'a [BlockedWrite],
+    /// ControllerRevision names in this MWRS's namespace that another object holds (a
+    /// create met them): a new revision is never named so (SPEC §10, collisions).
+    pub taken_revision_names: &'a [String],
+    /// Rollout plugins' health and verdicts ([`crate::plugin::NO_PLUGINS`]: none).
+    pub plugins: &'a PluginInputs,
+}
+
+pub(super) struct Pass<'a> {
+    pub(super) observed: &'a Observed<'a>,
+    pub(super) owner: OwnerKey,
+    pub(super) old: ManifestWorkReplicaSetStatus,
+    pub(super) validated: validate::Validated,
+    pub(super) now: Timestamp,
+    pub(super) cfg: &'a PlanConfig,
+    /// placementRef index → its view (None: no view was given for that name).
+    pub(super) views: Vec<Option<&'a PlacementView>>,
+    /// Every cluster the MWRS wants or has a ManifestWork in, with both facts side by
+    /// side so a pass walks them once.
+    pub(super) clusters: Clusters<'a>,
+    /// The revision of the current spec.
+    pub(super) resolution: Resolution,
+    /// Every revision a ManifestWork is compared against.
+    pub(super) ids: RevisionIds,
+    /// The owner label, computed once (a hashed owner costs a SHA-256).
+    pub(super) owner_label: (&'static str, String),
+}
+
+impl<'a> Pass<'a> {
+    pub(super) fn new(
+        observed: &'a Observed<'a>,
+        owner: OwnerKey,
+        old: ManifestWorkReplicaSetStatus,
+        validated: validate::Validated,
+        now: Timestamp,
+        cfg: &'a PlanConfig,
+    ) -> Self {
+        let refs = &observed.mwrs.spec.placement_refs;
+        let views: Vec<Option<&PlacementView>> = refs
+            .iter()
+            .map(|r| observed.placements.iter().find(|v| v.name == r.name))
+            .collect();
+        let resolution = revision::resolve(
+            observed.revisions,
+            observed.taken_revision_names,
+            &owner.name,
+            &validated.canonical,
+            old.collision_count.unwrap_or(0),
+        );
+        let ids = RevisionIds::new(
+            observed.revisions,
+            (
+                resolution.hash(),
+                hash::digest_of_canonical(&validated.canonical),
+            ),
+            old.current_revision.as_deref(),
+        );
+        let owner_label = owner.selector();
+        let owner_slashed = owner.slashed();
+        let expect = Expected {
+            owner_work_name: owner.work_name(),
+            owner_label: &owner_label,
+            collector_mark: owner.collector_mark(),
+            owner_slashed: &owner_slashed,
+            mwrs_labels: observed.mwrs.metadata.labels.as_ref(),
+            placements: refs.iter().map(|r| r.name.as_str()).collect(),
+            plugin_named: validated
+                .strategies
+                .iter()
+                .map(|s| s.plugin.is_some())
+                .collect(),
+            ids: &ids,
+            marks: &observed.plugins.marks,
+            mwrs_uid: observed.mwrs.metadata.uid.as_deref().unwrap_or_default(),
+        };
+        let clusters = Clusters::new(&views, observed.works, &expect);
+        Self {
+            owner_label,
+            resolution,
+            ids,
+            observed,
+            owner,
+            old,
+            validated,
+            now,
+            cfg,
+            views,
+            clusters,
+        }
+    }
+
+    /// The revision a ManifestWork carries: its label, or — for a ManifestWork written
+    /// before revisions existed — the stored revision whose content its spec equals.
+    pub(super) fn carried(&self, w: &'a WorkView) -> Option<Carried<'a>> {
+        self.ids.carried(w)
+    }
+
+    pub(super) fn rev_name<'s>(&'s self, r: Carried<'s>) -> &'s str {
+        match r {
+            Carried::Known(i) => self.ids.name(i),
+            Carried::Unstored(h) => h,
+        }
+    }
+
+    /// Does the row's survivor carry revision `target` with its content? See
+    /// [`ClusterRow::carries`].
+    pub(super) fn carries_in(&self, row: &ClusterRow<'a>, target: Option<usize>) -> bool {
+        row.carries(&self.ids, target)
+    }
+}
