@@ -139,7 +139,7 @@ fn check(i: usize, c: RawCheck) -> Result<Check, String> {
         .map_err(|e| format!("{}: {e}", field("failWhen")))?;
     let soak = match c.soak.as_deref() {
         None => SignedDuration::ZERO,
-        Some(s) => mwrs_engine::rollout::parse_go_duration(s)
+        Some(s) => mwrs_duration::parse_go_duration(s)
             .ok()
             .filter(|d| !d.is_negative())
             .ok_or_else(|| format!("{}: {s:?} is not a duration (30s, 5m)", field("soak")))?,
