@@ -176,6 +176,40 @@ impl Context {
 }
 
 impl Context {
+    /// Called before every request that changes the hub (a write, an Event, a plugin
+    /// call): refuses when this replica cannot prove it still leads (SPEC §11 leader
+    /// fencing) or the CRD cannot hold its state (SPEC §12.4), saying why in the log, and
+    /// logs the write at DEBUG.
+    pub fn may_write(&self, verb: &str, what: &str) -> crate::error::Result<()> {
+        if !self.config.write_gate.is_open() {
+            tracing::warn!(verb, what, "write refused: leadership not confirmed");
+            return Err(crate::error::Error::NotLeader);
+        }
+        if let Err(why) = self.schema.state() {
+            tracing::warn!(
+                verb,
+                what,
+                "write refused: the CRD cannot hold this controller's state"
+            );
+            return Err(crate::error::Error::Crd(why));
+        }
+        tracing::debug!(verb, what, "write");
+        Ok(())
+    }
+
+    /// [`Context::may_write`] as a yes or no.
+    pub fn gate_is_open(&self, verb: &str, what: &str) -> bool {
+        self.may_write(verb, what).is_ok()
+    }
+
+    /// [`Context::gate_is_open`] without a log line, for what asks on every poll or call
+    /// (a standby asks for as long as it stands by).
+    pub fn gate_is_open_quietly(&self) -> bool {
+        self.config.write_gate.is_open() && self.schema.state().is_ok()
+    }
+}
+
+impl Context {
     pub fn new(
         client: Client,
         stores: Stores,

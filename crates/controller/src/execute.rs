@@ -22,9 +22,9 @@ use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plan::{
     FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
 };
-use mwrs_engine::text::prefix;
 use serde_json::Value;
 
+use crate::announce::publish;
 use crate::context::Context;
 use crate::context::{REFUSED_RECHECK, TAKEN_RECHECK};
 use crate::error::{Error, Result, is_status};
@@ -37,9 +37,6 @@ use mwrs_api::mwrs::AbortRecord;
 
 const KIND_WORK: &str = "manifestwork";
 const KIND_REVISION: &str = "controllerrevision";
-
-/// Longest Event note the API accepts.
-const MAX_NOTE: usize = 1024;
 
 /// What happened to a plan.
 #[derive(Debug, Default)]
@@ -61,37 +58,6 @@ fn post_params() -> PostParams {
         field_manager: Some(crate::FIELD_MANAGER.to_string()),
         ..Default::default()
     }
-}
-
-/// Called before every request that changes the hub: refuses when this replica cannot
-/// prove it still leads (SPEC §11 leader fencing), and logs the write at DEBUG.
-/// May this replica act on the world now (write, publish, call a plugin)? Only while
-/// it leads and the CRD can hold its state (SPEC §12.4); says why not in the log.
-pub(crate) fn gate_is_open(ctx: &Context, verb: &str, what: &str) -> bool {
-    may_write(ctx, verb, what).is_ok()
-}
-
-/// [`gate_is_open`] without a log line, for what asks on every poll or call (a standby
-/// asks for as long as it stands by).
-pub(crate) fn gate_is_open_quietly(ctx: &Context) -> bool {
-    ctx.config.write_gate.is_open() && ctx.schema.state().is_ok()
-}
-
-fn may_write(ctx: &Context, verb: &str, what: &str) -> Result<()> {
-    if !ctx.config.write_gate.is_open() {
-        tracing::warn!(verb, what, "write refused: leadership not confirmed");
-        return Err(Error::NotLeader);
-    }
-    if let Err(why) = ctx.schema.state() {
-        tracing::warn!(
-            verb,
-            what,
-            "write refused: the CRD cannot hold this controller's state"
-        );
-        return Err(Error::Crd(why));
-    }
-    tracing::debug!(verb, what, "write");
-    Ok(())
 }
 
 fn result_label<T>(r: &Result<T>) -> &'static str {
@@ -217,7 +183,7 @@ impl Tally {
 /// Adds the finalizer; the resourceVersion of the result guards the status write (the
 /// status was computed from the object as read, and the patch changed only finalizers).
 async fn add_finalizer(on: &On<'_>) -> Result<Option<String>> {
-    may_write(on.ctx, "patch", "finalizers")?;
+    on.ctx.may_write("patch", "finalizers")?;
     let p = patch::finalizer_add(on.mwrs.meta().finalizers.as_ref(), labels::MWRS_FINALIZER)
         .map_err(|source| Error::Serialize {
             what: "finalizer patch",
@@ -325,7 +291,7 @@ async fn write_status(
     let Some(body) = patch::status(&old, &ser(new)?, version.as_deref()) else {
         return Ok(None);
     };
-    may_write(on.ctx, "patch", "status")?;
+    on.ctx.may_write("patch", "status")?;
     let r = on
         .api
         .patch_status(&on.name, &patch_params(), &Patch::Merge(&body))
@@ -353,7 +319,7 @@ async fn remove_finalizer(on: &On<'_>, tally: &mut Tally) -> Result<()> {
                 source,
             })?;
     let Some(p) = removal else { return Ok(()) };
-    may_write(on.ctx, "patch", "finalizers")?;
+    on.ctx.may_write("patch", "finalizers")?;
     let r = on
         .api
         .patch(&on.name, &patch_params(), &Patch::Json::<()>(p))
@@ -460,69 +426,6 @@ async fn refused(
     Ok(())
 }
 
-/// Publishes one Event on the MWRS; failures are logged, never fatal.
-pub async fn publish(
-    ctx: &Context,
-    mwrs: &ManifestWorkReplicaSet,
-    type_: EventType,
-    reason: &str,
-    message: &str,
-) {
-    publish_on(ctx, &mwrs.object_ref(&()), type_, reason, message).await;
-}
-
-/// Publishes one Event on the object `regarding`; failures are logged, never fatal.
-pub async fn publish_on(
-    ctx: &Context,
-    regarding: &k8s_openapi::api::core::v1::ObjectReference,
-    type_: EventType,
-    reason: &str,
-    message: &str,
-) {
-    if !gate_is_open(ctx, "create", "event") {
-        return;
-    }
-    publish_fenced(ctx, regarding, type_, reason, message).await;
-}
-
-/// Publishes the Event that says the CRD cannot hold this controller's state: fenced by
-/// leadership only, since the CRD gate it reports on is closed.
-pub async fn publish_crd_state(
-    ctx: &Context,
-    regarding: &k8s_openapi::api::core::v1::ObjectReference,
-    message: &str,
-) {
-    if !ctx.config.write_gate.is_open() {
-        return;
-    }
-    let reason = "StateFieldsMissing";
-    publish_fenced(ctx, regarding, EventType::Warning, reason, message).await;
-}
-
-/// Publishes one Event, the caller having checked the gate; failures are logged.
-async fn publish_fenced(
-    ctx: &Context,
-    regarding: &k8s_openapi::api::core::v1::ObjectReference,
-    type_: EventType,
-    reason: &str,
-    message: &str,
-) {
-    let r = ctx
-        .events
-        .publish(
-            regarding,
-            type_,
-            prefix(reason, 128),
-            prefix(message, MAX_NOTE),
-        )
-        .await;
-    ctx.metrics
-        .write("event", "create", if r.is_ok() { "ok" } else { "error" });
-    if let Err(e) = r {
-        tracing::warn!(error = %e, reason, "cannot publish event");
-    }
-}
-
 /// Carries out `change`, guarded by `version` (the API server refuses it with 409 once
 /// the revision is at another version); returns the version the write produced.
 async fn write_revision(
@@ -533,7 +436,7 @@ async fn write_revision(
     version: Option<&str>,
 ) -> Result<Option<String>> {
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), ns);
-    may_write(ctx, "write", "controllerrevision")?;
+    ctx.may_write("write", "controllerrevision")?;
     let (verb, r) = match change {
         RevisionChange::Create { .. } => return create_revision(ctx, mwrs, &api, change).await,
         RevisionChange::Renumber { name, revision, .. } => {
@@ -653,7 +556,7 @@ async fn write_work(
     templates: &BTreeMap<String, Value>,
     change: &WorkChange,
 ) -> Result<()> {
-    may_write(ctx, "write", "manifestwork")?;
+    ctx.may_write("write", "manifestwork")?;
     match change {
         WorkChange::Apply(a) => {
             // A rollout plugin's spec replaces the template (MutateManifestWork).

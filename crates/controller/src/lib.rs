@@ -8,7 +8,9 @@
 //! - [`store_view`]: the planner's input for one MWRS, read from the stores only;
 //! - [`index`]: owner → owned objects, kept from the watch events (O(own) snapshots);
 //! - [`changes`]: when ManifestWork conditions and placement decisions last changed;
-//! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status, events);
+//! - [`execute`]: the plan's writes (finalizer, revisions, ManifestWorks, status), each
+//!   asking the write gate first (`Context::may_write`);
+//! - [`announce`]: the Events about what it does, under the same gate;
 //! - [`events`]: Kubernetes Events, one per transition (never folded into a series);
 //! - [`unreadable`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
@@ -21,6 +23,7 @@
 //!   calls a plan asks for.
 
 pub mod access;
+pub mod announce;
 pub mod changes;
 pub mod context;
 pub mod crd;

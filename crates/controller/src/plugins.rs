@@ -450,7 +450,7 @@ impl Plugins {
         calls: PluginCalls,
         templates: &BTreeMap<String, serde_json::Value>,
     ) {
-        if !crate::execute::gate_is_open(ctx, "call", "rollout plugin") {
+        if !ctx.gate_is_open("call", "rollout plugin") {
             return;
         }
         let namespace = mwrs.metadata.namespace.clone().unwrap_or_default();
@@ -569,7 +569,7 @@ impl Plugins {
         let mut answers = futures::stream::iter(self.jobs(about, calls, specs))
             .map(|job| async move {
                 // A replica that lost its lease (or the CRD) since the pass asks nothing.
-                if crate::execute::gate_is_open_quietly(ctx) {
+                if ctx.gate_is_open_quietly() {
                     Ok(job.run().await)
                 } else {
                     Err(job)
@@ -588,7 +588,7 @@ impl Plugins {
             if let Some(refusal) = self.refusal_to_report(owner, &answer) {
                 let reason = "PluginAnswerRefused";
                 let warning = EventType::Warning;
-                crate::execute::publish_on(ctx, to.regarding, warning, reason, &refusal).await;
+                crate::announce::publish_on(ctx, to.regarding, warning, reason, &refusal).await;
             }
             if self.record_answer(owner, answer) {
                 self.announce(&to.key);

@@ -277,13 +277,13 @@ pub async fn run(
 /// On the first pass of each MWRS that a replica may write in, names the template fields
 /// the hub's ManifestWork spec has and the CRD lacks (once per MWRS and process).
 async fn tell_template_drift(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
-    if !execute::gate_is_open_quietly(ctx) {
+    if !ctx.gate_is_open_quietly() {
         return;
     }
     let ns = mwrs.namespace().unwrap_or_default();
     if let Some(note) = ctx.template_drift.first_note(&ns, &mwrs.name_any()) {
         let warning = crate::events::EventType::Warning;
-        execute::publish(ctx, mwrs, warning, "TemplateFieldsMissing", &note).await;
+        crate::announce::publish(ctx, mwrs, warning, "TemplateFieldsMissing", &note).await;
     }
 }
 
@@ -380,7 +380,7 @@ async fn run_while(
         for m in stores.mwrs.state() {
             let regarding = m.object_ref(&());
             let note = format!("writes stopped until the CRD is restored: {why}");
-            execute::publish_crd_state(&ctx, &regarding, &note).await;
+            crate::announce::publish_crd_state(&ctx, &regarding, &note).await;
         }
     }
 }
@@ -395,7 +395,7 @@ async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::S
     loop {
         // A replica whose gate is closed (a standby, or the CRD lost) calls no plugin,
         // not even Initialize (SPEC §12.4); it probes within a poll of taking over.
-        if crate::execute::gate_is_open_quietly(&ctx) && plugins.probe().await {
+        if ctx.gate_is_open_quietly() && plugins.probe().await {
             // Full: a pass over every MWRS is already due.
             let _ = changed.try_send(());
         }

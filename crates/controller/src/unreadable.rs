@@ -18,10 +18,11 @@ use kube::{Resource, ResourceExt};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
 use serde_json::{Value, json};
 
+use crate::announce::publish_on;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::EventType;
-use crate::execute::{patch_params, publish_on};
+use crate::execute::patch_params;
 
 /// The message of the condition and Event for an unreadable object.
 pub fn unreadable_message(error: &str) -> String {
@@ -120,7 +121,7 @@ pub async fn report(ctx: &Context, invalid: &InvalidObject) -> Result<Action> {
     let Some(list) = unreadable_conditions(old, &message, meta.generation, Timestamp::now()) else {
         return Ok(Action::await_change());
     };
-    if !crate::execute::gate_is_open(ctx, "patch", "status of an unreadable MWRS") {
+    if !ctx.gate_is_open("patch", "status of an unreadable MWRS") {
         return Ok(Action::await_change());
     }
     let mut body = json!({"status": {"conditions": list}});
