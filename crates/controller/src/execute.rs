@@ -31,7 +31,6 @@ use crate::error::{Error, Result, is_status};
 use crate::events::EventType;
 use crate::metrics::{AbortLabels, Metrics};
 use crate::patch;
-use crate::store_view::StoreView;
 use crate::work_cache::PatchBase;
 use mwrs_api::mwrs::AbortRecord;
 
@@ -73,7 +72,6 @@ fn result_label<T>(r: &Result<T>) -> &'static str {
 pub async fn execute(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    snap: &StoreView,
     plan: &Plan,
 ) -> Result<Executed> {
     // Every field by name: one the executor does not carry out says so here.
@@ -101,7 +99,7 @@ pub async fn execute(
     // If a revision could not be stored, write no ManifestWork that could name it: the
     // next pass resolves the revision again (e.g. with a bumped collision count).
     if !stored.create_failed {
-        write_works(&on, snap, templates, works, &mut tally).await;
+        write_works(&on, templates, works, &mut tally).await;
     }
     // The planned status names the update revision: not written when it could not be
     // stored (the next pass names it anew, past a name another object holds).
@@ -246,7 +244,6 @@ async fn write_revisions(
 /// deletes.
 async fn write_works(
     on: &On<'_>,
-    snap: &StoreView,
     templates: &BTreeMap<String, Value>,
     works: &[WorkChange],
     tally: &mut Tally,
@@ -260,7 +257,7 @@ async fn write_works(
         // higher-ranked lifetime check of the spawned reconcile future.
         let futs: Vec<_> = batch
             .into_iter()
-            .map(|c| write_work(on.ctx, on.mwrs, snap, templates, c))
+            .map(|c| write_work(on.ctx, on.mwrs, templates, c))
             .collect();
         let results: Vec<Result<()>> = futures::stream::iter(futs)
             .buffer_unordered(n)
@@ -484,6 +481,44 @@ fn guarded_delete(version: Option<&str>) -> DeleteParams {
 /// Stores a new revision. Its name already taken is fine when the object is ours with
 /// this very template; anything else is a collision the next pass resolves with a bumped
 /// collisionCount.
+/// Who holds a name a create found taken (409).
+enum Holder<K> {
+    /// This MWRS: the create landed before, or the cache was behind the hub.
+    Ours(K),
+    /// Another owner, whose object is left untouched.
+    Other,
+}
+
+/// Reads the object `name` of `api` that a create of this MWRS's found there, and says
+/// whose it is: the one rule both creates (revisions, ManifestWorks) accept an existing
+/// object by. `what` names it in errors.
+async fn holder<K>(
+    api: &Api<K>,
+    mwrs: &ManifestWorkReplicaSet,
+    name: &str,
+    what: &str,
+) -> Result<Holder<K>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let existing = api
+        .get(name)
+        .await
+        .map_err(|e| Error::kube(format!("read {what}"), e))?;
+    let owner = OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any());
+    let empty = Default::default();
+    let meta = existing.meta();
+    let ours = owner.owns(
+        meta.labels.as_ref().unwrap_or(&empty),
+        meta.annotations.as_ref().unwrap_or(&empty),
+    );
+    Ok(if ours {
+        Holder::Ours(existing)
+    } else {
+        Holder::Other
+    })
+}
+
 async fn create_revision(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
@@ -523,25 +558,20 @@ async fn create_revision(
         Ok(created) => Ok(created.resource_version()),
         Err(e) if is_status(&e, 409) => {
             ctx.metrics.write(KIND_REVISION, "create", "exists");
-            let existing = api
-                .get(name)
-                .await
-                .map_err(|e| Error::kube(format!("revision {ns}/{name}"), e))?;
-            let same = existing
-                .data
-                .as_ref()
-                .is_some_and(|d| hash::digest(&d.0) == hash::digest(template));
-            let empty = Default::default();
-            let owned = OwnerKey::new(&ns, mwrs.name_any()).owns(
-                existing.metadata.labels.as_ref().unwrap_or(&empty),
-                existing.metadata.annotations.as_ref().unwrap_or(&empty),
-            );
-            if same && owned {
-                return Ok(existing.resource_version());
+            // Ours with this very content (a create that landed, answered too late): done.
+            match holder(api, mwrs, name, &format!("revision {ns}/{name}")).await? {
+                Holder::Ours(existing)
+                    if existing
+                        .data
+                        .as_ref()
+                        .is_some_and(|d| hash::digest(&d.0) == hash::digest(template)) =>
+                {
+                    return Ok(existing.resource_version());
+                }
+                _ => Err(Error::RevisionNameTaken {
+                    what: format!("{ns}/{name}"),
+                }),
             }
-            Err(Error::RevisionNameTaken {
-                what: format!("{ns}/{name}"),
-            })
         }
         Err(e) => Err(Error::kube(format!("create revision {ns}/{name}"), e)),
     };
@@ -552,7 +582,6 @@ async fn create_revision(
 async fn write_work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    snap: &StoreView,
     templates: &BTreeMap<String, Value>,
     change: &WorkChange,
 ) -> Result<()> {
@@ -565,7 +594,7 @@ async fn write_work(
                 return Err(Error::MissingField("template of the revision to write"));
             };
             let r = if a.create {
-                create_work(ctx, mwrs, snap, a, template).await
+                create_work(ctx, mwrs, a, template).await
             } else {
                 let base = patch_base(ctx, &a.cluster, &a.name).await?;
                 update_work(ctx, &base, a, template, a.resource_version.as_deref()).await
@@ -673,7 +702,6 @@ fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
 async fn create_work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    snap: &StoreView,
     a: &WorkApply,
     template: &Value,
 ) -> Result<()> {
@@ -696,13 +724,8 @@ async fn create_work(
         Err(e) if is_status(&e, 409) => {
             ctx.metrics.write(KIND_WORK, "create", "exists");
             // The deterministic name is taken: ours (a stale cache) or someone else's.
-            let existing = get_work(ctx, &a.cluster, &a.name).await?;
-            let empty = Default::default();
-            let owned = snap.owner.owns(
-                existing.metadata.labels.as_ref().unwrap_or(&empty),
-                existing.metadata.annotations.as_ref().unwrap_or(&empty),
-            );
-            if !owned {
+            let what = format!("work {}/{}", a.cluster, a.name);
+            if let Holder::Other = holder(&api, mwrs, &a.name, &what).await? {
                 // Remembered, so the next passes count the cluster as failed and send
                 // nothing there; reported once per discovery.
                 let why = format!(

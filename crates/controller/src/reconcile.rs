@@ -115,7 +115,7 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -
         "planned"
     );
 
-    let result = execute::execute(ctx, mwrs, &snap, &plan).await;
+    let result = execute::execute(ctx, mwrs, &plan).await;
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());

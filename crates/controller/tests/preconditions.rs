@@ -111,7 +111,7 @@ async fn stale_plan_to_be(
     hub: &TestHub,
     ctx: &Context,
     gone: &str,
-) -> (ManifestWorkReplicaSet, StoreView, Plan, String) {
+) -> (ManifestWorkReplicaSet, Plan, String) {
     wait_for(
         "a plan deleting a ManifestWork and a revision",
         WAIT,
@@ -130,11 +130,11 @@ async fn stale_plan_to_be(
             if mwrs.spec.revision_history_limit != Some(0) {
                 return Err("the history limit has not reached the store".to_string());
             }
-            let (snap, plan) = plan(&ctx.stores, &mwrs, ctx);
+            let (_, plan) = plan(&ctx.stores, &mwrs, ctx);
             match deletes(&plan) {
                 (works, revisions) if works == [gone] && revisions.len() == 1 => {
                     let revision = revisions[0].clone();
-                    Ok((mwrs, snap, plan, revision))
+                    Ok((mwrs, plan, revision))
                 }
                 other => Err(format!("deletes planned: {other:?}")),
             }
@@ -162,7 +162,7 @@ async fn a_plan_carried_out_after_its_objects_changed_changes_nothing() {
     hub.publish("p", &[DecisionGroup::new("", vec![kept])])
         .await;
     patch_mwrs(&hub, "app", &json!({"spec": {"revisionHistoryLimit": 0}})).await;
-    let (mwrs, snap, plan, revision) = stale_plan_to_be(&hub, &ctx, &gone).await;
+    let (mwrs, plan, revision) = stale_plan_to_be(&hub, &ctx, &gone).await;
 
     // Meanwhile another writer (a new leader) changes the revision and creates the
     // cluster's ManifestWork again.
@@ -194,7 +194,7 @@ async fn a_plan_carried_out_after_its_objects_changed_changes_nothing() {
         .await
         .expect("create it again");
 
-    let result = execute::execute(&ctx, &mwrs, &snap, &plan).await;
+    let result = execute::execute(&ctx, &mwrs, &plan).await;
     assert!(
         result.as_ref().is_err_and(|e| e.is_conflict()),
         "the stale plan is refused as a conflict: {:?}",
@@ -214,8 +214,8 @@ async fn a_plan_carried_out_after_its_objects_changed_changes_nothing() {
     // The guard refuses what changed, not what is due: planned again on what is there
     // now, the same deletes go through.
     wait_for("a fresh plan carried out", WAIT, || async {
-        let (mwrs, snap, plan, _) = stale_plan_to_be(&hub, &ctx, &gone).await;
-        execute::execute(&ctx, &mwrs, &snap, &plan)
+        let (mwrs, plan, _) = stale_plan_to_be(&hub, &ctx, &gone).await;
+        execute::execute(&ctx, &mwrs, &plan)
             .await
             .map_err(|e| e.to_string())
     })
