@@ -142,6 +142,9 @@ pub(super) struct AbortDecision {
     pub(super) memory: AbortMemory,
     /// The update revision's aborted-at mark, when this pass records an abort.
     pub(super) mark: Option<RevisionChange>,
+    /// The failure limit a placementRef breaches now, whether or not it aborts (the
+    /// conditions say so either way).
+    pub(super) breach: Option<Breach>,
 }
 
 impl<'a> Pass<'a> {
@@ -179,10 +182,12 @@ impl<'a> Pass<'a> {
         seen: &Classified,
         memory: AbortMemory,
     ) -> AbortDecision {
+        let breach = self.breach(&seen.verdicts, &seen.reports);
         let mut decision = AbortDecision {
             state: hold.state.clone(),
             memory,
             mark: None,
+            breach: breach.map(|(b, _)| b),
         };
         if stopped_now(decision.memory.last_abort.as_ref(), update) {
             decision.state = AbortState::Failed(AbortFailure::StoppedByRequest {
@@ -192,7 +197,7 @@ impl<'a> Pass<'a> {
         if decision.state != AbortState::None {
             return decision;
         }
-        let trigger = match self.breach(&seen.verdicts, &seen.reports) {
+        let trigger = match breach {
             Some((b, true)) => b,
             _ if requested => Breach::Requested,
             _ => return decision,

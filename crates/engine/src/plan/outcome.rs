@@ -5,12 +5,10 @@ use std::sync::Arc;
 use mwrs_api::mwrs::condition as mwrs_condition;
 
 use crate::conditions::{Cond, Status};
-use crate::placement::PlacementState;
-use crate::rollout::{RolloutResult, RolloutStatus};
+use crate::rollout::RolloutStatus;
 
-use super::abort::{AbortState, Breach};
+use super::abort::{AbortDecision, AbortState, Breach};
 use super::output::ClusterReport;
-use super::pass::Pass;
 
 /// How many clusters a status message names before "and N more".
 const NAMED_IN_MESSAGES: usize = 5;
@@ -40,15 +38,31 @@ pub(super) struct Outcome {
     pub(super) validating: Vec<String>,
 }
 
+/// What a pass knows besides the cluster reports, for [`Outcome::tally`].
+pub(super) struct Around<'d> {
+    /// placementRefs whose decisions are unknown.
+    pub(super) unknown: Vec<String>,
+    /// Clusters with an owned ManifestWork.
+    pub(super) with_work: usize,
+    /// The stable revision the status names.
+    pub(super) current: Option<String>,
+    /// This pass's abort decision.
+    pub(super) abort: &'d AbortDecision,
+}
+
 impl Outcome {
     pub(super) fn tally(
-        pass: &Pass<'_>,
         reports: &[ClusterReport],
-        verdicts: &[Option<RolloutResult>],
+        around: Around<'_>,
         target: &str,
         update: &str,
-        abort: &AbortState,
     ) -> Self {
+        let Around {
+            unknown,
+            with_work,
+            current,
+            abort,
+        } = around;
         let mut failed = Vec::new();
         let mut timed_out = Vec::new();
         let mut in_flight = 0;
@@ -72,26 +86,19 @@ impl Outcome {
                 _ => in_flight += 1,
             }
         }
-        let unknown: Vec<String> = pass
-            .views
-            .iter()
-            .zip(&pass.observed.mwrs.spec.placement_refs)
-            .filter(|(v, _)| !matches!(v.map(|v| &v.state), Some(PlacementState::Found(_))))
-            .map(|(_, r)| r.name.clone())
-            .collect();
         let all_known = unknown.is_empty();
-        let complete = *abort == AbortState::None
+        let complete = abort.state == AbortState::None
             && target == update
             && all_known
             && !reports.is_empty()
             && done == reports.len();
-        let breach = match abort {
-            AbortState::Starting(b) => Some(*b),
-            _ => pass.breach(verdicts, reports).map(|(b, _)| b),
+        let breach = match abort.state {
+            AbortState::Starting(b) => Some(b),
+            _ => abort.breach,
         };
         Self {
             desired: reports.len(),
-            with_work: pass.clusters.works_len,
+            with_work,
             failed,
             timed_out,
             in_flight,
@@ -99,7 +106,7 @@ impl Outcome {
             breach,
             complete,
             target: target.to_string(),
-            current: pass.old.current_revision.clone(),
+            current,
             unknown,
             notes,
             validating,

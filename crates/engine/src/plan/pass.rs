@@ -8,7 +8,7 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 
 use crate::hash;
 use crate::owner::OwnerKey;
-use crate::placement::PlacementView;
+use crate::placement::{PlacementState, PlacementView};
 use crate::plugin::PluginInputs;
 use crate::revision::{self, Resolution, RevisionView};
 use crate::rollout::Compat;
@@ -163,5 +163,16 @@ impl<'a> Pass<'a> {
     /// [`ClusterRow::carries`].
     pub(super) fn carries_in(&self, row: &ClusterRow<'a>, target: Option<usize>) -> bool {
         row.carries(&self.ids, target)
+    }
+
+    /// The placementRefs whose decisions are unknown: their clusters cannot be counted, so
+    /// the revision is never promoted meanwhile.
+    pub(super) fn unknown_placements(&self) -> Vec<String> {
+        self.views
+            .iter()
+            .zip(&self.observed.mwrs.spec.placement_refs)
+            .filter(|(v, _)| !matches!(v.map(|v| &v.state), Some(PlacementState::Found(_))))
+            .map(|(_, r)| r.name.clone())
+            .collect()
     }
 }

@@ -17,7 +17,7 @@ use super::abort::{AbortDecision, AbortState, Hold};
 use super::classify::Classified;
 use super::controls::Controls;
 use super::history::RevisionStep;
-use super::outcome::{Outcome, name_few};
+use super::outcome::{Around, Outcome, name_few};
 use super::output::{
     BlockedWrite, ClusterReport, FinalizerAction, Plan, PlannedEvent, RevisionChange,
 };
@@ -138,14 +138,13 @@ impl<'a> Pass<'a> {
         if controls.handled != HandledControls::default() {
             status.handled_controls = Some(controls.handled.clone());
         }
-        let outcome = Outcome::tally(
-            self,
-            &seen.reports,
-            &seen.verdicts,
-            &hold.target,
-            update,
-            &abort.state,
-        );
+        let around = Around {
+            unknown: self.unknown_placements(),
+            with_work: self.clusters.works_len,
+            current: self.old.current_revision.clone(),
+            abort,
+        };
+        let outcome = Outcome::tally(&seen.reports, around, &hold.target, update);
         let mut mark = None;
         if outcome.complete {
             if self.old.current_revision.as_deref() != Some(update) {
