@@ -7,7 +7,7 @@
 #
 #   bench/soak/run.sh --seed 7 --duration 10m            # 1,000 clusters in 5 groups
 #   bench/soak/run.sh --seed 7 --duration 3m --clusters 200 --debug   # CI's short run
-#   bench/soak/run.sh --seed 7 --duration 4h --rounds 60  # the long run: 60 rounds (or 4 h)
+#   bench/soak/run.sh --seed 7 --duration 90m --rounds 60  # the long run: 60 rounds (~65 min)
 #   bench/soak/run.sh ... --record                       # file the report in bench/results/
 #
 # Other arguments go to mwrs-bench (see `mwrs-bench --help`).

@@ -165,7 +165,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
         round += 1;
         driver.round(round, &mut rng).await?;
         if round % 3 == 0 {
-            idle(&log, &quiet, args.idle_secs).await;
+            idle(&log, &quiet, args.idle_secs, &driver).await;
         }
     }
 
@@ -365,12 +365,17 @@ fn file_fault(log: &SharedLog, fault: Fault, target: &str, start: bool) {
     }
 }
 
-/// A window of `secs` with no action and no fault, once the injector has stopped and
-/// the hub has been quiet for a while.
-async fn idle(log: &SharedLog, quiet: &Quiet, secs: u64) {
+/// A window of `secs` with no action and no fault, once the injector has stopped, every
+/// abort's reverts are done (at most [`REVERTS_WAIT`] later) and the hub has been quiet
+/// for a while.
+async fn idle(log: &SharedLog, quiet: &Quiet, secs: u64, driver: &rounds::Driver) {
     quiet.quiet.store(true, Ordering::Release);
     while !quiet.acked.load(Ordering::Acquire) {
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let until = Instant::now() + REVERTS_WAIT;
+    while Instant::now() < until && !driver.reverts_done().await.unwrap_or(false) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
     // What a fault left behind (a replica starting, a relist) settles first.
     tokio::time::sleep(Duration::from_secs(20)).await;
@@ -383,6 +388,9 @@ async fn idle(log: &SharedLog, quiet: &Quiet, secs: u64) {
     }
     quiet.quiet.store(false, Ordering::Release);
 }
+
+/// How long an idle window waits for the reverts of an abort (a plugin validates each).
+const REVERTS_WAIT: Duration = Duration::from_secs(300);
 
 struct Report {
     seed: u64,
