@@ -96,7 +96,8 @@ impl Bench {
         Ok(row)
     }
 
-    /// `mwrs dashboard` on the namespace; the process, its address and its token.
+    /// `mwrs dashboard` on the namespace; the process, its address and the session its
+    /// URL's code was exchanged for.
     async fn start_dashboard(&self, cli: &Path) -> anyhow::Result<(Proc, String, String)> {
         let log = self.args.workdir.join("dashboard.log");
         let args: Vec<String> = vec![
@@ -111,9 +112,10 @@ impl Bench {
         loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             if let Some(rest) = text.lines().next().and_then(|l| l.strip_prefix("http://"))
-                && let Some((addr, token)) = rest.split_once("/?token=")
+                && let Some((addr, code)) = rest.split_once("/?code=")
             {
-                return Ok((p, addr.to_string(), token.to_string()));
+                let token = session(addr, code).await?;
+                return Ok((p, addr.to_string(), token));
             }
             if t.elapsed() > Duration::from_secs(30) {
                 bail!("no URL from mwrs dashboard; see {}", log.display());
@@ -121,6 +123,23 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// The session the dashboard's one-time `code` is exchanged for (its cookie's value).
+async fn session(addr: &str, code: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let request =
+        format!("GET /?code={code} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await?;
+    raw.lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .and_then(|c| c.split_once('='))
+        .map(|(_, v)| v.to_string())
+        .with_context(|| format!("no session for the dashboard's code: {raw}"))
 }
 
 /// A page's view after a `change` event.

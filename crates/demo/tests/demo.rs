@@ -87,6 +87,23 @@ fn get(addr: &str, path: &str, token: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
+/// The session the dashboard's one-time `code` is exchanged for (its cookie's value).
+fn session(addr: &str, code: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("the dashboard listens");
+    let request =
+        format!("GET /?code={code} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).expect("send");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read");
+    raw.lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .and_then(|c| c.split_once('='))
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_else(|| panic!("no session for the code: {raw}"))
+}
+
 #[test]
 fn the_demo_offers_the_dashboard() {
     use std::io::{BufRead, BufReader, Read};
@@ -113,13 +130,15 @@ fn the_demo_offers_the_dashboard() {
             break url.to_string();
         }
     };
-    // http://127.0.0.1:PORT/?token=T#/NAMESPACE/web-config
+    // http://127.0.0.1:PORT/?code=C#/NAMESPACE/web-config
     let rest = url.strip_prefix("http://127.0.0.1:").expect(&url);
-    let (port, rest) = rest.split_once("/?token=").expect(&url);
-    let (token, page) = rest.split_once("#/").expect(&url);
+    let (port, rest) = rest.split_once("/?code=").expect(&url);
+    let (code, page) = rest.split_once("#/").expect(&url);
     let addr = format!("127.0.0.1:{port}");
-    let (status, body) = get(&addr, &format!("/api/mwrs/{page}"), "not the token");
+    let (status, body) = get(&addr, &format!("/api/mwrs/{page}"), "not the session");
     assert_eq!(status, 401, "{body}");
+    let token = session(&addr, code);
+    let token = token.as_str();
     // The page's data while the scenario plays (the MWRS exists from its first step on).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
