@@ -166,29 +166,7 @@ impl View {
         };
         let (placements, clusters) = match works_hidden {
             Some(_) => (published_placements(m), Vec::new()),
-            None => {
-                let plugins = PluginInputs::from_status(m);
-                let observed = Observed {
-                    plugins: &plugins,
-                    ..snap.observed()
-                };
-                let Progress { clusters, budgets } =
-                    progress(&observed, now, &PlanConfig::default());
-                let mut placements = placements(m, &clusters);
-                for (p, (b, r)) in placements
-                    .iter_mut()
-                    .zip(budgets.iter().zip(&m.spec.placement_refs))
-                {
-                    p.budget = b
-                        .as_ref()
-                        .map(|b| BudgetLine::new(b, r.rollout_strategy.as_ref()));
-                }
-                let lines = ordered(&clusters)
-                    .into_iter()
-                    .map(|r| header.line(r))
-                    .collect();
-                (placements, lines)
-            }
+            None => judged(snap, &header, now),
         };
         let bands = bands(&placements, &clusters, header.target());
         let reverting = header.aborted.then(|| Reverting {
@@ -220,6 +198,35 @@ impl View {
             plugins: plugins_line(m),
         }
     }
+}
+
+/// Per placement and per cluster, as the engine's planner stages judge `snap` at `now`.
+fn judged(
+    snap: &Snapshot,
+    header: &Header<'_>,
+    now: Timestamp,
+) -> (Vec<PlacementProgress>, Vec<ClusterLine>) {
+    let m = &snap.mwrs;
+    let plugins = PluginInputs::from_status(m);
+    let observed = Observed {
+        plugins: &plugins,
+        ..snap.observed()
+    };
+    let Progress { clusters, budgets } = progress(&observed, now, &PlanConfig::default());
+    let mut placements = placements(m, &clusters);
+    for (p, (b, r)) in placements
+        .iter_mut()
+        .zip(budgets.iter().zip(&m.spec.placement_refs))
+    {
+        p.budget = b
+            .as_ref()
+            .map(|b| BudgetLine::new(b, r.rollout_strategy.as_ref()));
+    }
+    let lines = ordered(&clusters)
+        .into_iter()
+        .map(|r| header.line(r))
+        .collect();
+    (placements, lines)
 }
 
 /// What a cluster line is judged against.
