@@ -175,6 +175,10 @@ impl Context {
     }
 }
 
+/// The log target of every write and refused write: `RUST_LOG=mwrs_controller::execute=debug`
+/// logs each write before it is sent (the operations guide says so).
+const WRITE_LOG: &str = "mwrs_controller::execute";
+
 impl Context {
     /// Called before every request that changes the hub (a write, an Event, a plugin
     /// call): refuses when this replica cannot prove it still leads (SPEC §11 leader
@@ -182,18 +186,19 @@ impl Context {
     /// logs the write at DEBUG.
     pub fn may_write(&self, verb: &str, what: &str) -> crate::error::Result<()> {
         if !self.config.write_gate.is_open() {
-            tracing::warn!(verb, what, "write refused: leadership not confirmed");
+            tracing::warn!(target: WRITE_LOG, verb, what, "write refused: leadership not confirmed");
             return Err(crate::error::Error::NotLeader);
         }
         if let Err(why) = self.schema.state() {
             tracing::warn!(
+                target: WRITE_LOG,
                 verb,
                 what,
                 "write refused: the CRD cannot hold this controller's state"
             );
             return Err(crate::error::Error::Crd(why));
         }
-        tracing::debug!(verb, what, "write");
+        tracing::debug!(target: WRITE_LOG, verb, what, "write");
         Ok(())
     }
 
