@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use kube::api::{DeleteParams, PostParams};
 use mwrs_fleet::placement::{self, DecisionGroup};
-use mwrs_testsupport::sse::{SseEvent, SseStream};
+use mwrs_testsupport::sse::{SseEvent, SseStream, dashboard_session};
 use serde_json::{Value, json};
 
 use crate::{Bench, Proc};
@@ -114,7 +114,7 @@ impl Bench {
             if let Some(rest) = text.lines().next().and_then(|l| l.strip_prefix("http://"))
                 && let Some((addr, code)) = rest.split_once("/?code=")
             {
-                let token = session(addr, code).await?;
+                let token = dashboard_session(addr, code).await?;
                 return Ok((p, addr.to_string(), token));
             }
             if t.elapsed() > Duration::from_secs(30) {
@@ -123,23 +123,6 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-}
-
-/// The session the dashboard's one-time `code` is exchanged for (its cookie's value).
-async fn session(addr: &str, code: &str) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let request =
-        format!("GET /?code={code} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).await?;
-    raw.lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .and_then(|c| c.split_once('='))
-        .map(|(_, v)| v.to_string())
-        .with_context(|| format!("no session for the dashboard's code: {raw}"))
 }
 
 /// A page's view after a `change` event.

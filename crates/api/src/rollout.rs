@@ -34,6 +34,21 @@ pub struct RolloutStrategy {
     pub plugin_failure_policy: Option<PluginFailurePolicy>,
 }
 
+impl RolloutStrategy {
+    /// The settings of the type this strategy names (`all` for an absent or empty type):
+    /// None when that sub-object is absent, or the type is unknown.
+    pub fn chosen_config(&self) -> Option<&RolloutConfig> {
+        match self.type_.as_deref() {
+            None | Some("") | Some(TYPE_ALL) => self.all.as_ref().map(|a| &a.config),
+            Some(TYPE_PROGRESSIVE) => self.progressive.as_ref().map(|p| &p.config),
+            Some(TYPE_PROGRESSIVE_PER_GROUP) => {
+                self.progressive_per_group.as_ref().map(|p| &p.config)
+            }
+            Some(_) => None,
+        }
+    }
+}
+
 /// What a rollout plugin's failures cost a rollout (SPEC §12.3).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -8,11 +8,11 @@
 use jiff::Timestamp;
 use kube::ResourceExt;
 use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
-use mwrs_api::rollout::{RolloutConfig, RolloutStrategy};
+use mwrs_api::rollout::RolloutStrategy;
 use mwrs_engine::phase::{Phase, phase};
 use mwrs_engine::plan::{ClusterReport, Progress, progress};
 use mwrs_engine::plugin::PluginInputs;
-use mwrs_engine::rollout::{Budget, RolloutStatus};
+use mwrs_engine::rollout::{Budget, ParsedStrategy, RolloutStatus, StrategyKind};
 use mwrs_engine::snapshot::Snapshot;
 use mwrs_engine::{Observed, PlanConfig};
 use serde::Serialize;
@@ -372,10 +372,13 @@ fn actions(st: Phase, stable: Option<&str>, update: Option<&str>) -> Vec<&'stati
 
 impl BudgetLine {
     fn new(b: &Budget, strategy: Option<&RolloutStrategy>) -> Self {
+        // The engine's reading of the type ("" and absent are All); the knobs as written.
         let kind = strategy
-            .and_then(|s| s.type_.clone())
-            .unwrap_or_else(|| mwrs_api::rollout::TYPE_ALL.to_string());
-        let config = strategy.and_then(written_config);
+            .and_then(|s| ParsedStrategy::parse(s).ok())
+            .map_or(StrategyKind::All, |p| p.kind)
+            .as_str()
+            .to_string();
+        let config = strategy.and_then(RolloutStrategy::chosen_config);
         let group = b.group.as_ref().map(|g| GroupLine {
             name: g.name.clone(),
             index: g.index,
@@ -425,17 +428,6 @@ impl BudgetLine {
             Some(_) => format!("{} (passed)", self.text),
             None => self.text.clone(),
         }
-    }
-}
-
-/// The knobs of a strategy as written (display only: the engine resolves them).
-fn written_config(s: &RolloutStrategy) -> Option<&RolloutConfig> {
-    match s.type_.as_deref() {
-        Some(mwrs_api::rollout::TYPE_PROGRESSIVE) => s.progressive.as_ref().map(|p| &p.config),
-        Some(mwrs_api::rollout::TYPE_PROGRESSIVE_PER_GROUP) => {
-            s.progressive_per_group.as_ref().map(|p| &p.config)
-        }
-        _ => s.all.as_ref().map(|a| &a.config),
     }
 }
 

@@ -43,11 +43,13 @@ async fn start_with(hub: &TestHub, flags: &[&str]) -> Dashboard {
         addr.starts_with("127.0.0.1:"),
         "loopback by default: {first}"
     );
-    let (_, head, _) = get_with_head(addr, &format!("/?code={code}"), &[]).await;
+    let token = mwrs_testsupport::sse::dashboard_session(addr, code)
+        .await
+        .expect("a session for the code");
     Dashboard {
         _child: child,
         addr: addr.to_string(),
-        token: session_of(&head).1,
+        token,
     }
 }
 

@@ -87,3 +87,20 @@ impl SseStream {
         Ok(Some(SseEvent { kind, id, data }))
     }
 }
+
+/// The session `mwrs dashboard` at `addr` exchanges its printed URL's one-time `code` for
+/// (the value of the cookie its answer sets), as a browser opening the URL gets it.
+pub async fn dashboard_session(addr: &str, code: &str) -> anyhow::Result<String> {
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let request =
+        format!("GET /?code={code} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await?;
+    raw.lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .and_then(|c| c.split_once('='))
+        .map(|(_, v)| v.to_string())
+        .with_context(|| format!("no session for the dashboard's code: {raw}"))
+}

@@ -85,29 +85,22 @@ impl ParsedStrategy {
             .map(parse_plugin_failure)
             .transpose()?
             .unwrap_or_default();
-        let (config, mandatory, max_concurrency) = match kind {
-            StrategyKind::All => (s.all.as_ref().map(|a| &a.config), None, None),
-            StrategyKind::Progressive => s.progressive.as_ref().map_or((None, None, None), |p| {
+        let (mandatory, max_concurrency) = match kind {
+            StrategyKind::All => (None, None),
+            StrategyKind::Progressive => s.progressive.as_ref().map_or((None, None), |p| {
                 (
-                    Some(&p.config),
                     p.mandatory_decision_groups.as_deref(),
                     p.max_concurrency.as_ref(),
                 )
             }),
             StrategyKind::ProgressivePerGroup => {
-                s.progressive_per_group
-                    .as_ref()
-                    .map_or((None, None, None), |p| {
-                        (
-                            Some(&p.config),
-                            p.mandatory_decision_groups.as_deref(),
-                            None,
-                        )
-                    })
+                s.progressive_per_group.as_ref().map_or((None, None), |p| {
+                    (p.mandatory_decision_groups.as_deref(), None)
+                })
             }
         };
         let within = |e: Invalid| e.within(kind.field());
-        let config = parse_config(config).map_err(within)?;
+        let config = parse_config(s.chosen_config()).map_err(within)?;
         let max_concurrency = max_concurrency
             .map(|v| parse_size(v).map_err(|r| Invalid::new("maxConcurrency", r)))
             .transpose()
