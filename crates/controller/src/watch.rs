@@ -240,7 +240,43 @@ impl Readiness {
     }
 }
 
+/// A watch's objects, as the Controller takes them. No error ever comes out of one: see
+/// [`trigger`].
 type Trigger<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
+
+/// `events` as a trigger: each error is logged here and dropped. The Controller backs off
+/// its merged trigger stream on any error that reaches it, which pauses every watch, and
+/// with them every store, for up to 30 s; after a hub restart each watch's first resume
+/// is refused (410, its resource version is older than the new API server's cache) and
+/// one after another they held every store for minutes. Each watch backs off its own
+/// retries, from 0.8 s to at most 30 s, and lists again after a 410.
+fn trigger<K: Send + 'static>(
+    kind: &'static str,
+    events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> Trigger<K> {
+    events
+        .filter_map(move |event| {
+            futures::future::ready(match event {
+                Ok(object) => Some(Ok(object)),
+                Err(e) => {
+                    report_watch_error(kind, &e);
+                    None
+                }
+            })
+        })
+        .boxed()
+}
+
+/// A watch of `kind` failed and is retried: a resume refused as too old (410) is what a
+/// restarted API server answers each watch once, the rest are worth a warning.
+fn report_watch_error(kind: &str, e: &watcher::Error) {
+    match e {
+        watcher::Error::WatchError(status) if status.code == 410 => {
+            tracing::info!(kind, error = %e, "watch expired; listing again")
+        }
+        _ => tracing::warn!(kind, error = %e, "watch failed; retrying"),
+    }
+}
 
 /// The trigger streams; they must be polled (by the Controller) for the stores to fill.
 pub struct Triggers {
@@ -320,9 +356,8 @@ fn watch_mwrs(
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(w)
         .inspect(ready.track(Watcher::Mwrs))
-        .applied_objects()
-        .boxed();
-    (r, stream)
+        .applied_objects();
+    (r, trigger("ManifestWorkReplicaSet", stream))
 }
 
 /// ManifestWorks per page of the start-up list (and of every relist).
@@ -353,9 +388,8 @@ fn watch_works(
         })
         .inspect(track)
         // Deletions too: Foreground deletion waits for works to disappear.
-        .touched_objects()
-        .boxed();
-    (cache, stream)
+        .touched_objects();
+    (cache, trigger("ManifestWork", stream))
 }
 
 /// The label selector of the ManifestWorks filed under owner label `key`: a long owner's
@@ -392,9 +426,8 @@ fn watch_revisions(
     .inspect(index_events(&index))
     .reflect(w)
     .inspect(track)
-    .touched_objects()
-    .boxed();
-    (r, index, stream)
+    .touched_objects();
+    (r, index, trigger("ControllerRevision", stream))
 }
 
 fn watch_placements(
@@ -414,9 +447,8 @@ fn watch_placements(
         .inspect(change_events(changes, placement_change))
         .reflect(w)
         .inspect(ready.track(Watcher::Placements))
-        .touched_objects()
-        .boxed();
-    (r, stream)
+        .touched_objects();
+    (r, trigger("Placement", stream))
 }
 
 /// Decisions, indexed by the placement label's value (the Placement's name).
@@ -442,9 +474,8 @@ fn watch_decisions(
     .inspect(change_events(changes, decision_change))
     .reflect(w)
     .inspect(ready.track(Watcher::Decisions))
-    .touched_objects()
-    .boxed();
-    (r, index, stream)
+    .touched_objects();
+    (r, index, trigger("PlacementDecision", stream))
 }
 
 /// Feeds a watch stream's events into `index`.

@@ -129,24 +129,96 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// Reports `test` skipped for want of a hub, or fails it when `CI=true`.
+fn skip_without_hub(test: &str) {
+    let why = format!(
+        "{KUBECONFIG_ENV} is not set: start the test hub with `scripts/hub.sh up` and \
+         `eval \"$(scripts/hub.sh env)\"`"
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// A test hub of one test's own (`scripts/hub.sh` on a state directory of its own), for
+/// the tests that crash it. Stopped and removed when dropped.
+pub struct PrivateHub {
+    dir: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl PrivateHub {
+    /// Starts a hub for `test`; None (skipped) where the shared hub is not set up either,
+    /// since both are built by the same script.
+    pub fn start(test: &str) -> Option<Self> {
+        if std::env::var_os(KUBECONFIG_ENV).is_none_or(|p| p.is_empty()) {
+            skip_without_hub(test);
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("mwrs-hub-{test}-{}", random_suffix()));
+        let out = Self::script(&dir, "up");
+        let kubeconfig = PathBuf::from(out.trim());
+        Some(Self { dir, kubeconfig })
+    }
+
+    /// Kills the API server and etcd at once, as a crash, and starts them again on their
+    /// data, port and credentials (`scripts/hub.sh crash-restart`).
+    pub fn crash_restart(&self) {
+        Self::script(&self.dir, "crash-restart");
+    }
+
+    /// The state directory (the hub's log is `hub.log` in it).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn script(dir: &Path, command: &str) -> String {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let out = std::process::Command::new(root.join("scripts/hub.sh"))
+            .arg(command)
+            .env("MWRS_HUB_DIR", dir)
+            .env_remove("MWRS_HUB_ARGS")
+            .output()
+            .unwrap_or_else(|e| panic!("scripts/hub.sh {command}: {e}"));
+        assert!(
+            out.status.success(),
+            "scripts/hub.sh {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for PrivateHub {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/hub.sh"),
+        )
+        .arg("down")
+        .env("MWRS_HUB_DIR", &self.dir)
+        .output();
+        if std::env::var_os(KEEP_ENV).is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 impl TestHub {
     /// The hub of `MWRS_TEST_KUBECONFIG` with a fresh namespace `t-<test>-<suffix>` and
     /// `clusters` cluster namespaces `<test>-<suffix>-<i>`. None (test skipped) when the
     /// variable is unset, unless `CI=true`, where that is a failure.
     pub async fn from_env(test: &str, clusters: usize) -> Option<Self> {
-        init_tracing();
         let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) else {
-            let why = format!(
-                "{KUBECONFIG_ENV} is not set: start the test hub with `scripts/hub.sh up` and \
-                 `eval \"$(scripts/hub.sh env)\"`"
-            );
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true and {why}");
-            }
-            eprintln!("SKIPPED {test}: {why}");
+            skip_without_hub(test);
             return None;
         };
-        let kubeconfig = PathBuf::from(path);
+        Some(Self::at(PathBuf::from(path), test, clusters).await)
+    }
+
+    /// [`TestHub::from_env`] on the hub of `kubeconfig`.
+    pub async fn at(kubeconfig: PathBuf, test: &str, clusters: usize) -> Self {
+        init_tracing();
         let client = match client_from(&kubeconfig).await {
             Ok(c) => c,
             Err(e) => panic!("cannot build a client from {}: {e:#}", kubeconfig.display()),
@@ -177,7 +249,7 @@ impl TestHub {
                 panic!("cannot create namespace {ns}: {e}");
             }
         }
-        Some(hub)
+        hub
     }
 
     /// A token of ServiceAccount `sa` of the test's namespace; see [`service_account_token`].
