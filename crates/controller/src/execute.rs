@@ -79,7 +79,6 @@ pub async fn execute(
         finalizer,
         works,
         revisions,
-        templates,
         status,
         events,
         recheck: _,
@@ -99,7 +98,7 @@ pub async fn execute(
     // If a revision could not be stored, write no ManifestWork that could name it: the
     // next pass resolves the revision again (e.g. with a bumped collision count).
     if !stored.create_failed {
-        write_works(&on, templates, works, &mut tally).await;
+        write_works(&on, works, &mut tally).await;
     }
     // The planned status names the update revision: not written when it could not be
     // stored (the next pass names it anew, past a name another object holds).
@@ -242,12 +241,7 @@ async fn write_revisions(
 
 /// ManifestWork writes with bounded concurrency: creates, updates and relabels, then
 /// deletes.
-async fn write_works(
-    on: &On<'_>,
-    templates: &BTreeMap<String, Value>,
-    works: &[WorkChange],
-    tally: &mut Tally,
-) {
+async fn write_works(on: &On<'_>, works: &[WorkChange], tally: &mut Tally) {
     let n = on.ctx.config.write_concurrency.max(1);
     let (deletes, others): (Vec<&WorkChange>, Vec<&WorkChange>) = works
         .iter()
@@ -257,7 +251,7 @@ async fn write_works(
         // higher-ranked lifetime check of the spawned reconcile future.
         let futs: Vec<_> = batch
             .into_iter()
-            .map(|c| write_work(on.ctx, on.mwrs, templates, c))
+            .map(|c| write_work(on.ctx, on.mwrs, c))
             .collect();
         let results: Vec<Result<()>> = futures::stream::iter(futs)
             .buffer_unordered(n)
@@ -582,17 +576,13 @@ async fn create_revision(
 async fn write_work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
-    templates: &BTreeMap<String, Value>,
     change: &WorkChange,
 ) -> Result<()> {
     ctx.may_write("write", "manifestwork")?;
     match change {
         WorkChange::Apply(a) => {
             // A rollout plugin's spec replaces the template (MutateManifestWork).
-            let Some(template) = a.spec.as_deref().or_else(|| templates.get(&a.revision)) else {
-                // The planner always ships the template of a revision it writes.
-                return Err(Error::MissingField("template of the revision to write"));
-            };
+            let template = a.written_spec();
             let r = if a.create {
                 create_work(ctx, mwrs, a, template).await
             } else {

@@ -441,14 +441,11 @@ impl Plugins {
     /// reconciled again. Each call counts as made from now: the passes meanwhile do not
     /// make it again. Each call is made only while `ctx`'s write gate is open (SPEC
     /// §12.4), and a refused answer is reported as an Event on `mwrs` through it.
-    /// `templates` holds the template of every revision a Begin is about (the
-    /// MutateManifestWork that follows it carries the spec).
     pub fn call_in_background(
         self: &Arc<Self>,
         ctx: &Arc<Context>,
         mwrs: &ManifestWorkReplicaSet,
         calls: PluginCalls,
-        templates: &BTreeMap<String, serde_json::Value>,
     ) {
         if !ctx.gate_is_open("call", "rollout plugin") {
             return;
@@ -462,16 +459,17 @@ impl Plugins {
             return;
         }
         let about = MwrsRef::of(mwrs);
-        // One copy of each template, shared by every call about its revision (a Begin
-        // per cluster, all about one or two revisions).
-        let revisions: BTreeSet<&str> = calls.begins.iter().map(|b| b.revision.as_str()).collect();
-        let specs: BTreeMap<String, Template> = revisions
-            .into_iter()
-            .filter_map(|revision| {
-                let template = templates.get(revision)?;
-                Some((revision.to_string(), Template::of(template)?))
-            })
-            .collect();
+        // One encoding of each template, shared by every call about its revision (a Begin
+        // per cluster, all about one or two revisions); the MutateManifestWork that
+        // follows a Begin carries it.
+        let mut specs: BTreeMap<String, Template> = BTreeMap::new();
+        for b in &calls.begins {
+            if !specs.contains_key(&b.revision)
+                && let Some(template) = Template::of(&b.template)
+            {
+                specs.insert(b.revision.clone(), template);
+            }
+        }
         let plugins = self.clone();
         let ctx = ctx.clone();
         let regarding = kube::Resource::object_ref(mwrs, &());
@@ -626,7 +624,7 @@ impl Plugins {
             };
             let mutate = mutate_request(about, &b, Vec::new());
             let plugin = client(&b.target.plugin);
-            jobs.push(Job::Begin(plugin, b, request, mutate, check));
+            jobs.push(Job::Begin(plugin, b, request, Box::new(mutate), check));
         }
         for p in calls.progress {
             let request = rollout_request(about, &p.target, "", &p.clusters, p.aborting);
@@ -900,7 +898,8 @@ enum Job {
         Option<PluginClient>,
         Begin,
         api::RolloutRequest,
-        api::MutateRequest,
+        // Boxed: the variant is the largest by far.
+        Box<api::MutateRequest>,
         SpecCheck,
     ),
     Progress(Option<PluginClient>, Progress, api::RolloutRequest),
@@ -958,7 +957,7 @@ impl Job {
             }
             Job::Begin(client, b, r, mutate, check) => {
                 let answer = match client {
-                    Some(c) => begin_and_mutate(&c, &b, r, mutate, &check).await,
+                    Some(c) => begin_and_mutate(&c, &b, r, *mutate, &check).await,
                     None => Err((b.call_name(), missing())),
                 };
                 Answer::Begun(b, answer)
@@ -1285,6 +1284,7 @@ mod tests {
             target: validation("c1").target,
             cluster: "c1".into(),
             revision: "abc".into(),
+            template: Arc::new(serde_json::json!({})),
             aborting: false,
         };
         let refused = tonic::Status::invalid_argument(
@@ -1367,6 +1367,7 @@ mod tests {
             target: validation("c1").target,
             cluster: "c1".into(),
             revision: revision.into(),
+            template: Arc::new(serde_json::json!({})),
             aborting,
         };
         let now = Timestamp::from_second(100).unwrap();

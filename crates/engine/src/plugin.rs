@@ -359,12 +359,27 @@ pub struct Validation {
 }
 
 /// BeginRollout (or, `aborting`, BeginAbort) about writing `revision` to `cluster`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Begin {
     pub target: CallTarget,
     pub cluster: String,
     pub revision: String,
+    /// That revision's template, which the call carries (shared by every call and write
+    /// about it in a pass).
+    pub template: Arc<serde_json::Value>,
     pub aborting: bool,
+}
+
+impl std::fmt::Debug for Begin {
+    /// Every field but the template, which its revision names.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Begin")
+            .field("target", &self.target)
+            .field("cluster", &self.cluster)
+            .field("revision", &self.revision)
+            .field("aborting", &self.aborting)
+            .finish()
+    }
 }
 
 /// One cluster's place in a placementRef's rollout, as ProgressRollout tells it.

@@ -3,7 +3,10 @@
 //! engine decides): each placementRef's strategy, the decision groups it owns and the
 //! clusters already on the update revision, and the write that rolls one cluster forward.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
+use serde_json::Value;
 
 use crate::owner::OwnerKey;
 use crate::rollout::{ClusterRolloutStatus, DecisionGroups, ParsedStrategy};
@@ -31,6 +34,7 @@ pub struct PlacementRollout {
 pub struct RollForward<'a> {
     pass: Pass<'a>,
     update: String,
+    template: Arc<Value>,
 }
 
 impl<'a> RollForward<'a> {
@@ -58,6 +62,7 @@ impl<'a> RollForward<'a> {
         Some(Self {
             pass,
             update: step.update,
+            template: step.template,
         })
     }
 
@@ -91,6 +96,7 @@ impl<'a> RollForward<'a> {
     /// The write a pass at `at` makes to roll `cluster` of placementRef `placement` forward
     /// (None: the name is blocked by a ManifestWork on its way out).
     pub fn write(&self, cluster: &str, placement: usize, at: Timestamp) -> Option<WorkApply> {
-        self.pass.apply(cluster, placement, &self.update, at)
+        let update = (self.update.as_str(), &self.template);
+        self.pass.apply(cluster, placement, update, at)
     }
 }

@@ -2,6 +2,7 @@
 //! new revision, completed/aborted marks, and pruning to the history limit.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSetStatus;
@@ -18,7 +19,7 @@ use super::revision_ids::Carried;
 pub(super) struct RevisionStep {
     /// Its hash: the update revision.
     pub(super) update: String,
-    pub(super) template: Value,
+    pub(super) template: Arc<Value>,
     /// The new ControllerRevision, or the renumbering of a stored one.
     pub(super) changes: Vec<RevisionChange>,
     /// The collision count its name was computed with, when above 0.
@@ -35,7 +36,7 @@ impl<'a> Pass<'a> {
     pub(super) fn revision_step(&self) -> RevisionStep {
         let generation = self.observed.mwrs.metadata.generation;
         let update = self.resolution.hash().to_string();
-        let template = self.observed.mwrs.spec.manifest_work_template.to_value();
+        let template = Arc::new(self.observed.mwrs.spec.manifest_work_template.to_value());
         let mut changes = Vec::new();
         let mut collision_count = None;
         let created = match &self.resolution {
@@ -50,7 +51,7 @@ impl<'a> Pass<'a> {
                     name: name.clone(),
                     hash: hash.clone(),
                     revision: *revision,
-                    template: template.clone(),
+                    template: (*template).clone(),
                     labels: self.revision_labels(hash),
                     annotations: self.revision_annotations(),
                 });

@@ -3,7 +3,6 @@
 //! what the planner reads back (a spec change bumps the generation, labels and
 //! annotations merge, a revision's marks accumulate).
 
-use std::collections::BTreeMap;
 use std::ops::Index;
 use std::sync::Arc;
 
@@ -143,7 +142,7 @@ impl Objects<'_> {
         for r in &plan.revisions {
             apply_revision_change(self.revisions, r, now, generation);
         }
-        self.write_works(plan.works.iter().map(|w| (w, now)), &plan.templates);
+        self.write_works(plan.works.iter().map(|w| (w, now)));
         if let Some(s) = &plan.status
             && self.mwrs.status.as_ref() != Some(s)
         {
@@ -153,26 +152,22 @@ impl Objects<'_> {
         changed
     }
 
-    /// Carries out ManifestWork writes, each at its own time, with the templates they
-    /// name (by revision hash).
+    /// Carries out ManifestWork writes, each at its own time.
     pub fn write_works<'w>(
         &mut self,
         writes: impl IntoIterator<Item = (&'w WorkChange, Timestamp)>,
-        templates: &BTreeMap<String, Value>,
     ) {
-        let digests: BTreeMap<&str, Digest> = templates
-            .iter()
-            .map(|(h, t)| (h.as_str(), hash::digest(t)))
-            .collect();
+        // One digest per spec, however many ManifestWorks it is written to.
+        let mut digests = HashMap::new();
         for (w, now) in writes {
-            self.apply_work_change(w, &digests, now);
+            self.apply_work_change(w, &mut digests, now);
         }
     }
 
     fn apply_work_change(
         &mut self,
         change: &WorkChange,
-        digests: &BTreeMap<&str, Digest>,
+        digests: &mut HashMap<*const Value, Digest>,
         now: Timestamp,
     ) {
         match change {
@@ -182,11 +177,11 @@ impl Objects<'_> {
                         .insert(WorkView::created(&a.cluster, &a.name, now));
                 }
                 if let Some(work) = self.works.get_mut(&a.cluster) {
-                    let digest = match &a.spec {
-                        Some(spec) => Some(hash::digest(spec)),
-                        None => digests.get(a.revision.as_str()).copied(),
-                    };
-                    apply_work(work, a, digest);
+                    let spec = a.spec.as_ref().unwrap_or(&a.template);
+                    let digest = *digests
+                        .entry(Arc::as_ptr(spec))
+                        .or_insert_with(|| hash::digest(spec));
+                    apply_work(work, a, Some(digest));
                 }
             }
             WorkChange::Relabel {

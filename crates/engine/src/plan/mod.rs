@@ -18,8 +18,6 @@
 //! `deletion` the plan of an MWRS being deleted. Stages import from those, never from
 //! this driver.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use mwrs_api::labels;
 
@@ -169,7 +167,8 @@ impl<'a> Pass<'a> {
             seen,
         } = &observation;
         let abort = self.decide_abort(&revision.update, controls.abort, hold, seen, memory.clone());
-        let writes = self.writes(&revision.update, controls.paused, hold, seen, &abort);
+        let update = (revision.update.as_str(), &revision.template);
+        let writes = self.writes(update, controls.paused, hold, seen, &abort);
         (observation, abort, writes)
     }
 
@@ -189,10 +188,6 @@ impl<'a> Pass<'a> {
         let status = self.status_update(&revision, &controls, &hold, &seen, &abort);
         let pruned = self.prune(&status.status);
 
-        let mut templates = BTreeMap::from([(revision.update.clone(), revision.template)]);
-        if let (AbortState::Held, Some(stable)) = (&hold.state, hold.stable) {
-            templates.insert(stable.hash.clone(), stable.template.clone());
-        }
         let mut revisions = revision.changes;
         revisions.extend(abort.mark);
         revisions.extend(status.mark);
@@ -203,7 +198,6 @@ impl<'a> Pass<'a> {
             finalizer,
             works: writes.works,
             revisions,
-            templates,
             status: Some(status.status),
             events,
             recheck: writes.recheck,

@@ -38,8 +38,10 @@ pub struct WorkApply {
     pub name: String,
     /// No ManifestWork exists yet in that namespace.
     pub create: bool,
-    /// Hash of the revision to write; its template is in [`Plan::templates`].
+    /// Hash of the revision to write.
     pub revision: String,
+    /// That revision's template, shared by every write of it in a pass.
+    pub template: Arc<Value>,
     /// The placementRef the cluster is rolled out by.
     pub placement: String,
     /// Labels and annotations this controller owns on the object (others are kept).
@@ -52,9 +54,17 @@ pub struct WorkApply {
     pub spec: Option<Arc<Value>>,
 }
 
+impl WorkApply {
+    /// The ManifestWork spec this write carries: the plugin's, else the revision's.
+    pub fn written_spec(&self) -> &Value {
+        self.spec.as_deref().unwrap_or(&self.template)
+    }
+}
+
 impl std::fmt::Debug for WorkApply {
-    /// Every field, `spec` only when set: plans without a plugin print as they always
-    /// did (the engine's golden plans are compared as text).
+    /// Every field but the template (its revision names it), `spec` only when set: plans
+    /// without a plugin print as they always did (the engine's golden plans are compared
+    /// as text).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("WorkApply");
         d.field("cluster", &self.cluster)
@@ -203,8 +213,6 @@ pub struct Plan {
     /// Work writes, in the order to make them (applies, relabels, then deletes).
     pub works: Vec<WorkChange>,
     pub revisions: Vec<RevisionChange>,
-    /// Templates by revision hash, for every [`WorkApply::revision`] in `works`.
-    pub templates: BTreeMap<String, Value>,
     /// The status to write; None means leave status alone (deletion).
     pub status: Option<ManifestWorkReplicaSetStatus>,
     pub events: Vec<PlannedEvent>,
@@ -223,7 +231,6 @@ impl Plan {
             finalizer,
             works: Vec::new(),
             revisions: Vec::new(),
-            templates: BTreeMap::new(),
             status: None,
             events: Vec::new(),
             recheck: None,

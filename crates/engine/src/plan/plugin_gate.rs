@@ -10,6 +10,7 @@ use jiff::Timestamp;
 
 use mwrs_api::labels;
 use mwrs_api::mwrs::condition as mwrs_condition;
+use serde_json::Value;
 
 use crate::conditions::{Cond, Status};
 use crate::marks::MarkPlace;
@@ -282,7 +283,7 @@ impl<'a> Pass<'a> {
         &self,
         cluster: &str,
         placement: usize,
-        revision: &str,
+        (revision, template): (&str, &Arc<Value>),
         (begins, next): (&mut Vec<Begin>, &mut Option<Timestamp>),
     ) -> Option<Option<&'a Mutation>> {
         let Some(plugin) = self.plugin_of(placement) else {
@@ -296,6 +297,7 @@ impl<'a> Pass<'a> {
                     target: self.call_target(plugin, placement),
                     cluster: cluster.to_string(),
                     revision: revision.to_string(),
+                    template: template.clone(),
                     aborting: false,
                 });
                 self.now.saturating_add(plugins.poll).ok()
@@ -330,7 +332,7 @@ impl<'a> Pass<'a> {
         &self,
         cluster: &str,
         placement: usize,
-        revision: &str,
+        (revision, template): (&str, &Arc<Value>),
         reverting: bool,
     ) -> Result<Begin, Option<Timestamp>> {
         let Some(plugin) = self.plugin_of(placement) else {
@@ -342,6 +344,7 @@ impl<'a> Pass<'a> {
             target: self.call_target(plugin, placement),
             cluster: cluster.to_string(),
             revision: revision.to_string(),
+            template: template.clone(),
             aborting: true,
         })
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::labels;
+use serde_json::Value;
 
 use crate::plugin::Begin;
 use crate::rollout::{RolloutResult, RolloutStatus};
@@ -28,13 +29,16 @@ pub(super) struct Writes {
     pub(super) begins: Vec<Begin>,
 }
 
+/// A revision as a pass writes it: its hash and its template.
+pub(super) type ToWrite<'t> = (&'t str, &'t Arc<Value>);
+
 impl<'a> Pass<'a> {
     /// Stage 5: while an abort holds, revert to the stable revision; when one starts, write
     /// nothing yet (its `abortedTime` is stored first); otherwise roll forward what the
     /// rollout engine releases, unless paused or stopped by a user's abort.
     pub(super) fn writes(
         &self,
-        update: &str,
+        update: ToWrite<'_>,
         paused: bool,
         hold: &Hold<'_>,
         seen: &Classified,
@@ -43,11 +47,16 @@ impl<'a> Pass<'a> {
         let mut w = Writes::default();
         let mut begin_next = None;
         match &abort.state {
-            AbortState::Held => begin_next = self.revert_to_stable(&hold.target, &mut w),
+            AbortState::Held => {
+                if let Some(stable) = hold.stable {
+                    let template = Arc::new(stable.template.clone());
+                    begin_next = self.revert_to_stable((&stable.hash, &template), &mut w);
+                }
+            }
             AbortState::Starting(_) => w.recheck = Some(SignedDuration::ZERO),
             AbortState::None | AbortState::Failed(_) => {
                 w.recheck = min_recheck(&seen.verdicts);
-                if !paused && !stopped_now(abort.memory.last_abort.as_ref(), update) {
+                if !paused && !stopped_now(abort.memory.last_abort.as_ref(), update.0) {
                     begin_next = self.roll_forward(&seen.verdicts, update, &mut w);
                 }
             }
@@ -120,7 +129,7 @@ impl<'a> Pass<'a> {
         &self,
         cluster: &str,
         d_placement: usize,
-        revision: &str,
+        (revision, template): ToWrite<'_>,
         now: Timestamp,
     ) -> Option<WorkApply> {
         let placement = &self
@@ -149,6 +158,7 @@ impl<'a> Pass<'a> {
             name: existing.map_or_else(|| self.owner.work_name(), |w| w.name.to_string()),
             create: existing.is_none(),
             revision: revision.to_string(),
+            template: template.clone(),
             placement: placement.clone(),
             labels: self.work_labels(placement, revision),
             annotations,
@@ -184,7 +194,7 @@ impl<'a> Pass<'a> {
     pub(super) fn roll_forward(
         &self,
         verdicts: &[Option<RolloutResult>],
-        update: &str,
+        update: ToWrite<'_>,
         w: &mut Writes,
     ) -> Option<Timestamp> {
         let mut next = None;
@@ -212,7 +222,12 @@ impl<'a> Pass<'a> {
     /// Holding an abort: every owned ManifestWork and every desired cluster gets the
     /// stable revision, all at once, whatever the strategy. Returns when a BeginAbort
     /// not answered yet is due again.
-    pub(super) fn revert_to_stable(&self, target: &str, w: &mut Writes) -> Option<Timestamp> {
+    pub(super) fn revert_to_stable(
+        &self,
+        stable: ToWrite<'_>,
+        w: &mut Writes,
+    ) -> Option<Timestamp> {
+        let target = stable.0;
         let id = self.ids.id(target);
         let mut next: Option<Timestamp> = None;
         for (cluster, row) in self.clusters.rows.iter() {
@@ -222,7 +237,7 @@ impl<'a> Pass<'a> {
             // A plugin hears of a revert, not of a rewrite of the revision it carries.
             let reverting =
                 row.work.is_some() && row.carried.map(|c| self.rev_name(c)) != Some(target);
-            match self.abort_notice(cluster, i, target, reverting) {
+            match self.abort_notice(cluster, i, stable, reverting) {
                 Ok(notice) => w.begins.push(notice),
                 Err(Some(at)) => next = Some(next.map_or(at, |n| n.min(at))),
                 Err(None) => {}
@@ -233,7 +248,7 @@ impl<'a> Pass<'a> {
             if self.carries_in(row, id) && self.carries_mutation(row.work, target, mutation) {
                 continue;
             }
-            if let Some(a) = self.apply(cluster, i, target, self.now) {
+            if let Some(a) = self.apply(cluster, i, stable, self.now) {
                 w.works.push(WorkChange::Apply(self.mutated(a, mutation)));
             }
         }

@@ -199,7 +199,7 @@ impl Sim<'_> {
                 // Skipping ahead runs the rollout engine alone: no plugin gets asked.
                 let plugins = !sim.plugins.health.is_empty();
                 if !cfg.every_pass && !plugins && sim.only_the_engine_decides(&plan) {
-                    passes += sim.skip_ahead(&plan, &cfg.plan, &mut waves, budget - passes);
+                    passes += sim.skip_ahead(&cfg.plan, &mut waves, budget - passes);
                 }
                 continue;
             }

@@ -6,13 +6,12 @@
 //! there the planner decides (the failure, an abort). The property test in `tests` holds
 //! it to the same waves as a pass every time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use hashbrown::HashSet;
 use jiff::Timestamp;
 use mwrs_api::labels;
-use serde_json::Value;
 
 use crate::plan::{PlacementRollout, Plan, PlanConfig, RollForward, WorkApply, WorkChange};
 use crate::rollout::{self, ClusterRolloutStatus, Compat, RolloutResult, RolloutStatus};
@@ -80,7 +79,6 @@ impl Sim<'_> {
     /// stood for. The planner's next pass is the one after the last wave.
     pub(super) fn skip_ahead(
         &mut self,
-        plan: &Plan,
         cfg: &PlanConfig,
         waves: &mut Vec<Wave>,
         budget: usize,
@@ -107,20 +105,14 @@ impl Sim<'_> {
             (writes, run.passes, run.now)
         };
         for (at, applies) in writes {
-            self.land(at, applies, &plan.templates, waves);
+            self.land(at, applies, waves);
         }
         self.now = end;
         passes
     }
 
     /// One wave's writes at `at`, recorded, carried out and answered by the agents.
-    fn land(
-        &mut self,
-        at: Timestamp,
-        applies: Vec<WorkApply>,
-        templates: &BTreeMap<String, Value>,
-        waves: &mut Vec<Wave>,
-    ) {
+    fn land(&mut self, at: Timestamp, applies: Vec<WorkApply>, waves: &mut Vec<Wave>) {
         let clusters = applies
             .iter()
             .map(|a| (a.cluster.clone(), a.placement.clone()))
@@ -128,8 +120,7 @@ impl Sim<'_> {
         let update = self.update.clone().unwrap_or_default();
         self.record_wave(waves, at, WaveKind::Rollout, &update, clusters);
         let changes: Vec<WorkChange> = applies.into_iter().map(WorkChange::Apply).collect();
-        self.objects()
-            .write_works(changes.iter().map(|c| (c, at)), templates);
+        self.objects().write_works(changes.iter().map(|c| (c, at)));
         for c in &changes {
             if let WorkChange::Apply(a) = c {
                 self.answer(&a.cluster, at);

@@ -318,7 +318,7 @@ pub mod golden {
     use std::cell::Cell;
     use std::path::PathBuf;
 
-    use mwrs_engine::plan::Plan;
+    use mwrs_engine::plan::{Plan, WorkChange};
     use sha2::{Digest, Sha256};
 
     thread_local! {
@@ -333,7 +333,6 @@ pub mod golden {
             finalizer,
             works,
             revisions,
-            templates,
             status,
             events,
             recheck,
@@ -355,13 +354,26 @@ pub mod golden {
             "finalizer={finalizer:?}\nworks={works:?}\nrevisions={revisions:?}\n\
              templates={}\nstatus={}\nevents={events:?}\nrecheck={recheck:?}\n\
              invalid={}\nclusters={clusters:?}\n{plugin_calls}",
-            serde_json::to_string(templates).unwrap_or_default(),
+            serde_json::to_string(&written_templates(works)).unwrap_or_default(),
             serde_json::to_string(status).unwrap_or_default(),
             invalid
                 .as_ref()
                 .map(ToString::to_string)
                 .unwrap_or_default(),
         )
+    }
+
+    /// The template each revision written by `works` carries.
+    fn written_templates(
+        works: &[WorkChange],
+    ) -> std::collections::BTreeMap<&str, &serde_json::Value> {
+        works
+            .iter()
+            .filter_map(|w| match w {
+                WorkChange::Apply(a) => Some((a.revision.as_str(), &*a.template)),
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn digest(plan: &Plan) -> String {

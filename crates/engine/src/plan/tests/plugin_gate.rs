@@ -3,6 +3,7 @@
 //! deadline times out; a plugin that does not answer holds the rollout.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use mwrs_api::mwrs::condition as mwrs_condition;
@@ -89,6 +90,15 @@ fn sent(revision: &str, aborting: bool, ago: i64) -> Begun {
 }
 
 /// The clusters a plan writes a revision to: (cluster, revision).
+/// The template of `revision` as the fixture stores it (the spec's, for the update).
+fn template_of(f: &Fixture, revision: &str) -> Arc<serde_json::Value> {
+    let stored = f.revisions.iter().find(|r| r.hash == revision);
+    Arc::new(stored.map_or_else(
+        || f.mwrs.spec.manifest_work_template.to_value(),
+        |r| r.template.clone(),
+    ))
+}
+
 fn applies(p: &crate::Plan) -> Vec<(String, String)> {
     p.works
         .iter()
@@ -431,6 +441,7 @@ fn the_update_revision_is_written_once_the_plugin_answered_begin_rollout() {
         target: target(&update),
         cluster: "c1".into(),
         revision: update.clone(),
+        template: template_of(&f, &update),
         aborting: false,
     };
     assert_eq!(out.plugin_calls.begins, [begin]);
@@ -500,6 +511,7 @@ fn an_abort_reverts_at_once_tells_the_plugin_and_validates_each_revert() {
             target: target(&update),
             cluster: "c1".into(),
             revision: STABLE.into(),
+            template: template_of(&f, STABLE),
             aborting: true,
         }],
         "BeginAbort about the cluster reverted, not those already back"
