@@ -122,6 +122,32 @@ pub fn start_controller_configured(hub: &TestHub, config: Config, shared: Shared
     })
 }
 
+/// [`start_controller`] on the client `through` makes of the shipped role's (one that
+/// records or holds requests).
+pub fn start_controller_through(
+    hub: &TestHub,
+    through: impl FnOnce(kube::Client) -> kube::Client + Send + 'static,
+) -> TaskGuard {
+    mwrs_testsupport::init_tracing();
+    let config = Config {
+        namespace: Some(hub.namespace.clone()),
+        ..Config::default()
+    };
+    let site = rbac::Site::of(hub);
+    TaskGuard::spawn(async move {
+        let client = rbac::shipped_role_client(&site)
+            .await
+            .unwrap_or_else(|e| panic!("cannot set up the shipped RBAC: {e:#}"));
+        mwrs_controller::run(
+            through(client),
+            config,
+            Shared::default(),
+            std::future::pending(),
+        )
+        .await
+    })
+}
+
 /// The common start of a test: its slice of the hub, the in-process controller, and
 /// Placement `p` selecting every cluster of the test. None: no hub (test skipped).
 pub async fn started(test: &str, clusters: usize) -> Option<(TestHub, TaskGuard)> {
