@@ -14,7 +14,8 @@ use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_testsupport::sse::{SseEvent, SseStream, dashboard_session};
 use serde_json::{Value, json};
 
-use crate::{Bench, Proc};
+use crate::process::Proc;
+use crate::sizes::Bench;
 
 const NS: &str = "bench-dashboard";
 

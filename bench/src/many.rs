@@ -29,7 +29,9 @@ use mwrs_api::work::ManifestWork;
 use mwrs_fleet::placement::{self, DecisionGroup};
 use serde_json::{Value, json};
 
-use crate::{Bench, Proc, controller_counts, http_get, metric_sum_with, template};
+use crate::fleet_view::template;
+use crate::process::{Proc, controller_counts, http_get, metric_sum_with};
+use crate::sizes::Bench;
 
 const NS: &str = "bench-many";
 

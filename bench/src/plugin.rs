@@ -18,7 +18,9 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_fleet::placement::{self, DecisionGroup};
 use serde_json::{Value, json};
 
-use crate::{Bench, Proc, free_port, http_get, hub_requests, metric_sum_with, template};
+use crate::fleet_view::template;
+use crate::process::{Proc, free_port, http_get, hub_requests, metric_sum_with};
+use crate::sizes::Bench;
 
 const NS: &str = "bench-plugin";
 const NAME: &str = "judged";

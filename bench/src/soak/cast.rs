@@ -17,7 +17,7 @@ use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_fleet::{Agent, AgentConfig, AgentHandle};
 
 use super::rng::Rng;
-use crate::Proc;
+use crate::process::Proc;
 
 /// Every kind of fault the soak injects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

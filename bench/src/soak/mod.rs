@@ -114,7 +114,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
     let fixed: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
     let behaviour = fleet_behaviour(&groups, fixed.clone(), args.seed);
     // One port for the whole run: the controllers' --work-config names it.
-    let plugin_addr = format!("127.0.0.1:{}", crate::free_port()?);
+    let plugin_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
     access::grant_plugin(&client, &names).await?;
     let plugin_kubeconfig =
         access::account_kubeconfig(&client, &args.kubeconfig, access::PLUGIN_ACCOUNT).await?;
@@ -281,7 +281,7 @@ async fn replica_launch(
         &work_config,
         format!("plugins:\n  - name: {PLUGIN}\n    endpoint: http://{plugin_addr}\n"),
     )?;
-    let port = crate::free_port()?;
+    let port = crate::process::free_port()?;
     Ok(Launch {
         name: format!("replica-{name}"),
         program: args.controller.clone(),

@@ -63,7 +63,7 @@ fn template(subject: &Subject, version: &str) -> Value {
     if subject.plugin {
         crate::plugin::judged_template(version, 0)
     } else {
-        crate::template(version)
+        crate::fleet_view::template(version)
     }
 }
 

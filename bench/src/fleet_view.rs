@@ -1,0 +1,183 @@
+//! The bench's one watch over every ManifestWork on the hub, and what it tells. A
+//! ManifestWork carries version v when its first manifest's `data.version` is v (as
+//! [`template`] writes it), so the same check serves the controller, the peer and the bare
+//! client. [`Tracker`] keeps, for every ManifestWork, the version it carries, the count per
+//! version, when a ManifestWork on a version first reported Degraded at its generation, and
+//! when one was first seen moving to a version; [`Tracker::until`] waits on those.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Client, ResourceExt};
+use mwrs_api::work::ManifestWork;
+use serde_json::{Value, json};
+
+/// A realistic template: a ConfigMap carrying the version, a Deployment and a Service.
+pub(crate) fn template(version: &str) -> Value {
+    json!({"workload": {"manifests": [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "web-config", "namespace": "web"},
+         "data": {"version": version, "settings.yaml": "replicas: 3\nlogLevel: info\nfeatures:\n  - a\n  - b\n"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "web", "namespace": "web", "labels": {"app": "web"}},
+         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+           "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{
+             "name": "web", "image": format!("registry.example.com/web:{version}"),
+             "ports": [{"containerPort": 8080}],
+             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "web", "namespace": "web"},
+         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+    ]}})
+}
+
+fn version_of(mw: &ManifestWork) -> Option<String> {
+    mw.spec
+        .to_value()
+        .pointer("/workload/manifests/0/data/version")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+#[derive(Default)]
+pub(crate) struct Seen {
+    pub(crate) works: HashMap<(String, String), Option<String>>,
+    counts: HashMap<String, usize>,
+    /// First time a ManifestWork on this version reported Degraded at its generation.
+    pub(crate) first_degraded: HashMap<String, Instant>,
+    /// First time a ManifestWork was seen moving to this version (since last cleared).
+    pub(crate) first_moved_to: HashMap<String, Instant>,
+}
+
+impl Seen {
+    fn set(&mut self, key: (String, String), version: Option<String>, now: Instant) {
+        if let Some(Some(old)) = self.works.get(&key)
+            && let Some(c) = self.counts.get_mut(old)
+        {
+            *c -= 1;
+            if let Some(v) = version.as_ref().filter(|v| *v != old) {
+                self.first_moved_to.entry(v.clone()).or_insert(now);
+            }
+        }
+        if let Some(v) = &version {
+            *self.counts.entry(v.clone()).or_default() += 1;
+        }
+        self.works.insert(key, version);
+    }
+
+    fn remove(&mut self, key: &(String, String)) {
+        if let Some(Some(old)) = self.works.remove(key)
+            && let Some(c) = self.counts.get_mut(&old)
+        {
+            *c -= 1;
+        }
+    }
+
+    pub(crate) fn count(&self, version: &str) -> usize {
+        self.counts.get(version).copied().unwrap_or(0)
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Tracker {
+    pub(crate) seen: Arc<Mutex<Seen>>,
+    changed: tokio::sync::watch::Receiver<u64>,
+}
+
+fn degraded(mw: &ManifestWork) -> bool {
+    let generation = mw.metadata.generation;
+    mw.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "Degraded" && c.status == "True" && c.observed_generation == generation
+            })
+        })
+}
+
+impl Tracker {
+    pub(crate) async fn start(client: Client) -> anyhow::Result<Self> {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (tx, rx) = tokio::sync::watch::channel(0u64);
+        let api: Api<ManifestWork> = Api::all(client);
+        let s = seen.clone();
+        let (synced_tx, synced) = tokio::sync::oneshot::channel::<()>();
+        let mut ready_tx = Some(synced_tx);
+        tokio::spawn(async move {
+            let mut events = watch_fn(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .boxed();
+            let mut seq = 0u64;
+            while let Some(ev) = events.next().await {
+                let Ok(ev) = ev else { continue };
+                let now = Instant::now();
+                {
+                    let Ok(mut st) = s.lock() else { return };
+                    match ev {
+                        Event::Apply(mw) | Event::InitApply(mw) => {
+                            let key = (mw.namespace().unwrap_or_default(), mw.name_any());
+                            let v = version_of(&mw);
+                            if degraded(&mw)
+                                && let Some(v) = &v
+                            {
+                                st.first_degraded.entry(v.clone()).or_insert(now);
+                            }
+                            st.set(key, v, now);
+                        }
+                        Event::Delete(mw) => {
+                            st.remove(&(mw.namespace().unwrap_or_default(), mw.name_any()));
+                        }
+                        Event::InitDone => {
+                            if let Some(t) = ready_tx.take() {
+                                let _ = t.send(());
+                            }
+                        }
+                        Event::Init => {}
+                    }
+                }
+                seq += 1;
+                let _ = tx.send(seq);
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(120), synced)
+            .await
+            .context("ManifestWork watch did not sync")??;
+        Ok(Tracker { seen, changed: rx })
+    }
+
+    /// Waits until `pred` holds; returns when it was first seen to hold.
+    pub(crate) async fn until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Seen) -> bool,
+    ) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + timeout;
+        let mut rx = self.changed.clone();
+        loop {
+            {
+                let st = self.seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                if pred(&st) {
+                    return Ok(Instant::now());
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let st = self.seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                bail!(
+                    "timed out waiting for {what}; works {} by version {:?}",
+                    st.works.len(),
+                    st.counts
+                );
+            }
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), rx.changed()).await;
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The processes the bench starts (controllers, the peer, plugins, dashboards, soak
+//! replicas) as [`Proc`]: spawned with their output in a log file, killed on drop, their
+//! CPU and memory read from `/proc`. Also the plain HTTP and Prometheus-text reads of
+//! their metrics and of the hub's.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::Client;
+use tokio::process::{Child, Command};
+
+use crate::cpu;
+
+pub(crate) struct Proc {
+    pub(crate) child: Child,
+    name: String,
+}
+
+impl Proc {
+    pub(crate) fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> anyhow::Result<Self> {
+        Self::spawn_with(name, program, args, &[], log)
+    }
+
+    /// [`Proc::spawn`] with `env` set for the process.
+    pub(crate) fn spawn_with(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> anyhow::Result<Self> {
+        let out = std::fs::File::create(log).with_context(|| format!("{}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(program)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        Ok(Proc {
+            child,
+            name: name.to_string(),
+        })
+    }
+
+    pub(crate) fn pid(&self) -> anyhow::Result<u32> {
+        self.child
+            .id()
+            .ok_or_else(|| anyhow::anyhow!("{} has exited", self.name))
+    }
+
+    /// The process and its children (a wrapper script `exec`s, but be safe).
+    fn tree(&self) -> anyhow::Result<Vec<u32>> {
+        Ok(cpu::tree(self.pid()?))
+    }
+
+    /// CPU seconds (user + system) of the process tree.
+    pub(crate) fn cpu_secs(&self, tck: f64) -> anyhow::Result<f64> {
+        Ok(cpu::tree_cpu_secs(self.pid()?, tck).unwrap_or(0.0))
+    }
+
+    /// Peak resident set size in bytes, summed over the tree.
+    pub(crate) fn peak_rss(&self) -> anyhow::Result<u64> {
+        self.status_bytes("VmHWM:")
+    }
+
+    /// Resident set size now, in bytes, summed over the tree.
+    pub(crate) fn rss(&self) -> anyhow::Result<u64> {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// A kB field of `/proc/PID/status`, in bytes, summed over the tree.
+    fn status_bytes(&self, field: &str) -> anyhow::Result<u64> {
+        let mut total = 0;
+        for p in self.tree()? {
+            let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
+                continue;
+            };
+            total += s
+                .lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024;
+        }
+        Ok(total)
+    }
+
+    pub(crate) async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+pub(crate) fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The body of a 200 answer to a plain HTTP GET, else None.
+pub(crate) async fn http_get(addr: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf);
+    if !(text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200")) {
+        return None;
+    }
+    text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// Sum of the samples of `metric` (any labels) in Prometheus text.
+fn metric_sum(text: &str, metric: &str) -> f64 {
+    metric_sum_with(text, metric, &[])
+}
+
+/// Sum of the samples of `metric` whose labels include every one of `labels`
+/// (`name="value"`).
+pub(crate) fn metric_sum_with(text: &str, metric: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(metric)
+                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
+        })
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        // An empty f64 sum is -0.0; print 0.
+        .sum::<f64>()
+        + 0.0
+}
+
+/// (reconciles, writes) the controller has counted so far.
+pub(crate) async fn controller_counts(addr: &str) -> (f64, f64) {
+    match http_get(addr, "/metrics").await {
+        Some(t) => (
+            metric_sum(&t, "mwrs_controller_reconciles_total"),
+            metric_sum(&t, "mwrs_controller_writes_total"),
+        ),
+        None => (f64::NAN, f64::NAN),
+    }
+}
+
+/// Requests the hub has completed so far (every verb, every client).
+pub(crate) async fn hub_requests(client: &Client) -> anyhow::Result<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    Ok(metric_sum(&text, "apiserver_request_total"))
+}

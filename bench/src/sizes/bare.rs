@@ -1,0 +1,74 @@
+//! The bare client: a plain client creating, updating and deleting N ManifestWorks with
+//! the write concurrency the controller is given, the hub's own limit that the fan-out
+//! and every abort round are measured against.
+
+use std::time::Instant;
+
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use mwrs_api::work::ManifestWork;
+use serde_json::json;
+
+use super::{Bench, Window};
+use crate::fleet_view::template;
+
+impl Bench {
+    /// The hub's limit: the same writes from a plain client.
+    pub(super) async fn bare(&self, n: usize) -> anyhow::Result<(f64, Window)> {
+        self.bare_versions(n, "v1", "v2").await
+    }
+
+    /// A plain client creates `n` ManifestWorks on version `created`, updates them to
+    /// `updated` and deletes them: the time of the creates, and when the updates ran.
+    pub(super) async fn bare_versions(
+        &self,
+        n: usize,
+        created: &str,
+        updated: &str,
+    ) -> anyhow::Result<(f64, Window)> {
+        let pp = PostParams::default();
+        let t0 = Instant::now();
+        self.each_cluster(n, |api| {
+            let pp = pp.clone();
+            async move {
+                let mw: ManifestWork = serde_json::from_value(json!({
+                    "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                    "metadata": {"name": "bare-client", "labels": {"mwrs-bench": "bare"}},
+                    "spec": template(created),
+                }))
+                .map_err(kube::Error::SerdeError)?;
+                api.create(&pp, &mw).await.map(|_| ())
+            }
+        })
+        .await?;
+        let create = self.wait_version(created, n).await? - t0;
+        let t0 = Instant::now();
+        let body = json!({"spec": template(updated)});
+        self.each_cluster(n, |api| {
+            let body = body.clone();
+            async move {
+                api.patch("bare-client", &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await?;
+        let update = Window {
+            from: t0,
+            to: self.wait_version(updated, n).await?,
+        };
+        self.each_cluster(n, |api| async move {
+            api.delete("bare-client", &DeleteParams::default())
+                .await
+                .map(|_| ())
+        })
+        .await?;
+        self.tracker
+            .until(
+                "the bare client's ManifestWorks gone",
+                self.timeout(),
+                |s| s.count(updated) == 0,
+            )
+            .await?;
+        Ok((create.as_secs_f64(), update))
+    }
+}
