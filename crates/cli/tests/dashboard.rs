@@ -348,6 +348,55 @@ async fn the_live_stream_sends_the_view_then_what_changed_and_resumes() {
     assert!(e.data["why"].as_str().unwrap().contains("deleted"), "{e:?}");
 }
 
+/// Item 5 of issue #35: the list page's overview is streamed from one watch (not
+/// polled): every MWRS shown first, then only the rows that changed or went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_streams_every_mwrs_then_only_what_changed() {
+    let Some(hub) = TestHub::from_env("cli-dashboard-overview", 2).await else {
+        return;
+    };
+    hub.publish_all("p").await;
+    create_v1(&hub, "app", json!({"type": "All"})).await;
+    let d = start(&hub).await;
+    let auth = format!("Bearer {}", d.token);
+    let mut live = Events::open(&d.addr, "/api/mwrs/events", &[("Authorization", &auth)]).await;
+    let first = live.next().await;
+    assert_eq!(first.kind, "snapshot", "{first:?}");
+    let names = |rows: &Value| -> Vec<String> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}",
+                    r["namespace"].as_str().unwrap(),
+                    r["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let app = format!("{}/app", hub.namespace);
+    assert_eq!(
+        names(&first.data["view"]["rows"]),
+        std::slice::from_ref(&app)
+    );
+
+    create_v1(&hub, "web", json!({"type": "All"})).await;
+    let e = live.next().await;
+    assert_eq!(e.kind, "change", "{e:?}");
+    assert_eq!(names(&e.data["rows"]), [format!("{}/web", hub.namespace)]);
+    assert_eq!(e.data["header"]["count"], 2);
+
+    hub.mwrs_api()
+        .delete("app", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let e = live.next().await;
+    assert_eq!(e.kind, "change", "{e:?}");
+    assert_eq!(e.data["removed"], json!([app]), "{e:?}");
+    assert_eq!(e.data["rows"], json!([]), "{e:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actions_write_what_the_commands_write_and_only_from_the_page_when_enabled() {
     let Some((hub, _running)) = app_on_v1("cli-dashboard-actions").await else {

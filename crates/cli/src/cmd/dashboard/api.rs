@@ -114,9 +114,12 @@ pub struct Settings {
 }
 
 /// One line of the list: an MWRS and where its rollout stands.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Row {
+    /// `namespace/name`, what the live overview names a line by.
+    #[serde(skip)]
+    pub key: String,
     pub namespace: String,
     pub name: String,
     pub state: Phase,
@@ -131,9 +134,11 @@ impl Row {
     pub fn of(m: &ManifestWorkReplicaSet) -> Self {
         let (state, message) = phase(m);
         let status = m.status.clone().unwrap_or_default();
+        let (namespace, name) = (m.namespace().unwrap_or_default(), m.name_any());
         Self {
-            namespace: m.namespace().unwrap_or_default(),
-            name: m.name_any(),
+            key: format!("{namespace}/{name}"),
+            namespace,
+            name,
             state,
             message,
             desired: status.summary.desired_total,

@@ -6,13 +6,16 @@
 //! then it also pauses, resumes, aborts, retries and undoes, writing exactly what those
 //! commands write ([`actions`]).
 //!
-//! The parts: the guard, the data as JSON ([`api`]), the live stream ([`feed`]), and the
+//! The parts: the guard, the data as JSON ([`api`]), the live streams of one MWRS ([`feed`])
+//! and of every MWRS shown ([`overview`]), both in [`frames`], and the
 //! page, compiled in (`assets/`: `view.js` is its pure logic, tested with `node --test`).
 
 pub mod actions;
 pub mod api;
 pub mod feed;
+pub mod frames;
 pub mod guard;
+pub mod overview;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,9 +33,15 @@ use crate::hub::HubClient;
 pub fn router(source: api::Source, g: guard::Guard) -> Router {
     let source = Arc::new(source);
     let feeds = Arc::new(feed::Feeds::new(source.clone()));
+    let overview = Arc::new(overview::OverviewFeed::new(source.clone()));
     let live = Router::new()
         .route("/api/mwrs/{namespace}/{name}/events", get(feed::events))
-        .with_state(feeds);
+        .with_state(feeds)
+        .merge(
+            Router::new()
+                .route("/api/mwrs/events", get(overview::events))
+                .with_state(overview),
+        );
     let settings = api::Settings {
         actions: g.actions(),
         namespace: source.namespace.clone(),

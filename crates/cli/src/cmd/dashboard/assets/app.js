@@ -12,7 +12,9 @@ const settings = await fetch('/api/settings').then((r) => r.json()).catch(() => 
 
 /** The MWRS page's live connection and what it holds. */
 const page = {
-  source: null, state: null, key: null, cells: new Map(), bandHeads: [], table: false, listTimer: null,
+  source: null, state: null, key: null, cells: new Map(), bandHeads: [], table: false,
+  // The list page's overview (`{seq, rows}`), and the virtual tables drawn.
+  list: null, listTable: null, clusterTable: null,
   // Counts what was shown: an async step of a view the user has left since does nothing.
   shown: 0,
   filters: V.parseFilters(''),
@@ -20,9 +22,10 @@ const page = {
 };
 /**
  * Redraw times in ms, for the footer and the browser test: every redraw, and by kind
- * (`full`: a snapshot drawn whole; `change`: a batch applied; `table`: the table view).
+ * (`full`: a snapshot drawn whole; `change`: a batch applied; `table`: the table view;
+ * `list`: a frame of the overview).
  */
-const timing = { last: 0, max: 0, count: 0, full: {}, change: {}, table: {} };
+const timing = { last: 0, max: 0, count: 0, full: {}, change: {}, table: {}, list: {} };
 window.mwrsRedraw = timing;
 
 function el(tag, props = {}, ...children) {
@@ -53,8 +56,8 @@ function stop() {
   page.shown += 1;
   if (page.source) page.source.close();
   page.source = null;
-  clearInterval(page.listTimer);
-  page.listTimer = null;
+  page.listTable = null;
+  page.clusterTable = null;
   clearTimeout(page.plan.timer);
   clearTimeout(page.tableTimer);
   page.tableTimer = null;
@@ -84,42 +87,83 @@ async function call(path, body) {
 
 // ---- the list -------------------------------------------------------------------------
 
-async function showList() {
+function showList() {
   stop();
-  const shown = page.shown;
   page.state = null;
   page.key = null;
-  const draw = async () => {
-    let rows;
-    try {
-      const r = await fetch('/api/mwrs');
-      if (!r.ok) throw new Error((await r.json()).error || r.statusText);
-      rows = await r.json();
-      // Left for an MWRS while the list was read.
-      if (page.shown !== shown) return;
-      setConn('live', `updated ${new Date().toLocaleTimeString()}`);
-    } catch (e) {
-      if (page.shown === shown) setConn('stale', `stale: ${e.message}`);
-      return;
-    }
-    const body = el('tbody');
-    for (const m of rows) {
-      const link = el('a', { href: `#/${encodeURIComponent(m.namespace)}/${encodeURIComponent(m.name)}`, text: m.name });
-      const pct = m.desired ? Math.round((100 * m.updated) / m.desired) : 0;
-      const bar = el('span', { class: 'bar', title: `${m.updated} of ${m.desired}` }, el('span'));
-      bar.firstChild.style.width = `${pct}%`;
-      body.append(el('tr', {},
-        el('td', { text: m.namespace }), el('td', {}, link),
-        el('td', { class: 'state', text: m.state }), el('td', {}, bar),
-        el('td', { text: `${m.updated}/${m.desired}` }), el('td', { text: m.message })));
-    }
-    const head = el('tr', {}, ...['NAMESPACE', 'NAME', 'STATE', 'PROGRESS', 'UPDATED', 'MESSAGE'].map((t) => el('th', { text: t })));
-    main.replaceChildren(el('h2', { text: 'ManifestWorkReplicaSets' }), el('table', {}, el('thead', {}, head), body));
+  page.list = null;
+  main.replaceChildren(el('h2', { text: 'ManifestWorkReplicaSets' }), el('p', { text: 'reading ...' }));
+  listenList();
+}
+
+/** Opens the live overview, resuming from the frame held (a tab shown again). */
+function listenList() {
+  const url = page.list ? `/api/mwrs/events?last=${page.list.seq}` : '/api/mwrs/events';
+  openStream(url, (d) => {
+    timed('list', () => { page.list = V.listFromSnapshot(d.view, d.seq); drawList(); });
+  }, (d) => {
+    if (!page.list) return;
+    timed('list', () => { page.list = V.applyListChange(page.list, d); drawList(); });
+  });
+}
+
+function drawList() {
+  const rows = V.listRows(page.list);
+  if (!page.listTable) {
+    const head = ['NAMESPACE', 'NAME', 'STATE', 'PROGRESS', 'UPDATED', 'MESSAGE'];
+    page.listTable = virtualTable('list', head, drawListRow);
+    main.replaceChildren(el('h2', { text: 'ManifestWorkReplicaSets' }), el('p', { id: 'list-count' }), page.listTable.el);
+  }
+  document.getElementById('list-count').textContent = V.listSummary(page.list);
+  page.listTable.set(rows);
+}
+
+function drawListRow(m) {
+  const link = el('a', { href: `#/${encodeURIComponent(m.namespace)}/${encodeURIComponent(m.name)}`, text: m.name });
+  const pct = m.desired ? Math.round((100 * m.updated) / m.desired) : 0;
+  const bar = el('span', { class: 'bar', title: `${m.updated} of ${m.desired}` }, el('span'));
+  bar.firstChild.style.width = `${pct}%`;
+  return el('tr', { 'data-key': V.rowKey(m) },
+    el('td', { text: m.namespace }), el('td', {}, link),
+    el('td', { class: 'state', text: m.state }), el('td', {}, bar),
+    el('td', { text: `${m.updated}/${m.desired}` }), el('td', { text: m.message, title: m.message }));
+}
+
+// ---- tables that draw only the rows in view ---------------------------------------------
+
+/** Every row of a virtual table is this tall (app.css sets it), so a scroll offset is a row. */
+const ROW_PX = 24;
+/** Rows drawn above and below the ones in view, so a short scroll shows no gap. */
+const OVERSCAN = 20;
+
+/**
+ * A table in a scrolling box that holds a row element only for the rows in view: a list
+ * of 5,000 costs what 60 cost. `set(items)` gives it the rows (kept scroll position);
+ * `drawRow(item)` makes one `<tr>`. The box's `data-rows` says how many rows it has.
+ */
+function virtualTable(id, head, drawRow) {
+  const body = el('tbody');
+  const table = el('table', {}, el('thead', {}, el('tr', {}, ...head.map((t) => el('th', { text: t })))), body);
+  const box = el('div', { class: 'vscroll', id: `${id}-rows` }, table);
+  let items = [];
+  let queued = false;
+  const paint = () => {
+    queued = false;
+    const height = box.clientHeight || window.innerHeight;
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW_PX) - OVERSCAN);
+    const last = Math.min(items.length, first + Math.ceil(height / ROW_PX) + 2 * OVERSCAN);
+    const spacer = (rows) => {
+      const tr = el('tr', { class: 'spacer' });
+      tr.style.height = `${rows * ROW_PX}px`;
+      return tr;
+    };
+    body.replaceChildren(spacer(first), ...items.slice(first, last).map(drawRow), spacer(items.length - last));
+    box.dataset.rows = String(items.length);
   };
-  await draw();
-  // Left for an MWRS while the list was read: no timer would ever stop this one.
-  if (page.shown !== shown) return;
-  page.listTimer = setInterval(() => { if (!document.hidden) draw(); }, 5000);
+  box.addEventListener('scroll', () => {
+    if (!queued) { queued = true; requestAnimationFrame(paint); }
+  });
+  return { el: box, set(next) { items = next; paint(); } };
 }
 
 // ---- one MWRS -------------------------------------------------------------------------
@@ -141,26 +185,27 @@ function showMwrs(r) {
 function listen() {
   let url = apiPath('/events');
   if (page.state) url += `?last=${page.state.seq}`;
-  const s = new EventSource(url);
-  page.source = s;
-  s.addEventListener('open', () => setConn('live', 'live'));
-  s.addEventListener('error', () => setConn('', 'reconnecting ...'));
-  s.addEventListener('stale', (e) => setConn('stale', `stale: ${JSON.parse(e.data).why}`));
-  s.addEventListener('snapshot', (e) => {
-    const d = JSON.parse(e.data);
+  openStream(url, (d) => {
     timed('full', () => { page.state = V.fromSnapshot(d.view, d.seq); drawAll(); });
-    setConn('live', 'live');
-  });
-  s.addEventListener('change', (e) => {
-    const d = JSON.parse(e.data);
+  }, (d) => {
     if (!page.state) return;
     timed('change', () => {
       const before = page.state;
       page.state = V.applyChange(before, d);
       drawChanges(before, d);
     });
-    setConn('live', 'live');
   });
+}
+
+/** A live stream of frames at `url`: the whole picture to `onSnapshot`, then each change to `onChange`. */
+function openStream(url, onSnapshot, onChange) {
+  const s = new EventSource(url);
+  page.source = s;
+  s.addEventListener('open', () => setConn('live', 'live'));
+  s.addEventListener('error', () => setConn('', 'reconnecting ...'));
+  s.addEventListener('stale', (e) => setConn('stale', `stale: ${JSON.parse(e.data).why}`));
+  s.addEventListener('snapshot', (e) => { onSnapshot(JSON.parse(e.data)); setConn('live', 'live'); });
+  s.addEventListener('change', (e) => { onChange(JSON.parse(e.data)); setConn('live', 'live'); });
 }
 
 function timed(kind, f) {
@@ -485,16 +530,20 @@ function controls(f) {
 function drawTable(f) {
   const t = document.getElementById('table');
   if (!t || !page.table) return;
-  const body = el('tbody');
-  for (const { line, cell } of V.rows(page.state, f)) {
-    body.append(el('tr', { 'data-cluster': line.cluster },
-      el('td', { text: line.cluster }), el('td', { text: line.placement }),
-      el('td', { text: line.group ? line.group.name || String(line.group.index) : '' }),
-      el('td', { text: line.revision || '<none>' }), el('td', { text: line.state }),
-      el('td', { text: V.LABELS[cell] }), el('td', { text: line.note || '' })));
+  if (!page.clusterTable || !t.contains(page.clusterTable.el)) {
+    const head = ['CLUSTER', 'PLACEMENT', 'GROUP', 'REVISION', 'STATE', 'CELL', 'NOTE'];
+    page.clusterTable = virtualTable('table', head, drawClusterRow);
+    t.replaceChildren(page.clusterTable.el);
   }
-  const head = el('tr', {}, ...['CLUSTER', 'PLACEMENT', 'GROUP', 'REVISION', 'STATE', 'CELL', 'NOTE'].map((x) => el('th', { text: x })));
-  t.replaceChildren(el('table', {}, el('thead', {}, head), body));
+  page.clusterTable.set(V.rows(page.state, f));
+}
+
+function drawClusterRow({ line, cell }) {
+  return el('tr', { 'data-cluster': line.cluster },
+    el('td', { text: line.cluster }), el('td', { text: line.placement }),
+    el('td', { text: line.group ? line.group.name || String(line.group.index) : '' }),
+    el('td', { text: line.revision || '<none>' }), el('td', { text: line.state }),
+    el('td', { text: V.LABELS[cell] }), el('td', { text: line.note || '', title: line.note || '' }));
 }
 
 async function detail(name) {
@@ -545,13 +594,13 @@ function navigate() {
 
 window.addEventListener('hashchange', navigate);
 document.addEventListener('visibilitychange', () => {
-  if (!page.key) return;
   if (document.hidden) {
     if (page.source) page.source.close();
     page.source = null;
     setConn('', 'paused while hidden');
   } else if (!page.source) {
-    listen();
+    if (page.key) listen();
+    else listenList();
   }
 });
 navigate();

@@ -28,6 +28,38 @@ export function applyChange(state, change) {
   return { seq: change.seq, header: change.header, clusters };
 }
 
+/** An MWRS row's key in the overview: `namespace/name`. */
+export const rowKey = (row) => `${row.namespace}/${row.name}`;
+
+/** What the list page holds of the overview: every MWRS by key. */
+export function listFromSnapshot(overview, seq) {
+  return { seq, rows: new Map(overview.rows.map((r) => [rowKey(r), r])) };
+}
+
+/** The overview after a `change` event: the rows that changed, less those gone. */
+export function applyListChange(state, change) {
+  const rows = new Map(state.rows);
+  for (const r of change.rows) rows.set(rowKey(r), r);
+  for (const key of change.removed) rows.delete(key);
+  return { seq: change.seq, rows };
+}
+
+/** The overview's rows by namespace, then name. */
+export function listRows(state) {
+  return [...state.rows.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, r]) => r);
+}
+
+/** The overview in a line: how many MWRS, and how many in each state. */
+export function listSummary(state) {
+  const by = new Map();
+  for (const r of state.rows.values()) by.set(r.state, (by.get(r.state) || 0) + 1);
+  const states = [...by.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([st, n]) => `${n} ${st}`);
+  const n = state.rows.size;
+  return `${n} ManifestWorkReplicaSet${n === 1 ? '' : 's'}${states.length ? `: ${states.join(', ')}` : ''}`;
+}
+
 const bandOf = (line) => `${line.placement}\u0000${line.group ? line.group.index : 0}\u0000${line.group ? line.group.name : ''}`;
 
 /**

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 // attention, budgets, band progress, actions) comes computed in the view and is tested in
 // Rust (crates/cli/src/view.rs, the engine's plan/tests/budget.rs).
 import {
-  actionText, applyChange, bandProgress, bands, budgetText, counts,
+  actionText, applyChange, applyListChange, listFromSnapshot, listRows, listSummary, bandProgress, bands, budgetText, counts,
   filtering, formatFilters, fromSnapshot, groupLabel, matches, parseFilters, planRows, repaint, revisionText, rows, seconds,
   summary,
 } from './view.js';
@@ -164,4 +164,15 @@ test('filters keep a cluster by state, decision group, name and attention', () =
   assert.ok(!matches(b, f({ attention: true })));
   assert.ok(matches(b, f({ group: '2' })));
   assert.ok(!matches(b, f({ q: 'eu' })));
+});
+
+test('the overview keeps every MWRS by namespace and name, in order, through changes', () => {
+  const row = (namespace, name, state) => ({ namespace, name, state, message: '', desired: 2, updated: 1 });
+  let list = listFromSnapshot({ rows: [row('b', 'app', 'Progressing'), row('a', 'web', 'Complete')] }, 3);
+  assert.deepEqual(listRows(list).map((r) => `${r.namespace}/${r.name}`), ['a/web', 'b/app']);
+  list = applyListChange(list, { seq: 4, header: { count: 2 }, rows: [row('a', 'api', 'Aborted'), row('b', 'app', 'Complete')], removed: ['a/web'] });
+  assert.equal(list.seq, 4);
+  assert.deepEqual(listRows(list).map((r) => [r.name, r.state]), [['api', 'Aborted'], ['app', 'Complete']]);
+  assert.equal(listSummary(list), '2 ManifestWorkReplicaSets: 1 Aborted, 1 Complete');
+  assert.equal(listSummary(listFromSnapshot({ rows: [] }, 1)), '0 ManifestWorkReplicaSets');
 });
