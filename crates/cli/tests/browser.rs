@@ -463,17 +463,100 @@ async fn the_overview_stays_live_with_a_thousand_mwrs() {
 const BUDGETS: &str = "return Object.fromEntries([...document.querySelectorAll('.budget')] \
     .map((b) => [b.dataset.placement, b.textContent]));";
 
-/// Mid-rollout, with failed clusters inside their deadline and successes still soaking,
-/// the page's budget line says what the engine counts: every cluster holding a slot (not
-/// only the progressing ones) against the resolved `maxConcurrency`, failures against the
-/// resolved `maxFailures`, per group where the strategy walks groups. The page draws the
-/// view's line; the view's numbers are the engine's, read here from the same hub.
+/// The configmap template plus a Deployment whose readiness the agent reports as status
+/// feedback, which the reference rollout plugin reads.
+fn template_with_deployment(version: &str) -> Value {
+    let mut t = configmap_template(version);
+    let labels = json!({"app": "app"});
+    t["workload"]["manifests"].as_array_mut().unwrap().push(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "app", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": format!("example.com/web:{version}")}]}}},
+    }));
+    t["manifestConfigs"] = json!([{
+        "resourceIdentifier": {"group": "apps", "resource": "deployments",
+            "namespace": "default", "name": "app"},
+        "feedbackRules": [{"type": "WellKnownStatus"}],
+    }]);
+    t
+}
+
+/// The reference rollout plugin in this process, as `feedback`: a cluster passes once its
+/// Deployment has had every replica ready for an hour, and fails when it still has not
+/// then; until then it holds the cluster. Returns it and the controller's registration.
+async fn feedback_plugin(
+    hub: &TestHub,
+) -> (
+    mwrs_testsupport::TaskGuard,
+    mwrs_controller::plugins::Plugins,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = mwrs_feedback_plugin::config::Config::parse(&format!(
+        "listen: {addr}\n\
+         checks:\n\
+         \x20 - resource: {{group: apps, resource: deployments, namespace: default, name: app}}\n\
+         \x20   succeedWhen: ReadyReplicas == Replicas\n\
+         \x20   failWhen: ReadyReplicas < Replicas\n\
+         \x20   soak: 1h\n"
+    ))
+    .unwrap();
+    let client = hub.client.clone();
+    let serving = mwrs_testsupport::TaskGuard::spawn(async move {
+        let _ = mwrs_feedback_plugin::serve(config, client, listener).await;
+    });
+    // The controller reaches it through a proxy that dropping the guard shuts, with every
+    // connection through it: the plugin is then unreachable (a server task aborted keeps
+    // the connections it has).
+    let (front, proxy) = proxy_to(addr).await;
+    let task = mwrs_testsupport::TaskGuard::spawn(async move {
+        let _serving = serving;
+        proxy.await;
+    });
+    let work = mwrs_plugin::config::WorkConfig::parse(&format!(
+        "plugins:\n  - name: feedback\n    endpoint: http://{front}\n"
+    ))
+    .unwrap();
+    let plugins =
+        mwrs_controller::plugins::Plugins::new(&work, Duration::from_secs(1), "test").unwrap();
+    (task, plugins)
+}
+
+/// A TCP proxy on loopback to `target`: its address, and the future that runs it (with
+/// every connection through it, all closed when it is dropped).
+async fn proxy_to(
+    target: std::net::SocketAddr,
+) -> (std::net::SocketAddr, impl Future<Output = ()> + Send) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = listener.local_addr().unwrap();
+    let run = async move {
+        let mut open = tokio::task::JoinSet::new();
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            open.spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    };
+    (front, run)
+}
+
+/// Mid-rollout, with failed clusters inside their deadline, successes still soaking and
+/// clusters a rollout plugin holds, the page's budget line says what the engine counts:
+/// every cluster holding a slot (not only the progressing ones) against the resolved
+/// `maxConcurrency`, failures against the resolved `maxFailures`, per group where the
+/// strategy walks groups, and no countdown for a cluster the plugin holds (the engine
+/// never times one out). The page draws the view's line; the view's numbers are the
+/// engine's, read here from the same hub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_budget_line_is_the_engines() {
     let Some(driver) = chromedriver() else {
         return;
     };
-    let Some(hub) = TestHub::from_env("cli-browser-budget", 16).await else {
+    let Some(hub) = TestHub::from_env("cli-browser-budget", 18).await else {
         return;
     };
     let c = &hub.clusters;
@@ -483,15 +566,19 @@ async fn the_page_budget_line_is_the_engines() {
         "q",
         &[
             DecisionGroup::new("canary", c[10..12].to_vec()),
-            DecisionGroup::new("rest", c[12..].to_vec()),
+            DecisionGroup::new("rest", c[12..16].to_vec()),
         ],
     )
     .await;
+    // r's two clusters wait on the plugin: one ready (soaking for an hour), one never.
+    hub.publish("r", &[DecisionGroup::new("", c[16..].to_vec())])
+        .await;
     // By name order, p's window of four ("40%" of ten) starts clusters 0-3: two succeed
     // (then soak for an hour), one degrades, one hangs; q's canary group succeeds, its
     // second group has one failure and three still progressing: each holds a slot.
     let failing = [c[2].clone(), c[13].clone()];
     let hanging = [c[3].clone(), c[12].clone(), c[14].clone(), c[15].clone()];
+    let unready = c[17].clone();
     let _agent = mwrs_fleet::Agent::start(
         hub.client.clone(),
         mwrs_fleet::AgentConfig::new(c.clone()).behaviour(move |w| {
@@ -500,20 +587,28 @@ async fn the_page_budget_line_is_the_engines() {
                 mwrs_fleet::Behaviour::Degrade { after }
             } else if hanging.iter().any(|h| h == w.cluster) {
                 mwrs_fleet::Behaviour::Hang
+            } else if *w.cluster == *unready {
+                mwrs_fleet::Behaviour::Unready { after }
             } else {
                 mwrs_fleet::Behaviour::Succeed { after }
             }
         }),
     );
-    let _controller = start_controller(&hub);
+    let (plugin, plugins) = feedback_plugin(&hub).await;
+    let config = mwrs_controller::Config {
+        plugins: std::sync::Arc::new(plugins),
+        ..mwrs_controller::Config::default()
+    };
+    let _controller = common::start_controller_with(&hub, config);
     let p = json!({"type": "Progressive", "progressive": {"maxConcurrency": "40%",
         "maxFailures": "20%", "minSuccessTime": "1h", "progressDeadline": "1h"}});
     let q = json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
         "maxFailures": "50%", "progressDeadline": "1h"}});
+    let r = json!({"type": "All", "plugin": "feedback", "all": {"progressDeadline": "10m"}});
     hub.create_mwrs(&mwrs_testsupport::mwrs(
         "app",
-        configmap_template("v1"),
-        &[("p", p), ("q", q)],
+        template_with_deployment("v1"),
+        &[("p", p), ("q", q), ("r", r)],
     ))
     .await;
 
@@ -526,9 +621,23 @@ async fn the_page_budget_line_is_the_engines() {
         progressDeadline 1h · minSuccessTime 1h (the first passes in ";
     let want_q = "ProgressivePerGroup, group rest (1) · 4 in flight · failures 1 of maxFailures 2 · \
         progressDeadline 1h (the first passes in ";
+    // r's clusters are validating: the plugin answers "in progress", their deadline runs.
+    let validating = "All · 2 in flight · failures 0 (never stop it) · progressDeadline 10m";
+    let counting = format!("{validating} (the first passes in ");
+    watch_page(&b, BUDGETS, Duration::from_secs(120), |v| {
+        v["p"].as_str().is_some_and(|t| t.starts_with(want_p))
+            && v["q"].as_str().is_some_and(|t| t.starts_with(want_q))
+            && v["r"].as_str().is_some_and(|t| t.starts_with(&counting))
+    })
+    .await;
+    // The plugin goes away: the controller holds r's clusters for it (failurePolicy Fail
+    // counts them failed only after 5 minutes unreachable), and a held cluster's deadline
+    // does not run: the line has no countdown.
+    drop(plugin);
     let seen = watch_page(&b, BUDGETS, Duration::from_secs(120), |v| {
         v["p"].as_str().is_some_and(|t| t.starts_with(want_p))
             && v["q"].as_str().is_some_and(|t| t.starts_with(want_q))
+            && v["r"].as_str() == Some(validating)
     })
     .await;
     let page = seen.last().unwrap().clone();
@@ -558,14 +667,20 @@ async fn the_page_budget_line_is_the_engines() {
         .collect();
     assert_eq!(
         counted,
-        [(4, Some(4), 1, Some(2)), (4, None, 1, Some(2))],
+        [
+            (4, Some(4), 1, Some(2)),
+            (4, None, 1, Some(2)),
+            (2, None, 0, None)
+        ],
         "{page}"
     );
+    let held = engine.budgets[2].as_ref().unwrap();
+    assert_eq!(held.next_deadline, None, "{page}");
     // And the view the page was sent says the same as `rollout status -o json`.
     let status = mwrs(&hub, &["rollout", "status", "app", "-o", "json"])
         .await
         .json();
-    for (i, name) in ["p", "q"].into_iter().enumerate() {
+    for (i, name) in ["p", "q", "r"].into_iter().enumerate() {
         let text = status["placements"][i]["budget"]["text"].as_str().unwrap();
         assert!(
             page[name].as_str().unwrap().starts_with(text),

@@ -75,7 +75,11 @@ impl Args {
     /// simulated cluster, so the last of a group answers later the larger it is: on a
     /// 2-core machine with a browser on the page, 108 of 5,000 clusters took over 15 s.
     fn deadline(&self) -> u64 {
-        let simulated = if self.spokes.is_some() { 0 } else { self.clusters };
+        let simulated = if self.spokes.is_some() {
+            0
+        } else {
+            self.clusters
+        };
         self.deadline.unwrap_or(15 + simulated as u64 / 100)
     }
 }

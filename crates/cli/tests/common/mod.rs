@@ -122,9 +122,14 @@ pub fn section<'a>(text: &'a str, header: &str) -> &'a str {
 
 /// Runs the controller in this process for the test's namespace.
 pub fn start_controller(hub: &TestHub) -> TaskGuard {
+    start_controller_with(hub, Config::default())
+}
+
+/// [`start_controller`] with `config` (its namespace is the test's).
+pub fn start_controller_with(hub: &TestHub, config: Config) -> TaskGuard {
     let config = Config {
         namespace: Some(hub.namespace.clone()),
-        ..Config::default()
+        ..config
     };
     let client = hub.client.clone();
     TaskGuard::spawn(async move {
