@@ -91,15 +91,7 @@ pub(crate) struct Tracker {
 }
 
 fn degraded(mw: &ManifestWork) -> bool {
-    let generation = mw.metadata.generation;
-    mw.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "Degraded" && c.status == "True" && c.observed_generation == generation
-            })
-        })
+    mw.reports("Degraded", "True")
 }
 
 impl Tracker {

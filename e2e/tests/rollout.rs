@@ -26,15 +26,7 @@ struct Seen {
 }
 
 fn available(mw: &ManifestWork) -> bool {
-    let generation = mw.metadata.generation;
-    mw.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "Available" && c.status == "True" && c.observed_generation == generation
-            })
-        })
+    mw.reports("Available", "True")
 }
 
 /// Success reported for the ManifestWork's generation (Available True, Progressing

@@ -225,6 +225,21 @@ pub struct ServiceAccountSubject {
     pub name: String,
 }
 
+impl ManifestWork {
+    /// Does its agent report condition `type_` as `status` for its current generation?
+    pub fn reports(&self, type_: &str, status: &str) -> bool {
+        let generation = self.metadata.generation;
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == type_ && c.status == status && c.observed_generation == generation
+                })
+            })
+    }
+}
+
 /// ManifestWork status as the work agent writes it. Read leniently: the API server
 /// accepts condition times our types cannot parse (e.g. `2026-01-01T00:00:00x1Z`, an
 /// offset of `+99:99`), and one such object must not make a whole list unreadable (SPEC
@@ -393,6 +408,28 @@ pub mod condition {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_condition_counts_only_for_the_generation_it_was_observed_at() {
+        let work = |generation: i64| -> ManifestWork {
+            serde_json::from_value(json!({
+                "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                "metadata": {"name": "w", "namespace": "c1", "generation": generation},
+                "spec": {},
+                "status": {"conditions": [{"type": "Available", "status": "True",
+                    "reason": "r", "message": "", "observedGeneration": 2,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            }))
+            .unwrap()
+        };
+        assert!(work(2).reports("Available", "True"));
+        assert!(!work(2).reports("Available", "False"));
+        assert!(!work(2).reports("Degraded", "True"));
+        assert!(
+            !work(3).reports("Available", "True"),
+            "said of the last generation"
+        );
+    }
 
     /// The API server accepts this time; our types do not. The other conditions and the
     /// rest of the object still read, and the failure is named.

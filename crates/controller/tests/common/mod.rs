@@ -515,15 +515,7 @@ pub async fn patch_mwrs(hub: &TestHub, name: &str, body: &Value) {
 
 /// Is `w` done on its current generation (Progressing False at that generation)?
 pub fn work_done(w: &ManifestWork) -> bool {
-    let g = w.metadata.generation;
-    w.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "Progressing" && c.status == "False" && c.observed_generation == g
-            })
-        })
+    w.reports("Progressing", "False")
 }
 
 /// Watches the ManifestWorks of one MWRS and records, after every event, how many
