@@ -16,7 +16,7 @@ use common::{
 };
 use mwrs_testsupport::{PrivateHub, TestHub, configmap_template};
 
-const CLUSTERS: usize = 100;
+const CLUSTERS: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_goes_on_after_the_hub_crashes() {
