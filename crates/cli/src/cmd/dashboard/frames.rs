@@ -46,16 +46,16 @@ pub type Follower<P> = watch::Receiver<Frame<P>>;
 /// changed.
 #[derive(Debug)]
 pub struct Frame<P> {
-    pub seq: u64,
-    pub picture: Option<Arc<P>>,
+    seq: u64,
+    picture: Option<Arc<P>>,
     /// Why the picture is not current, when it is not.
-    pub stale: Option<String>,
-    pub header: Arc<Value>,
+    stale: Option<String>,
+    header: Arc<Value>,
     /// For each recent frame, oldest first: its number and the keys of the lines it
     /// changed, added or removed against the frame before. Keys only, not whole pictures
     /// (a view of 5,000 clusters takes about 1.5 MB): a page that resumes is sent those
     /// lines as they are now.
-    pub recent: Arc<VecDeque<(u64, Arc<[String]>)>>,
+    recent: Arc<VecDeque<(u64, Arc<[String]>)>>,
     /// The `snapshot` event's data, serialized once for every page that needs it.
     snapshot: Arc<OnceLock<Arc<str>>>,
     /// The `change` from the frame before, likewise: what every page that keeps up gets.
@@ -188,7 +188,7 @@ impl<P: Picture> Frame<P> {
 }
 
 /// The keys of the lines that differ from `old` to `new`: changed, new, or gone.
-pub fn touched<P: Picture>(old: &[P::Line], new: &[P::Line]) -> Vec<String> {
+fn touched<P: Picture>(old: &[P::Line], new: &[P::Line]) -> Vec<String> {
     let before: HashMap<&str, &P::Line> = old.iter().map(|l| (P::key(l), l)).collect();
     let now: HashSet<&str> = new.iter().map(P::key).collect();
     let changed = new
