@@ -523,8 +523,18 @@ function controls(f) {
   const attention = el('input', { type: 'checkbox', id: 'attention', onchange: (e) => go({ attention: e.target.checked }) });
   attention.checked = f.attention;
   const table = el('button', { type: 'button', text: page.table ? 'hide the table' : 'show as a table',
-    onclick: () => timed('table', () => { page.table = !page.table; drawAll(); }) });
+    onclick: (e) => timed('table', () => toggleTable(e.target)) });
   return el('div', { class: 'filters' }, state, groups, q, el('label', { for: 'attention' }, attention, ' needs attention'), table);
+}
+
+/** Shows or hides the table; only it is drawn (the grid and the rest stay as they are). */
+function toggleTable(button) {
+  page.table = !page.table;
+  button.textContent = page.table ? 'hide the table' : 'show as a table';
+  const t = document.getElementById('table');
+  if (t) t.classList.toggle('hidden', !page.table);
+  const r = route();
+  if (page.table && r) drawTable(r.filters);
 }
 
 function drawTable(f) {
