@@ -145,15 +145,6 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
-    async fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-        let mut s = TcpStream::connect(addr).await?;
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).await?;
-        Ok(out)
-    }
-
     /// `/metrics` behind [`Access`] on plain TCP, whose reviews go to an API server that
     /// accepts connections and never answers (a hub stalled or overloaded).
     async fn start_with_stalled_reviews(limits: Limits) -> (SocketAddr, tokio::net::TcpListener) {
@@ -195,10 +186,13 @@ mod tests {
             waiting.push(s);
         }
         for probe in ["/healthz", "/readyz", "/healthz"] {
-            let answer = tokio::time::timeout(Duration::from_secs(1), get(addr, probe))
-                .await
-                .unwrap_or_else(|_| panic!("{probe} answered within 1 s"))
-                .expect("read");
+            let answer = tokio::time::timeout(
+                Duration::from_secs(1),
+                mwrs_testsupport::raw_get(addr, probe),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{probe} answered within 1 s"))
+            .expect("read");
             assert!(answer.starts_with("HTTP/1.1 "), "{probe}: {answer}");
         }
         // At most `max_connections - reserve` of them wait on the hub; the others were

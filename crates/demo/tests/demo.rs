@@ -89,19 +89,13 @@ fn get(addr: &str, path: &str, token: &str) -> (u16, String) {
 
 /// The session the dashboard's one-time `code` is exchanged for (its cookie's value).
 fn session(addr: &str, code: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("the dashboard listens");
-    let request =
-        format!("GET /?code={code} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).expect("send");
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).expect("read");
-    raw.lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .and_then(|c| c.split_once('='))
-        .map(|(_, v)| v.to_string())
-        .unwrap_or_else(|| panic!("no session for the code: {raw}"))
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime
+        .block_on(mwrs_testsupport::sse::dashboard_session(addr, code))
+        .expect("a session for the code")
 }
 
 #[test]

@@ -213,15 +213,6 @@ mod tests {
         addr
     }
 
-    async fn get_path(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-        let mut s = TcpStream::connect(addr).await?;
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).await?;
-        Ok(out)
-    }
-
     /// 1,000 connections that never finish their request header (reliability review
     /// #11: all were held and liveness stopped answering); a request still answers in 1 s.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,10 +232,13 @@ mod tests {
                 .expect("write");
             idle.push(s);
         }
-        let answer = tokio::time::timeout(Duration::from_secs(1), get_path(addr, "/healthz"))
-            .await
-            .expect("answered within 1 s")
-            .expect("read");
+        let answer = tokio::time::timeout(
+            Duration::from_secs(1),
+            mwrs_testsupport::raw_get(addr, "/healthz"),
+        )
+        .await
+        .expect("answered within 1 s")
+        .expect("read");
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         // The server keeps at most its limit of them open: the others see their end.
         let mut closed = 0;

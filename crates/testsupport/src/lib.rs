@@ -141,6 +141,18 @@ fn skip_without_hub(test: &str) {
     eprintln!("SKIPPED {test}: {why}");
 }
 
+/// The raw answer (status line, headers and body) of a plain `GET path` to the HTTP
+/// server at `addr`, read until it closes the connection.
+pub async fn raw_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    Ok(out)
+}
+
 /// A test hub of one test's own (`scripts/hub.sh` on a state directory of its own), for
 /// the tests that crash it. Stopped and removed when dropped.
 pub struct PrivateHub {
