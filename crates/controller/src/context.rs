@@ -18,6 +18,7 @@ use crate::events::EventSink;
 use crate::leader::WriteGate;
 use crate::metrics::Metrics;
 use crate::plugins::Plugins;
+use crate::queue_delay::QueueClock;
 use crate::watch::Stores;
 use mwrs_engine::plan::BlockedWrite;
 
@@ -106,6 +107,8 @@ pub struct Context {
     pub schema: SchemaWatch,
     /// Fields of the hub's ManifestWork spec the MWRS template schema lacks, read at start.
     pub template_drift: Arc<TemplateDrift>,
+    /// When each MWRS was first asked for since its last pass (the queue delay metric).
+    pub queue: Arc<QueueClock>,
 }
 
 /// How long a name found taken is believed taken before one write tries again (the
@@ -236,6 +239,7 @@ impl Context {
             taken_revisions: Mutex::default(),
             schema,
             template_drift,
+            queue: Arc::default(),
         }
     }
 }

@@ -14,6 +14,7 @@
 //! - [`events`]: Kubernetes Events, one per transition (never folded into a series);
 //! - [`unreadable`]: reporting an MWRS our types cannot read, without stopping the others;
 //! - [`reconcile`]: the reconciler and error policy wiring the above together;
+//! - [`queue_delay`], [`api_requests`]: what the queue and the hub cost, measured;
 //! - [`metrics`], [`http`]: Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` server;
 //! - [`tls`], [`access`]: its serving certificate, and who may read `/metrics` (TokenReview,
 //!   SubjectAccessReview);
@@ -24,6 +25,7 @@
 
 pub mod access;
 pub mod announce;
+pub mod api_requests;
 pub mod changes;
 pub mod context;
 pub mod crd;
@@ -38,6 +40,7 @@ pub mod mark_key;
 pub mod metrics;
 pub mod patch;
 pub mod plugins;
+pub mod queue_delay;
 pub mod reconcile;
 pub mod store_view;
 pub mod tls;

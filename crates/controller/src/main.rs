@@ -7,9 +7,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config as KubeConfig};
-use mwrs_controller::{Config, Shared, context, crd, http, leader, run};
+use mwrs_controller::metrics::Metrics;
+use mwrs_controller::{Config, Shared, api_requests, context, crd, http, leader, run};
 use mwrs_engine::PlanConfig;
 use tracing_subscriber::EnvFilter;
 
@@ -162,7 +164,8 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn client(args: &Args) -> anyhow::Result<Client> {
+/// A client for `args`'s hub whose every request is counted in `metrics`.
+async fn client(args: &Args, metrics: &Metrics) -> anyhow::Result<Client> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -176,7 +179,10 @@ async fn client(args: &Args) -> anyhow::Result<Client> {
         None if args.context.is_some() => KubeConfig::from_kubeconfig(&options).await?,
         None => KubeConfig::infer().await?,
     };
-    Ok(Client::try_from(config)?)
+    let counting = api_requests::counting(metrics.api_requests.clone());
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&counting)
+        .build())
 }
 
 async fn shutdown_signal() {
@@ -232,12 +238,12 @@ fn serving(args: &Args, client: &kube::Client) -> anyhow::Result<http::Serving> 
 async fn main_inner(args: Args) -> anyhow::Result<()> {
     // A broken --work-config stops the start before anything is served.
     let plugins = plugins(&args)?;
-    let client = client(&args).await?;
+    let shared = Shared::default();
+    let client = client(&args, &shared.metrics).await?;
     let plugins = std::sync::Arc::new(with_mark_key(plugins, &args, &client).await);
     if !args.skip_crd_check {
         crd::check(&client).await?;
     }
-    let shared = Shared::default();
     let serving = serving(&args, &client)?;
     let scheme = match serving {
         http::Serving::Plain => "http",
@@ -271,7 +277,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         // The Lease gets a client of its own (its own request buffer and connection pool):
         // renewals and the watchdog's reads share nothing with a fan-out's writes on this
         // side of the API server.
-        let lease_client = self::client(&args).await?;
+        let lease_client = self::client(&args, &shared.metrics).await?;
         let lease = tokio::select! {
             l = leader::Leadership::acquire(lease_client, &args.lease_namespace, &identity) => {
                 l.map_err(|e| lease_error(e, &args.lease_namespace))?

@@ -42,6 +42,12 @@ pub struct RolloutLabels {
     pub status: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: String,
+}
+
 /// One series per MWRS, always 1: what it is now (Argo Rollouts' `rollout_info`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InfoLabels {
@@ -61,6 +67,11 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub reconcile_duration: Histogram,
     pub plan_duration: Histogram,
+    /// From the first event asking for a pass over an MWRS to the pass beginning
+    /// ([`crate::queue_delay`]).
+    pub queue_delay: Histogram,
+    /// Requests sent to the API server, by verb ([`crate::api_requests`]).
+    pub api_requests: Family<VerbLabels, Counter>,
     pub writes: Family<WriteLabels, Counter>,
     pub aborts: Family<AbortLabels, Counter>,
     /// ManifestWorks on a deterministic name that another owner holds.
@@ -135,6 +146,18 @@ impl Metrics {
                 "plan_duration",
                 "Time the pure planner took for one MWRS",
                 Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            ),
+            queue_delay: seconds(
+                &mut r,
+                "queue_delay",
+                "From the first event that asked for a pass over an MWRS to the pass beginning (debounce and the wait for a worker included); timer requeues are not counted",
+                Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            ),
+            api_requests: registered(
+                &mut r,
+                "api_requests",
+                "Requests sent to the API server (every client of this process, the Lease's included), by Kubernetes verb",
+                Family::default(),
             ),
             writes: registered(
                 &mut r,
@@ -261,6 +284,9 @@ pub fn reference_markdown() -> String {
     let any = || "x".to_string();
     m.write("x", "x", "x");
     m.error("x");
+    m.api_requests
+        .get_or_create(&VerbLabels { verb: any() })
+        .inc();
     m.aborts
         .get_or_create(&AbortLabels {
             trigger: any(),

@@ -60,6 +60,12 @@ fn key_of(obj: &GuardedMwrs) -> ObjectRef<ManifestWorkReplicaSet> {
 
 /// One pass over one MWRS.
 pub async fn reconcile(obj: Arc<GuardedMwrs>, ctx: Arc<Context>) -> Result<Action> {
+    if let Some(waited) = ctx
+        .queue
+        .began(&ObjectRef::from_obj(obj.as_ref()), Instant::now())
+    {
+        ctx.metrics.queue_delay.observe(waited.as_secs_f64());
+    }
     match &obj.0 {
         Ok(mwrs) => reconcile_readable(mwrs, &ctx).await,
         Err(invalid) => unreadable::report(&ctx, invalid).await,
@@ -338,18 +344,29 @@ async fn run_while(
     let (plugin_news, answered) = futures::channel::mpsc::unbounded();
     ctx.config.plugins.answers_to(plugin_news);
     let mwrs_store = stores.mwrs.clone();
-    Controller::for_stream(triggers.mwrs, stores.mwrs.clone())
+    let queue = ctx.queue.clone();
+    let (asked, answered_asks) = (queue.clone(), queue.clone());
+    let mwrs_events = triggers.mwrs.inspect(move |event| {
+        if let Ok(m) = event {
+            asked.asked(&ObjectRef::from_obj(m), Instant::now());
+        }
+    });
+    let answered = answered.inspect(move |m| answered_asks.asked(m, Instant::now()));
+    Controller::for_stream(mwrs_events, stores.mwrs.clone())
         // A plugin coming back (or going away) changes every pass that names it.
         .reconcile_all_on(health_changes)
         // An MWRS whose plugin's answer changed.
         .reconcile_on(answered)
-        .watches_stream(triggers.works, |mw| watch::owner_ref(&mw))
-        .watches_stream(triggers.revisions, watch::revision_mapper)
+        .watches_stream(triggers.works, queue.noting(|mw| watch::owner_ref(&mw)))
+        .watches_stream(triggers.revisions, queue.noting(watch::revision_mapper))
         .watches_stream(
             triggers.placements,
-            watch::placement_mapper(mwrs_store.clone()),
+            queue.noting(watch::placement_mapper(mwrs_store.clone())),
         )
-        .watches_stream(triggers.decisions, watch::decision_mapper(mwrs_store))
+        .watches_stream(
+            triggers.decisions,
+            queue.noting(watch::decision_mapper(mwrs_store)),
+        )
         .with_config(
             controller::Config::default()
                 .concurrency(workers)
