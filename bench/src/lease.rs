@@ -14,9 +14,13 @@ use mwrs_testsupport::{TaskGuard, watch_objects};
 /// The controller's Lease name.
 const LEASE: &str = "mwrs-controller";
 
-/// Every renewal time seen, in order, while the watch (dropped with it) runs.
+/// A renewal: the Lease's holder and its renewTime.
+type Renewal = (Option<String>, Timestamp);
+
+/// Every renewal seen (its holder and time), in order, while the watch (dropped with it)
+/// runs.
 pub struct Renewals {
-    seen: Arc<Mutex<Vec<Timestamp>>>,
+    seen: Arc<Mutex<Vec<Renewal>>>,
     _watch: TaskGuard,
 }
 
@@ -24,17 +28,18 @@ impl Renewals {
     /// Watches the Lease in `namespace` until dropped.
     pub async fn watch(client: &Client, namespace: &str) -> Self {
         let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-        let seen: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
+        let seen: Arc<Mutex<Vec<Renewal>>> = Arc::default();
         let s = seen.clone();
         let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
         let watch = watch_objects(api, config, move |l: Lease, _| {
-            let Some(t) = l.spec.and_then(|s| s.renew_time).map(|t| t.0) else {
+            let Some(spec) = l.spec else { return };
+            let Some(t) = spec.renew_time.map(|t| t.0) else {
                 return;
             };
             if let Ok(mut v) = s.lock()
-                && v.last() != Some(&t)
+                && v.last().map(|(_, last)| last) != Some(&t)
             {
-                v.push(t);
+                v.push((spec.holder_identity, t));
             }
         })
         .await;
@@ -44,14 +49,14 @@ impl Renewals {
         }
     }
 
-    /// The gaps, in seconds, between consecutive renewals that bound a moment of
-    /// `from..to` (the one before `from` to the first after it, and so on to the first
-    /// after `to`).
+    /// The gaps, in seconds, between consecutive renewals by the same holder that bound
+    /// a moment of `from..to` (the one before `from` to the first after it, and so on to
+    /// the first after `to`). A change of holder is a takeover, not a late renewal.
     pub fn gaps(&self, from: Timestamp, to: Timestamp) -> Vec<f64> {
         let seen = self.seen.lock().map(|v| v.clone()).unwrap_or_default();
         seen.windows(2)
-            .filter(|w| w[1] >= from && w[0] <= to)
-            .map(|w| (w[1] - w[0]).total(jiff::Unit::Second).unwrap_or(0.0))
+            .filter(|w| w[0].0 == w[1].0 && w[1].1 >= from && w[0].1 <= to)
+            .map(|w| (w[1].1 - w[0].1).total(jiff::Unit::Second).unwrap_or(0.0))
             .collect()
     }
 }

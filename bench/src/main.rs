@@ -45,6 +45,7 @@ mod dashboard;
 mod fleet_view;
 mod lease;
 mod many;
+mod measure;
 mod plugin;
 mod process;
 mod record;
@@ -95,6 +96,11 @@ struct Args {
     many_mwrs: Option<usize>,
     #[arg(long, default_value_t = 3000, value_name = "N")]
     many_clusters: usize,
+    /// With `--many-mwrs`: the bare client writes the ManifestWorks of this many names
+    /// only (each over every cluster), and its figures for more are scaled from them, so
+    /// that the run fits in its time; 0: as many as there are MWRS.
+    #[arg(long, default_value_t = 0, value_name = "NAMES")]
+    many_bare_sample: usize,
     /// Abort rounds per size, each just after a bare update of its own (alternated): the
     /// abort ratio is the median of the rounds' ratios.
     /// Instead of the sizes: the rollout-plugin run over this many clusters
@@ -264,7 +270,11 @@ async fn main() -> anyhow::Result<()> {
         cpu: Sampler::start(args_hub_pid, tck),
     };
     if let Some(count) = bench.args.many_mwrs {
-        let row = bench.many(count, max).await?;
+        let sample = match bench.args.many_bare_sample {
+            0 => count,
+            k => k,
+        };
+        let row = bench.many(count, max, sample).await?;
         agent.stop();
         many::print(&row);
         return write_json(&bench, "many", &many::json(&row));

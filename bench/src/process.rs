@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio::process::{Child, Command};
 
-use crate::cpu;
+use crate::{cpu, measure};
 
 pub(crate) struct Proc {
     pub(crate) child: Child,
@@ -58,42 +58,43 @@ impl Proc {
             .ok_or_else(|| anyhow::anyhow!("{} has exited", self.name))
     }
 
-    /// The process and its children (a wrapper script `exec`s, but be safe).
-    fn tree(&self) -> anyhow::Result<Vec<u32>> {
-        Ok(cpu::tree(self.pid()?))
-    }
-
     /// CPU seconds (user + system) of the process tree.
     pub(crate) fn cpu_secs(&self, tck: f64) -> anyhow::Result<f64> {
         Ok(cpu::tree_cpu_secs(self.pid()?, tck).unwrap_or(0.0))
     }
 
-    /// Peak resident set size in bytes, summed over the tree.
+    /// Peak resident set size in bytes, summed over the tree (since the last
+    /// [`Proc::reset_peak`]).
     pub(crate) fn peak_rss(&self) -> anyhow::Result<u64> {
-        self.status_bytes("VmHWM:")
+        Ok(measure::tree_status_bytes(self.pid()?, "VmHWM:"))
     }
 
     /// Resident set size now, in bytes, summed over the tree.
     pub(crate) fn rss(&self) -> anyhow::Result<u64> {
-        self.status_bytes("VmRSS:")
+        Ok(measure::tree_status_bytes(self.pid()?, "VmRSS:"))
     }
 
-    /// A kB field of `/proc/PID/status`, in bytes, summed over the tree.
-    fn status_bytes(&self, field: &str) -> anyhow::Result<u64> {
-        let mut total = 0;
-        for p in self.tree()? {
-            let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
-                continue;
-            };
-            total += s
-                .lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                * 1024;
+    /// The peak from now on is the peak of what follows.
+    pub(crate) fn reset_peak(&self) -> anyhow::Result<()> {
+        measure::reset_peak(self.pid()?);
+        Ok(())
+    }
+
+    /// SIGTERM, as a rollout or a drain stops a pod (a leader releases its Lease), and
+    /// the wait for the exit; SIGKILL after 30 s.
+    pub(crate) async fn terminate(mut self) {
+        if let Ok(pid) = self.pid() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .await;
         }
-        Ok(total)
+        if tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .is_err()
+        {
+            self.stop().await;
+        }
     }
 
     pub(crate) async fn stop(mut self) {

@@ -162,14 +162,19 @@ impl Bench {
             .start_controller(ns, &format!("controller-{n}-restart.log"))
             .await?;
         row.restart_ready_s = t0.elapsed().as_secs_f64();
-        row.restart_writes = self.first_passes_done(&addr, 1).await?;
+        row.restart_writes = self.first_passes_done(&addr, 1).await?.0;
         row.startup_peak_rss_bytes = p.peak_rss()?;
         Ok(p)
     }
 
     /// Waits until a started controller's first passes are done (at least `passes`
-    /// reconciles, then none for 3 s); returns the writes it made by then.
-    pub(crate) async fn first_passes_done(&self, addr: &str, passes: usize) -> anyhow::Result<f64> {
+    /// reconciles, then none for 3 s); returns the writes it made by then, and when the
+    /// last of those passes was seen.
+    pub(crate) async fn first_passes_done(
+        &self,
+        addr: &str,
+        passes: usize,
+    ) -> anyhow::Result<(f64, Instant)> {
         let t0 = Instant::now();
         let mut last = (f64::NAN, Instant::now());
         loop {
@@ -177,7 +182,7 @@ impl Bench {
             if r != last.0 {
                 last = (r, Instant::now());
             } else if r >= passes as f64 && last.1.elapsed() > Duration::from_secs(3) {
-                return Ok(w);
+                return Ok((w, last.1));
             }
             if t0.elapsed() > self.timeout() {
                 bail!(

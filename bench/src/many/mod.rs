@@ -1,45 +1,61 @@
-//! The many-MWRS benchmark (issue #16 item 2): `count` MWRS over the same `n` clusters,
-//! each with a template of its own (`count × n` ManifestWorks), on one controller, each
-//! phase against a plain client doing the same writes in the same run:
+//! The many-MWRS benchmark (issues #16 and #36): `count` MWRS over the same `n` clusters,
+//! each with a template of its own (`count × n` ManifestWorks; 100 × 3,000 is OCM's
+//! documented hub ceiling), on one controller with leader election, each phase against a
+//! plain client doing the same writes in the same run:
 //!
-//! - bare client: creates `count × n` ManifestWorks, updates them all, then the `n` of one
-//!   name only (the references);
-//! - create: the MWRS in two halves, steady RSS after each (the slope per ManifestWork and
-//!   the projection to 300,000);
+//! - bare client: creates the ManifestWorks of `sample` names (all `count` by default)
+//!   over the `n` clusters, updates them all, then the `n` of one name (the references;
+//!   where `sample < count`, the figures of `count` names are the sample's, scaled);
+//! - create: the MWRS in two halves, steady RSS after each (the slope per ManifestWork);
 //! - idle: reconciles and writes per minute with nothing changing (must be 0 / 0);
-//! - one change: the template of one MWRS; its `n` ManifestWorks against the bare update
-//!   of `n`, and the writes to every other ManifestWork (must be 0);
-//! - one abort: another MWRS's new template degrades on one cluster (`AbortAll`): breach
-//!   to every one of its ManifestWorks back, against the bare update of `n`;
-//! - all change: every MWRS at once, against the bare update of all;
-//! - restart: time to ready against the bench's client listing the same ManifestWorks, and
-//!   the start-up peak against the steady RSS.
+//! - one change: the template of one MWRS; its `n` writes against the bare update of
+//!   `n`, and the writes to every other ManifestWork (must be 0);
+//! - one abort: another MWRS's new template degrades on one cluster (`AbortAll`);
+//! - ten, then all, change at once: throughput against the bare client's, the peak RSS,
+//!   and (all) the reconcile queue delay;
+//! - restart: a cold start (the old replica stops as in a rollout) to every first pass
+//!   done, against the bench's client listing the same ManifestWorks; start-up peak;
+//! - failover (`failover.rs`): a standby replica, the leader killed mid fan-out.
+//!
+//! Throughout: the Lease's renewals, and the hub's memory. Per phase: the controller's
+//! requests by verb (its `mwrs_controller_api_requests_total`).
 //!
 //! MWRS `app-NN` carries version `aNN-vK`; the tracker counts ManifestWorks per version,
 //! so every wait is on one MWRS's ManifestWorks.
+
+mod failover;
+mod report;
 
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use futures::{StreamExt, TryStreamExt, stream};
+use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use mwrs_fleet::placement::{self, DecisionGroup};
-use serde_json::{Value, json};
+use serde_json::json;
+
+pub use report::{json, print};
 
 use crate::fleet_view::template;
+use crate::lease::Renewals;
+use crate::measure::{self, histogram_quantile, per_verb};
 use crate::process::{Proc, controller_counts, http_get, metric_sum_with};
 use crate::sizes::Bench;
 
 const NS: &str = "bench-many";
+const REQUESTS: &str = "mwrs_controller_api_requests_total";
 
 /// What one many-MWRS run measured.
 #[derive(Debug, Default, Clone)]
 pub struct ManyRow {
     pub count: usize,
     pub clusters: usize,
+    /// Names the bare client wrote (each over every cluster).
+    pub bare_sample: usize,
     pub bare_create_s: f64,
     pub bare_update_all_s: f64,
     pub bare_update_one_s: f64,
@@ -47,6 +63,8 @@ pub struct ManyRow {
     /// Steady RSS with half the MWRS, and with all of them.
     pub half_steady_rss_bytes: u64,
     pub steady_rss_bytes: u64,
+    /// The peak while the MWRS were created.
+    pub create_peak_rss_bytes: u64,
     pub idle_reconciles_per_min: f64,
     pub idle_writes_per_min: f64,
     pub one_change_s: f64,
@@ -54,12 +72,39 @@ pub struct ManyRow {
     /// the changed MWRS.
     pub one_change_other_writes: f64,
     pub one_abort_s: f64,
+    pub ten: usize,
+    pub ten_change_s: f64,
+    pub ten_peak_rss_bytes: u64,
     pub all_change_s: f64,
-    pub peak_rss_bytes: u64,
+    pub all_peak_rss_bytes: u64,
+    /// The reconcile queue delay while every MWRS changed: p50, p99 and passes counted.
+    pub queue_delay_p50_s: f64,
+    pub queue_delay_p99_s: f64,
+    pub queue_delay_passes: f64,
+    /// Requests per second by verb: while the MWRS were created, and every MWRS changed.
+    pub create_requests: Vec<(String, f64)>,
+    pub all_change_requests: Vec<(String, f64)>,
+    /// The old replica stopped (SIGTERM) to the new one's first passes over every MWRS
+    /// done, and to its `/readyz`.
+    pub cold_start_s: f64,
     pub restart_ready_s: f64,
     pub list_works_s: f64,
     pub startup_peak_rss_bytes: u64,
     pub restart_writes: f64,
+    pub failover: failover::Failover,
+    /// Gaps between the Lease's renewals by one holder (a takeover is not a gap): p50,
+    /// p99, largest, and how many, over the whole run.
+    pub lease_gap_p50_s: f64,
+    pub lease_gap_p99_s: f64,
+    pub lease_gap_max_s: f64,
+    pub lease_gaps: usize,
+    /// The hub process (kube-apiserver with etcd): RSS with every MWRS created (anonymous
+    /// and file-backed: etcd's database is mapped), and its peak from the controller's
+    /// start to the end.
+    pub hub_rss_bytes: u64,
+    pub hub_rss_anon_bytes: u64,
+    pub hub_rss_file_bytes: u64,
+    pub hub_peak_rss_bytes: u64,
 }
 
 fn name(i: usize) -> String {
@@ -70,9 +115,17 @@ fn version(i: usize, k: usize) -> String {
     format!("a{i:02}-v{k}")
 }
 
+/// Seconds since `t0` at `t`.
+fn secs(t0: Instant, t: Instant) -> f64 {
+    t.saturating_duration_since(t0).as_secs_f64()
+}
+
 impl Bench {
     /// The whole many-MWRS run.
-    pub async fn many(&self, count: usize, n: usize) -> anyhow::Result<ManyRow> {
+    pub async fn many(&self, count: usize, n: usize, sample: usize) -> anyhow::Result<ManyRow> {
+        if count < 3 {
+            bail!("the many-MWRS run needs at least 3 MWRS (one changes, one aborts)");
+        }
         placement::ensure_namespace(&self.client, NS).await?;
         placement::publish(
             &self.client,
@@ -84,31 +137,55 @@ impl Bench {
         let mut row = ManyRow {
             count,
             clusters: n,
+            bare_sample: sample.clamp(1, count),
+            ten: 10.min(count - 2),
             ..Default::default()
         };
-        eprintln!("== {count} MWRS × {n} clusters: bare client");
-        self.bare_many(count, n, &mut row).await?;
+        eprintln!(
+            "== {count} MWRS × {n} clusters: bare client ({} names)",
+            row.bare_sample
+        );
+        self.bare_many(row.bare_sample, n, &mut row).await?;
         eprintln!(
             "   create {:.2}s, update all {:.2}s, update {n} {:.2}s",
             row.bare_create_s, row.bare_update_all_s, row.bare_update_one_s
         );
         eprintln!("== {count} MWRS × {n} clusters: controller");
-        let (p, addr) = self.start_controller(NS, "controller-many.log").await?;
-        self.create_many(count, n, &p, &mut row).await?;
+        if let Some(hub) = self.args.hub_pid {
+            measure::reset_peak(hub);
+        }
+        let renewals = Renewals::watch(&self.client, NS).await;
+        let start = Timestamp::now();
+        let (p, addr) = self.start_many_controller("controller-many.log").await?;
+        self.create_many(count, n, &p, &addr, &mut row).await?;
+        self.hub_memory(&mut row);
         self.idle_many(&addr, &mut row).await?;
         self.one_change(count, n, &addr, &mut row).await?;
         self.one_abort(n, &mut row).await?;
-        self.all_change(count, n, &mut row).await?;
-        row.peak_rss_bytes = p.peak_rss()?;
+        row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, &p).await?;
+        row.ten_peak_rss_bytes = p.peak_rss()?;
+        self.all_change(count, n, &p, &addr, &mut row).await?;
         let p = self.restart_many(count, p, &mut row).await?;
+        let p = self.failover(n, p, &mut row).await?;
+        row.hub_peak_rss_bytes = self
+            .args
+            .hub_pid
+            .map_or(0, |hub| measure::tree_status_bytes(hub, "VmHWM:"));
         for i in 0..count {
             self.mwrs_api(NS)
                 .delete(&name(i), &DeleteParams::default())
                 .await?;
         }
         self.wait_no_works().await?;
+        self.lease_gaps(&renewals.gaps(start, Timestamp::now()), &mut row);
         p.stop().await;
         Ok(row)
+    }
+
+    /// A replica of the controller with leader election, its Lease in the MWRS namespace.
+    async fn start_many_controller(&self, log: &str) -> anyhow::Result<(Proc, String)> {
+        let election = ["--leader-elect", "--lease-namespace", NS].map(String::from);
+        self.start_controller_with(NS, log, &election).await
     }
 
     /// Every (cluster, index) pair of `count` ManifestWorks in each of `n` clusters, `f`
@@ -138,11 +215,12 @@ impl Bench {
             .await
     }
 
-    /// The references: a plain client creating and updating the same ManifestWorks.
-    async fn bare_many(&self, count: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
+    /// The references: a plain client creating and updating the same ManifestWorks
+    /// (those of `sample` names).
+    async fn bare_many(&self, sample: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
         let bare = |j: usize, k: usize| format!("b{j:02}-v{k}");
         let t0 = Instant::now();
-        self.each_work(count, n, |api, j| async move {
+        self.each_work(sample, n, |api, j| async move {
             let mw: ManifestWork = serde_json::from_value(json!({
                 "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
                 "metadata": {"name": format!("bare-{j:02}"), "labels": {"mwrs-bench": "bare"}},
@@ -152,8 +230,8 @@ impl Bench {
             api.create(&PostParams::default(), &mw).await.map(|_| ())
         })
         .await?;
-        let all = |k: usize| (0..count).map(|j| bare(j, k)).collect::<Vec<_>>();
-        row.bare_create_s = (self.wait_versions(&all(1), n).await? - t0).as_secs_f64();
+        let all = |k: usize| (0..sample).map(|j| bare(j, k)).collect::<Vec<_>>();
+        row.bare_create_s = secs(t0, self.wait_versions(&all(1), n).await?);
         let update = |api: Api<ManifestWork>, j: usize, k: usize| async move {
             let body = json!({"spec": template(&bare(j, k))});
             api.patch(
@@ -165,12 +243,13 @@ impl Bench {
             .map(|_| ())
         };
         let t0 = Instant::now();
-        self.each_work(count, n, |api, j| update(api, j, 2)).await?;
-        row.bare_update_all_s = (self.wait_versions(&all(2), n).await? - t0).as_secs_f64();
+        self.each_work(sample, n, |api, j| update(api, j, 2))
+            .await?;
+        row.bare_update_all_s = secs(t0, self.wait_versions(&all(2), n).await?);
         let t0 = Instant::now();
         self.each_work(1, n, |api, j| update(api, j, 3)).await?;
-        row.bare_update_one_s = (self.wait_version(&bare(0, 3), n).await? - t0).as_secs_f64();
-        self.each_work(count, n, |api, j| async move {
+        row.bare_update_one_s = secs(t0, self.wait_version(&bare(0, 3), n).await?);
+        self.each_work(sample, n, |api, j| async move {
             api.delete(&format!("bare-{j:02}"), &DeleteParams::default())
                 .await
                 .map(|_| ())
@@ -186,10 +265,11 @@ impl Bench {
         count: usize,
         n: usize,
         p: &Proc,
+        addr: &str,
         row: &mut ManyRow,
     ) -> anyhow::Result<()> {
         let half = count / 2;
-        row.create_s = 0.0;
+        let before = http_get(addr, "/metrics").await.unwrap_or_default();
         for range in [0..half, half..count] {
             // Timed like the bare create: until every ManifestWork carries its template.
             let t0 = Instant::now();
@@ -202,7 +282,7 @@ impl Bench {
                     .await?;
             }
             let versions: Vec<String> = range.clone().map(|i| version(i, 1)).collect();
-            row.create_s += (self.wait_versions(&versions, n).await? - t0).as_secs_f64();
+            row.create_s += secs(t0, self.wait_versions(&versions, n).await?);
             for i in range.clone() {
                 self.wait_complete(&name(i), n).await?;
             }
@@ -214,7 +294,19 @@ impl Bench {
                 row.steady_rss_bytes = p.rss()?;
             }
         }
+        let after = http_get(addr, "/metrics").await.unwrap_or_default();
+        row.create_requests = per_verb(&before, &after, REQUESTS, row.create_s);
+        row.create_peak_rss_bytes = p.peak_rss()?;
         Ok(())
+    }
+
+    /// The hub process's memory now (every MWRS created and settled).
+    fn hub_memory(&self, row: &mut ManyRow) {
+        if let Some(hub) = self.args.hub_pid {
+            row.hub_rss_bytes = measure::tree_status_bytes(hub, "VmRSS:");
+            row.hub_rss_anon_bytes = measure::tree_status_bytes(hub, "RssAnon:");
+            row.hub_rss_file_bytes = measure::tree_status_bytes(hub, "RssFile:");
+        }
     }
 
     /// Every ManifestWork of `name` answered on its update revision, promoted.
@@ -251,7 +343,7 @@ impl Bench {
         let before = http_get(addr, "/metrics").await.unwrap_or_default();
         let t0 = Instant::now();
         self.set_version(NS, &name(i), &version(i, 2)).await?;
-        row.one_change_s = (self.wait_version(&version(i, 2), n).await? - t0).as_secs_f64();
+        row.one_change_s = secs(t0, self.wait_version(&version(i, 2), n).await?);
         self.wait_complete(&name(i), n).await?;
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
         let works = ["resource=\"manifestwork\""];
@@ -277,37 +369,72 @@ impl Bench {
         let (breach, reverted) = self
             .abort_to(NS, &name(0), (&next, &stable), n, row.one_change_s)
             .await?;
-        row.one_abort_s = (reverted - breach).as_secs_f64();
+        row.one_abort_s = secs(breach, reverted);
         if let Ok(mut f) = self.failing.lock() {
             f.clear();
         }
         Ok(())
     }
 
-    /// Every MWRS gets a new template at once.
-    async fn all_change(&self, count: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
+    /// The MWRS of `which` get version `k` at once: the time until every one of their
+    /// ManifestWorks carries it, each promoted after. The controller's peak is reset
+    /// first, so that its peak after is this phase's.
+    async fn change_at_once(
+        &self,
+        which: std::ops::Range<usize>,
+        k: usize,
+        n: usize,
+        p: &Proc,
+    ) -> anyhow::Result<f64> {
+        p.reset_peak()?;
         let t0 = Instant::now();
-        for i in 0..count {
-            self.set_version(NS, &name(i), &version(i, 4)).await?;
+        for i in which.clone() {
+            self.set_version(NS, &name(i), &version(i, k)).await?;
         }
-        let versions: Vec<String> = (0..count).map(|i| version(i, 4)).collect();
-        row.all_change_s = (self.wait_versions(&versions, n).await? - t0).as_secs_f64();
-        for i in 0..count {
+        let versions: Vec<String> = which.clone().map(|i| version(i, k)).collect();
+        let done = self.wait_versions(&versions, n).await?;
+        for i in which {
             self.wait_complete(&name(i), n).await?;
         }
+        Ok(secs(t0, done))
+    }
+
+    /// Every MWRS gets a new template at once: the time, the peak, the queue delay and the
+    /// requests by verb.
+    async fn all_change(
+        &self,
+        count: usize,
+        n: usize,
+        p: &Proc,
+        addr: &str,
+        row: &mut ManyRow,
+    ) -> anyhow::Result<()> {
+        let before = http_get(addr, "/metrics").await.unwrap_or_default();
+        row.all_change_s = self.change_at_once(0..count, 4, n, p).await?;
+        row.all_peak_rss_bytes = p.peak_rss()?;
+        let after = http_get(addr, "/metrics").await.unwrap_or_default();
+        let delay = "mwrs_controller_queue_delay_seconds";
+        (row.queue_delay_p50_s, row.queue_delay_passes) =
+            histogram_quantile(&before, &after, delay, 0.5);
+        row.queue_delay_p99_s = histogram_quantile(&before, &after, delay, 0.99).0;
+        row.all_change_requests = per_verb(&before, &after, REQUESTS, row.all_change_s);
         Ok(())
     }
 
-    /// A new controller over every ManifestWork: time to ready against the bench's client
-    /// listing them (pages of 500), its start-up peak, and its writes (none are due).
+    /// The replica stops as in a rollout (SIGTERM: it releases the Lease) and a new one
+    /// starts over every ManifestWork: time to its first passes over every MWRS done and
+    /// to ready, against the bench's client listing them (pages of 500); its start-up
+    /// peak, and its writes (none are due).
     async fn restart_many(&self, count: usize, p: Proc, row: &mut ManyRow) -> anyhow::Result<Proc> {
-        p.stop().await;
+        p.terminate().await;
         let t0 = Instant::now();
         let (p, addr) = self
-            .start_controller(NS, "controller-many-restart.log")
+            .start_many_controller("controller-many-restart.log")
             .await?;
         row.restart_ready_s = t0.elapsed().as_secs_f64();
-        row.restart_writes = self.first_passes_done(&addr, count).await?;
+        let (writes, passed) = self.first_passes_done(&addr, count).await?;
+        row.restart_writes = writes;
+        row.cold_start_s = secs(t0, passed);
         row.startup_peak_rss_bytes = p.peak_rss()?;
         let t0 = Instant::now();
         let api = Api::<ManifestWork>::all(self.client.clone());
@@ -325,85 +452,12 @@ impl Bench {
         eprintln!("   listed {listed} ManifestWorks");
         Ok(p)
     }
-}
 
-pub fn print(r: &ManyRow) {
-    let works = r.count * r.clusters;
-    let mib = |b: u64| b as f64 / 1_048_576.0;
-    println!(
-        "\n{} MWRS × {} clusters = {works} ManifestWorks",
-        r.count, r.clusters
-    );
-    println!("| phase | controller | reference (same run) | ratio |");
-    println!("|---|---|---|---|");
-    let line = |what: &str, ours: f64, reference: f64, what_ref: &str| {
-        println!(
-            "| {what} | {ours:.2} s | {reference:.2} s ({what_ref}) | {:.2} |",
-            ours / reference
-        );
-    };
-    line(
-        "create every MWRS",
-        r.create_s,
-        r.bare_create_s,
-        "bare create of all",
-    );
-    line(
-        "one MWRS changes",
-        r.one_change_s,
-        r.bare_update_one_s,
-        "bare update of one name",
-    );
-    line(
-        "one MWRS aborts",
-        r.one_abort_s,
-        r.bare_update_one_s,
-        "bare update of one name",
-    );
-    line(
-        "every MWRS changes",
-        r.all_change_s,
-        r.bare_update_all_s,
-        "bare update of all",
-    );
-    line(
-        "restart to ready",
-        r.restart_ready_s,
-        r.list_works_s,
-        "bench client lists them",
-    );
-    println!(
-        "idle: {:.1} reconciles/min, {:.1} writes/min; one change wrote {} ManifestWorks of other MWRS",
-        r.idle_reconciles_per_min, r.idle_writes_per_min, r.one_change_other_writes
-    );
-    let half = (r.count / 2 * r.clusters) as f64;
-    let slope =
-        (r.steady_rss_bytes as f64 - r.half_steady_rss_bytes as f64) / (works as f64 - half);
-    let fixed = r.steady_rss_bytes as f64 - slope * works as f64;
-    println!(
-        "RSS: steady {:.1} MiB ({:.1} MiB at {half}), {slope:.0} B per ManifestWork, projected at 300,000: {:.0} MiB; start-up peak {:.1} MiB ({:.2}x steady), {} writes after restart; peak {:.1} MiB",
-        mib(r.steady_rss_bytes),
-        mib(r.half_steady_rss_bytes),
-        (fixed + slope * 300_000.0) / 1_048_576.0,
-        mib(r.startup_peak_rss_bytes),
-        r.startup_peak_rss_bytes as f64 / r.steady_rss_bytes as f64,
-        r.restart_writes,
-        mib(r.peak_rss_bytes),
-    );
-}
-
-pub fn json(r: &ManyRow) -> Value {
-    json!({
-        "mwrs": r.count, "clusters": r.clusters,
-        "bare_create_s": r.bare_create_s, "bare_update_all_s": r.bare_update_all_s,
-        "bare_update_one_s": r.bare_update_one_s, "create_s": r.create_s,
-        "half_steady_rss_bytes": r.half_steady_rss_bytes, "steady_rss_bytes": r.steady_rss_bytes,
-        "idle_reconciles_per_min": r.idle_reconciles_per_min,
-        "idle_writes_per_min": r.idle_writes_per_min,
-        "one_change_s": r.one_change_s, "one_change_other_writes": r.one_change_other_writes,
-        "one_abort_s": r.one_abort_s, "all_change_s": r.all_change_s,
-        "peak_rss_bytes": r.peak_rss_bytes, "restart_ready_s": r.restart_ready_s,
-        "list_works_s": r.list_works_s, "startup_peak_rss_bytes": r.startup_peak_rss_bytes,
-        "restart_writes": r.restart_writes,
-    })
+    /// The gaps between the Lease's renewals by one holder.
+    fn lease_gaps(&self, gaps: &[f64], row: &mut ManyRow) {
+        row.lease_gaps = gaps.len();
+        row.lease_gap_p50_s = measure::quantile(gaps, 0.5).unwrap_or(f64::NAN);
+        row.lease_gap_p99_s = measure::quantile(gaps, 0.99).unwrap_or(f64::NAN);
+        row.lease_gap_max_s = measure::quantile(gaps, 1.0).unwrap_or(f64::NAN);
+    }
 }

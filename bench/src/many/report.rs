@@ -1,0 +1,257 @@
+//! The many-MWRS run's report: the phases against their references, the memory, the
+//! hub's cost, and each target of issue #36 as met or not, with its figure; and the
+//! run's results as JSON (the record).
+
+use serde_json::{Value, json};
+
+use super::ManyRow;
+use crate::measure::verbs_text;
+
+const MIB: f64 = 1_048_576.0;
+
+fn mib(b: u64) -> f64 {
+    b as f64 / MIB
+}
+
+impl ManyRow {
+    fn works(&self) -> usize {
+        self.count * self.clusters
+    }
+
+    /// The bare client's figures are for `bare_sample` names: scaled to `names`.
+    fn bare_scaled(&self, secs: f64, names: usize) -> f64 {
+        secs * names as f64 / self.bare_sample.max(1) as f64
+    }
+
+    /// Bytes of steady RSS per ManifestWork, from the two halves.
+    fn slope(&self) -> f64 {
+        let half = (self.count / 2 * self.clusters) as f64;
+        (self.steady_rss_bytes as f64 - self.half_steady_rss_bytes as f64)
+            / (self.works() as f64 - half)
+    }
+
+    fn ratio_to_steady(&self, peak: u64) -> f64 {
+        peak as f64 / self.steady_rss_bytes.max(1) as f64
+    }
+
+    /// Each target: what, the figure, met.
+    fn targets(&self) -> Vec<(&'static str, String, bool)> {
+        let fanout = self.one_change_s / self.bare_update_one_s;
+        let startup = self.ratio_to_steady(self.startup_peak_rss_bytes);
+        let all = self.ratio_to_steady(self.all_peak_rss_bytes);
+        let f = &self.failover;
+        vec![
+            (
+                "steady ≤ 2 KB per ManifestWork and ≤ 600 MiB",
+                format!(
+                    "{:.0} B, {:.1} MiB",
+                    self.slope(),
+                    mib(self.steady_rss_bytes)
+                ),
+                self.slope() <= 2048.0 && mib(self.steady_rss_bytes) <= 600.0,
+            ),
+            (
+                "start-up peak ≤ 1.3× steady",
+                format!("{startup:.2}×"),
+                startup <= 1.3,
+            ),
+            (
+                "peak while every MWRS changes ≤ 2× steady",
+                format!("{all:.2}×"),
+                all <= 2.0,
+            ),
+            (
+                "cold start < 5 min",
+                format!("{:.1} s", self.cold_start_s),
+                self.cold_start_s < 300.0,
+            ),
+            (
+                "one MWRS's fan-out ≤ 1.10× the bare client",
+                format!("{fanout:.2}×"),
+                fanout <= 1.10,
+            ),
+            (
+                "failover < 60 s (kill → the standby's first write)",
+                format!("{:.1} s", f.kill_to_first_write_s),
+                f.kill_to_first_write_s < 60.0,
+            ),
+            (
+                "the standby repeats no write",
+                format!("{}", f.repeated_writes),
+                f.repeated_writes == 0.0,
+            ),
+            (
+                "Lease renewals never past half the lease (7.5 s)",
+                format!("largest gap {:.2} s", self.lease_gap_max_s),
+                self.lease_gap_max_s <= 7.5,
+            ),
+        ]
+    }
+}
+
+pub fn print(r: &ManyRow) {
+    let works = r.works();
+    println!(
+        "\n{} MWRS × {} clusters = {works} ManifestWorks",
+        r.count, r.clusters
+    );
+    if r.bare_sample < r.count {
+        println!(
+            "(the bare client wrote the ManifestWorks of {} names; its figures for more are scaled from them)",
+            r.bare_sample
+        );
+    }
+    println!("| phase | controller | reference (same run) | ratio |");
+    println!("|---|---|---|---|");
+    let line = |what: &str, ours: f64, reference: f64, what_ref: &str| {
+        println!(
+            "| {what} | {ours:.2} s | {reference:.2} s ({what_ref}) | {:.2} |",
+            ours / reference
+        );
+    };
+    let all = r.bare_scaled(r.bare_update_all_s, r.count);
+    line(
+        "create every MWRS",
+        r.create_s,
+        r.bare_scaled(r.bare_create_s, r.count),
+        "bare create of all",
+    );
+    line(
+        "one MWRS changes",
+        r.one_change_s,
+        r.bare_update_one_s,
+        "bare update of one name",
+    );
+    line(
+        "one MWRS aborts",
+        r.one_abort_s,
+        r.bare_update_one_s,
+        "bare update of one name",
+    );
+    line(
+        &format!("{} MWRS change at once", r.ten),
+        r.ten_change_s,
+        r.bare_scaled(r.bare_update_all_s, r.ten),
+        "bare update of as many names",
+    );
+    line(
+        "every MWRS changes at once",
+        r.all_change_s,
+        all,
+        "bare update of all",
+    );
+    line(
+        "cold start to every first pass",
+        r.cold_start_s,
+        r.list_works_s,
+        "bench client lists them",
+    );
+    println!(
+        "idle: {:.1} reconciles/min, {:.1} writes/min; one change wrote {} ManifestWorks of other MWRS",
+        r.idle_reconciles_per_min, r.idle_writes_per_min, r.one_change_other_writes
+    );
+    println!(
+        "RSS: steady {:.1} MiB ({:.1} MiB at half), {:.0} B per ManifestWork; peaks: create {:.1} MiB, {} at once {:.1} MiB, all at once {:.1} MiB ({:.2}× steady), start-up {:.1} MiB ({:.2}×, ready in {:.1} s, {} writes)",
+        mib(r.steady_rss_bytes),
+        mib(r.half_steady_rss_bytes),
+        r.slope(),
+        mib(r.create_peak_rss_bytes),
+        r.ten,
+        mib(r.ten_peak_rss_bytes),
+        mib(r.all_peak_rss_bytes),
+        r.ratio_to_steady(r.all_peak_rss_bytes),
+        mib(r.startup_peak_rss_bytes),
+        r.ratio_to_steady(r.startup_peak_rss_bytes),
+        r.restart_ready_s,
+        r.restart_writes,
+    );
+    println!(
+        "queue delay while every MWRS changed: p50 {:.2} s, p99 {:.2} s over {} passes",
+        r.queue_delay_p50_s, r.queue_delay_p99_s, r.queue_delay_passes
+    );
+    println!(
+        "Lease: {} renewal gaps, p50 {:.2} s, p99 {:.2} s, largest {:.2} s (due every 5 s; the lease lasts 15 s)",
+        r.lease_gaps, r.lease_gap_p50_s, r.lease_gap_p99_s, r.lease_gap_max_s
+    );
+    let f = &r.failover;
+    println!(
+        "failover: leader killed with {} ManifestWorks left; the standby's first write {:.1} s after, the last {:.1} s after; it wrote {} ({} repeated); its peak {:.1} MiB",
+        f.left_at_kill,
+        f.kill_to_first_write_s,
+        f.kill_to_done_s,
+        f.standby_writes,
+        f.repeated_writes,
+        mib(f.standby_peak_rss_bytes)
+    );
+    println!(
+        "hub (kube-apiserver + etcd, one process): {:.0} MiB with every MWRS ({:.0} anonymous, {:.0} file-backed), peak {:.0} MiB",
+        mib(r.hub_rss_bytes),
+        mib(r.hub_rss_anon_bytes),
+        mib(r.hub_rss_file_bytes),
+        mib(r.hub_peak_rss_bytes)
+    );
+    println!(
+        "controller's requests: creating {}; every MWRS changing {}",
+        verbs_text(&r.create_requests),
+        verbs_text(&r.all_change_requests)
+    );
+    println!("\n| target | figure | met |\n|---|---|---|");
+    for (what, figure, met) in r.targets() {
+        println!(
+            "| {what} | {figure} | {} |",
+            if met { "yes" } else { "**no**" }
+        );
+    }
+}
+
+pub fn json(r: &ManyRow) -> Value {
+    let verbs = |v: &[(String, f64)]| -> Value {
+        v.iter()
+            .map(|(verb, rate)| (verb.clone(), json!(rate)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let f = &r.failover;
+    let mut out = json!({
+        "mwrs": r.count, "clusters": r.clusters, "manifestworks": r.works(),
+        "bare_sample_names": r.bare_sample,
+        "bare_create_s": r.bare_create_s, "bare_update_all_s": r.bare_update_all_s,
+        "bare_update_one_s": r.bare_update_one_s, "create_s": r.create_s,
+        "half_steady_rss_bytes": r.half_steady_rss_bytes, "steady_rss_bytes": r.steady_rss_bytes,
+        "rss_bytes_per_manifestwork": r.slope(),
+        "create_peak_rss_bytes": r.create_peak_rss_bytes,
+        "idle_reconciles_per_min": r.idle_reconciles_per_min,
+        "idle_writes_per_min": r.idle_writes_per_min,
+        "one_change_s": r.one_change_s, "one_change_other_writes": r.one_change_other_writes,
+        "one_abort_s": r.one_abort_s,
+        "ten": r.ten, "ten_change_s": r.ten_change_s, "ten_peak_rss_bytes": r.ten_peak_rss_bytes,
+        "all_change_s": r.all_change_s, "all_peak_rss_bytes": r.all_peak_rss_bytes,
+        "queue_delay_p50_s": r.queue_delay_p50_s, "queue_delay_p99_s": r.queue_delay_p99_s,
+        "queue_delay_passes": r.queue_delay_passes,
+        "create_requests_per_s": verbs(&r.create_requests),
+        "all_change_requests_per_s": verbs(&r.all_change_requests),
+        "cold_start_s": r.cold_start_s, "restart_ready_s": r.restart_ready_s,
+        "list_works_s": r.list_works_s, "startup_peak_rss_bytes": r.startup_peak_rss_bytes,
+        "restart_writes": r.restart_writes,
+    });
+    let more = json!({
+        "failover_left_at_kill": f.left_at_kill,
+        "failover_kill_to_first_write_s": f.kill_to_first_write_s,
+        "failover_kill_to_done_s": f.kill_to_done_s,
+        "failover_standby_writes": f.standby_writes,
+        "failover_repeated_writes": f.repeated_writes,
+        "failover_standby_peak_rss_bytes": f.standby_peak_rss_bytes,
+        "lease_gaps": r.lease_gaps, "lease_gap_p50_s": r.lease_gap_p50_s,
+        "lease_gap_p99_s": r.lease_gap_p99_s, "lease_gap_max_s": r.lease_gap_max_s,
+        "hub_rss_bytes": r.hub_rss_bytes, "hub_rss_anon_bytes": r.hub_rss_anon_bytes,
+        "hub_rss_file_bytes": r.hub_rss_file_bytes, "hub_peak_rss_bytes": r.hub_peak_rss_bytes,
+        "targets": r.targets().into_iter().map(|(what, figure, met)| {
+            json!({"target": what, "figure": figure, "met": met})
+        }).collect::<Vec<_>>(),
+    });
+    // Two objects: one would pass serde_json's macro recursion limit.
+    if let (Some(o), Value::Object(m)) = (out.as_object_mut(), more) {
+        o.extend(m);
+    }
+    out
+}
