@@ -15,7 +15,7 @@ use mwrs_engine::PlanConfig;
 
 use crate::crd::{SchemaWatch, TemplateDrift};
 use crate::events::EventSink;
-use crate::leader::WriteGate;
+use crate::leader::{Leading, WriteGate};
 use crate::metrics::Metrics;
 use crate::plugins::Plugins;
 use crate::queue_delay::QueueClock;
@@ -39,6 +39,9 @@ pub struct Config {
     pub instance: String,
     /// Every write asks it first (leader election fencing; open without it).
     pub write_gate: WriteGate,
+    /// Whether passes act (a standby's keep only its stores warm; always without leader
+    /// election).
+    pub leading: Leading,
     /// Rollout plugins `--work-config` registers (none by default).
     pub plugins: Arc<Plugins>,
     /// How long the MWRS CRD may go unread (every read refused or failing) before its
@@ -56,6 +59,7 @@ impl Default for Config {
             max_requeue: Duration::from_secs(30 * 60),
             instance: default_identity(),
             write_gate: WriteGate::default(),
+            leading: Leading::default(),
             plugins: Arc::default(),
             crd_stale_after: Duration::from_secs(30),
         }

@@ -1,6 +1,8 @@
-//! Leader election on a `coordination.k8s.io` Lease ([`crate::lease`]), fenced: only
-//! the leader runs the controller, and every write first asks the [`WriteGate`] whether
-//! this replica can still prove it holds the lease. A replica that cannot renew (API
+//! Leader election on a `coordination.k8s.io` Lease ([`crate::lease`]), fenced: every
+//! replica keeps its stores in sync, only the leader's passes act ([`Leading`]), and every
+//! write first asks the [`WriteGate`] whether this replica can still prove it holds the
+//! lease. A standby that takes over starts on warm stores: no relist of every ManifestWork
+//! between the old leader's last write and its own first. A replica that cannot renew (API
 //! unreachable, process frozen) stops writing before another can take the lease over,
 //! and the process exits, so its restart rejoins as a follower with fresh caches.
 //!
@@ -14,6 +16,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::sync::{oneshot, watch};
@@ -78,6 +81,32 @@ impl WriteGate {
     }
 }
 
+/// Whether this replica's passes act: always without leader election; with it, from the
+/// moment it holds the Lease (until then its passes only keep the stores company).
+#[derive(Clone, Debug, Default)]
+pub struct Leading(Option<watch::Receiver<bool>>);
+
+impl Leading {
+    /// A standby, and the sender that makes it lead.
+    pub fn standby() -> (watch::Sender<bool>, Self) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Self(Some(rx)))
+    }
+
+    /// Does this replica lead now?
+    pub fn now(&self) -> bool {
+        self.0.as_ref().is_none_or(|rx| *rx.borrow())
+    }
+
+    /// One item when this replica begins to lead (at once if it does), then the end;
+    /// nothing without leader election, where every pass acts from the start.
+    pub fn began(&self) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
+        let rx = self.0.clone();
+        futures::stream::iter(rx)
+            .filter_map(|mut rx| async move { rx.wait_for(|leads| *leads).await.ok().map(|_| ()) })
+    }
+}
+
 /// A held lease: `lost()` resolves when leadership ends or can no longer be proven.
 pub struct Leadership {
     /// Turns false when a renewal finds the Lease another's.
@@ -90,9 +119,15 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// Waits until this replica holds the lease. Errors only when the API server refuses
-    /// (no such namespace, no permission); while it cannot be reached, keeps trying.
-    pub async fn acquire(client: Client, namespace: &str, identity: &str) -> kube::Result<Self> {
+    /// Waits until this replica holds the lease, then keeps `gate` open for as long as it
+    /// can prove it does. Errors only when the API server refuses (no such namespace, no
+    /// permission); while it cannot be reached, keeps trying.
+    pub async fn acquire(
+        client: Client,
+        namespace: &str,
+        identity: &str,
+        gate: WriteGate,
+    ) -> kube::Result<Self> {
         let lease = LeaseClient {
             api: Api::namespaced(client, namespace),
             name: LEASE_NAME.to_string(),
@@ -102,7 +137,6 @@ impl Leadership {
         };
         let version = lease.acquire(CHECK_EVERY).await?;
         tracing::info!(identity, namespace, "acquired leadership");
-        let gate = WriteGate::fenced();
         let watchdog = tokio::spawn(watch_lease(
             lease.api.clone(),
             identity.to_string(),

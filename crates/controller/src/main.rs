@@ -185,6 +185,53 @@ async fn client(args: &Args, metrics: &Metrics) -> anyhow::Result<Client> {
         .build())
 }
 
+/// Runs the controller as a standby at once (its stores sync, its passes wait), leads
+/// from the moment this replica holds the Lease, and stops when it loses it or on a
+/// signal; a held Lease is released so that a standby takes over at once.
+async fn lead_while_elected(
+    args: &Args,
+    client: Client,
+    config: Config,
+    shared: Shared,
+    identity: &str,
+) -> anyhow::Result<()> {
+    // The Lease gets a client of its own (its own request buffer and connection pool):
+    // renewals and the watchdog's reads share nothing with a fan-out's writes on this
+    // side of the API server.
+    let lease_client = self::client(args, &shared.metrics).await?;
+    let gate = leader::WriteGate::fenced();
+    let (lead, leading) = leader::Leading::standby();
+    let config = Config {
+        write_gate: gate.clone(),
+        leading,
+        ..config
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(client, config, shared, async move {
+        let _ = stopped.await;
+    }));
+    let ns = &args.lease_namespace;
+    let lease = tokio::select! {
+        l = leader::Leadership::acquire(lease_client, ns, identity, gate) => {
+            l.map_err(|e| lease_error(e, ns))?
+        }
+        _ = shutdown_signal() => {
+            let _ = stop.send(());
+            let _ = controller.await;
+            return Ok(());
+        }
+    };
+    let _ = lead.send(true);
+    tokio::select! {
+        _ = lease.lost() => tracing::warn!("lost leadership; stopping"),
+        _ = shutdown_signal() => tracing::info!("signal received; stopping"),
+    }
+    let _ = stop.send(());
+    let _ = controller.await;
+    lease.release().await;
+    Ok(())
+}
+
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -270,33 +317,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     };
 
     if args.leader_elect {
-        // A standby replica is ready: it can take over as soon as it gets the lease.
-        shared
-            .ready
-            .store(true, std::sync::atomic::Ordering::Release);
-        // The Lease gets a client of its own (its own request buffer and connection pool):
-        // renewals and the watchdog's reads share nothing with a fan-out's writes on this
-        // side of the API server.
-        let lease_client = self::client(&args, &shared.metrics).await?;
-        let lease = tokio::select! {
-            l = leader::Leadership::acquire(lease_client, &args.lease_namespace, &identity) => {
-                l.map_err(|e| lease_error(e, &args.lease_namespace))?
-            }
-            _ = shutdown_signal() => return Ok(()),
-        };
-        let lost = lease.lost();
-        let config = Config {
-            write_gate: lease.gate(),
-            ..config
-        };
-        let stop = async move {
-            tokio::select! {
-                _ = lost => tracing::warn!("lost leadership; stopping"),
-                _ = shutdown_signal() => tracing::info!("signal received; stopping"),
-            }
-        };
-        run(client, config, shared, stop).await;
-        lease.release().await;
+        lead_while_elected(&args, client, config, shared, &identity).await?;
     } else {
         run(client, config, shared, shutdown_signal()).await;
     }

@@ -58,12 +58,16 @@ fn key_of(obj: &GuardedMwrs) -> ObjectRef<ManifestWorkReplicaSet> {
     }
 }
 
-/// One pass over one MWRS.
+/// One pass over one MWRS; none while this replica is a standby.
 pub async fn reconcile(obj: Arc<GuardedMwrs>, ctx: Arc<Context>) -> Result<Action> {
-    if let Some(waited) = ctx
+    let waited = ctx
         .queue
-        .began(&ObjectRef::from_obj(obj.as_ref()), Instant::now())
-    {
+        .began(&ObjectRef::from_obj(obj.as_ref()), Instant::now());
+    if !ctx.config.leading.now() {
+        // Every MWRS gets a pass when this replica begins to lead (`Leading::began`).
+        return Ok(Action::await_change());
+    }
+    if let Some(waited) = waited {
         ctx.metrics.queue_delay.observe(waited.as_secs_f64());
     }
     match &obj.0 {
@@ -352,7 +356,10 @@ async fn run_while(
         }
     });
     let answered = answered.inspect(move |m| answered_asks.asked(m, Instant::now()));
+    let leads = ctx.config.leading.began();
     Controller::for_stream(mwrs_events, stores.mwrs.clone())
+        // A standby's passes did nothing: every MWRS gets one when it begins to lead.
+        .reconcile_all_on(leads)
         // A plugin coming back (or going away) changes every pass that names it.
         .reconcile_all_on(health_changes)
         // An MWRS whose plugin's answer changed.

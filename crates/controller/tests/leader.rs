@@ -111,6 +111,54 @@ async fn a_frozen_leader_writes_nothing_after_it_wakes() {
     );
 }
 
+/// A standby keeps its stores in sync while another replica leads, and its passes do
+/// nothing: when the leader dies (SIGKILL, the Lease left to expire), it takes over on warm
+/// stores (no second sync after it acquires the Lease) and finishes the rollout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_on_warm_stores() {
+    let Some(hub) = TestHub::from_env("leader-warm", 4).await else {
+        return;
+    };
+    let ns = hub.namespace.clone();
+    let flags = ["--leader-elect", "--lease-namespace", ns.as_str()];
+    let old = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED).await;
+    wait_holder(&hub, old.id(), common::WAIT).await;
+    let standby = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED).await;
+    let synced = |log: &str| log.matches("stores synced; ready").count();
+    wait_for("the standby's stores synced", common::WAIT, || {
+        let n = synced(&standby.output());
+        async move { (n == 1).then_some(()).ok_or("not yet".to_string()) }
+    })
+    .await;
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
+    hub.publish_all("p").await;
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    wait_mwrs(&hub, "app", "the rollout under way", |m| {
+        m.status.as_ref().is_some_and(|s| s.summary.updated >= 1) && current(m).is_none()
+    })
+    .await;
+    signal(&old, "-KILL");
+    wait_holder(&hub, standby.id(), Duration::from_secs(90)).await;
+    wait_complete(&hub, "app", None).await;
+    let log = standby.output();
+    let (before, after) = log
+        .split_once("acquired leadership")
+        .expect("the standby says it acquired leadership");
+    // Not even a write its gate refused: a standby's passes plan nothing.
+    assert!(
+        writes(before).is_empty() && !before.contains("write refused"),
+        "the standby planned writes before it led:\n{before}"
+    );
+    assert_eq!(
+        (synced(before), synced(after)),
+        (1, 0),
+        "stores synced once, while standby:\n{log}"
+    );
+    assert!(!writes(after).is_empty(), "the new leader did the rollout");
+}
+
 /// A lease namespace that does not exist ends the controller at start with one short line
 /// that names it and what to do, not the API server's status dumped whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +295,8 @@ async fn a_takeover_loses_to_a_renewal_that_lands_first() {
     let contender = {
         let ns = ns.clone();
         tokio::spawn(async move {
-            mwrs_controller::leader::Leadership::acquire(client, &ns, "new").await
+            let gate = mwrs_controller::leader::WriteGate::fenced();
+            mwrs_controller::leader::Leadership::acquire(client, &ns, "new", gate).await
         })
     };
     // The contender has read the expired lease and sends its takeover; the holder's
