@@ -242,23 +242,30 @@ async fn write_revisions(
 /// ManifestWork writes with bounded concurrency: creates, updates and relabels, then
 /// deletes.
 async fn write_works(on: &On<'_>, works: &[WorkChange], tally: &mut Tally) {
-    let n = on.ctx.config.write_concurrency.max(1);
     let (deletes, others): (Vec<&WorkChange>, Vec<&WorkChange>) = works
         .iter()
         .partition(|c| matches!(c, WorkChange::Delete { .. }));
     for batch in [others, deletes] {
-        // Futures built up front: a closure inside the stream type trips the
-        // higher-ranked lifetime check of the spawned reconcile future.
-        let futs: Vec<_> = batch
-            .into_iter()
-            .map(|c| write_work(on.ctx, on.mwrs, c))
-            .collect();
-        let results: Vec<Result<()>> = futures::stream::iter(futs)
-            .buffer_unordered(n)
-            .collect()
-            .await;
-        for r in results {
-            tally.record(r);
+        write_bounded(on, batch, tally).await;
+    }
+}
+
+/// Writes `batch` with at most `write_concurrency` writes in flight. Each write's future
+/// (several KB: it holds the request and the response) exists only while it runs: built
+/// for a whole fan-out of 3,000 ManifestWorks up front, they were most of a pass's memory,
+/// times every MWRS changing at once.
+async fn write_bounded(on: &On<'_>, batch: Vec<&WorkChange>, tally: &mut Tally) {
+    let n = on.ctx.config.write_concurrency.max(1);
+    let mut waiting = batch.into_iter();
+    let mut running = futures::stream::FuturesUnordered::new();
+    loop {
+        while running.len() < n {
+            let Some(change) = waiting.next() else { break };
+            running.push(write_work(on.ctx, on.mwrs, change));
+        }
+        match running.next().await {
+            Some(r) => tally.record(r),
+            None => break,
         }
     }
 }
