@@ -159,8 +159,9 @@ struct Inner {
     lists_begun: u32,
     /// A list has ended: the cache serves reconciles.
     listed_once: bool,
-    /// What this controller last wrote into a ManifestWork.
-    written: HashMap<WorkKey, Written>,
+    /// What this controller last wrote into a ManifestWork, by name, then namespace (an
+    /// owner's ManifestWorks share one name).
+    written: HashMap<Sym, HashMap<Sym, Written>>,
 }
 
 /// A write of this controller into a ManifestWork.
@@ -310,10 +311,10 @@ impl WorkCache {
         let Ok(mut inner) = self.inner.write() else {
             return;
         };
-        let key = (inner.strings.get(namespace), inner.strings.get(name));
+        let (namespace, name) = (inner.strings.get(namespace), inner.strings.get(name));
         let revision = inner.strings.get(revision);
-        inner.written.insert(
-            key,
+        inner.written.entry(name).or_default().insert(
+            namespace,
             Written {
                 revision,
                 generation,
@@ -323,8 +324,9 @@ impl WorkCache {
     }
 
     /// How many of `owner`'s ManifestWorks this controller wrote since `since` whose
-    /// write the watch has not brought back yet (the cache holds an older generation). A
-    /// pass on them would take them for unwritten.
+    /// write the watch has not brought back yet: the cache holds an older generation, or,
+    /// for a create, nothing. A pass on them would take them for unwritten (a create the
+    /// watch has not brought yet, for missing: written again, refused as existing).
     pub fn unseen_writes(&self, owner: &OwnerKey, since: Timestamp) -> usize {
         let (key, value) = owner.selector();
         if key != self.key {
@@ -333,16 +335,18 @@ impl WorkCache {
         let Ok(inner) = self.inner.read() else {
             return 0;
         };
-        let Some(works) = inner.by_owner.get(value.as_str()) else {
+        let Some((name, written)) = inner.written.get_key_value(owner.work_name().as_str()) else {
             return 0;
         };
-        works
+        let filed = inner.by_owner.get(value.as_str());
+        written
             .iter()
-            .filter(|(k, e)| {
-                inner
-                    .written
-                    .get(*k)
-                    .is_some_and(|w| w.at >= since && w.generation > e.generation)
+            .filter(|(_, w)| w.at >= since)
+            .filter(|(namespace, w)| {
+                let key = ((*namespace).clone(), name.clone());
+                filed
+                    .and_then(|works| works.get(&key))
+                    .is_none_or(|e| w.generation > e.generation)
             })
             .count()
     }
@@ -400,7 +404,12 @@ impl Inner {
         if let Some(owner) = self.owner_of.remove(key) {
             self.unfile(key, &owner);
         }
-        self.written.remove(key);
+        if let Some(by_namespace) = self.written.get_mut(&key.1) {
+            by_namespace.remove(&key.0);
+            if by_namespace.is_empty() {
+                self.written.remove(&key.1);
+            }
+        }
     }
 
     fn begin_list(&mut self) {
@@ -460,7 +469,7 @@ impl Inner {
     }
 
     fn written_generation(&self, key: &WorkKey, revision: Option<&str>) -> Option<i64> {
-        let w = self.written.get(key)?;
+        let w = self.written.get(&key.1)?.get(&key.0)?;
         (Some(&*w.revision) == revision).then_some(w.generation)
     }
 }
@@ -564,7 +573,7 @@ mod tests {
     /// A ManifestWork of `owner` in `cluster` carrying `hash`, Available since `since`.
     fn work(cluster: &str, owner: &str, hash: &str, generation: i64, since: i64) -> StoredWork {
         let v: Value = json!({
-            "metadata": {"name": "app", "namespace": cluster, "generation": generation,
+            "metadata": {"name": OWNER, "namespace": cluster, "generation": generation,
                 "resourceVersion": format!("{generation}0"),
                 "labels": {labels::MWRS_OWNER: owner, labels::CONTROLLER_HASH: hash,
                     labels::PLACEMENT_NAME: "p", "team": "a"},
@@ -742,7 +751,7 @@ mod tests {
     #[test]
     fn what_was_written_is_known_until_the_work_goes() {
         let cache = WorkCache::new(labels::MWRS_OWNER);
-        cache.record_written("c1", "app", "h1", 1, t(100));
+        cache.record_written("c1", OWNER, "h1", 1, t(100));
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
@@ -754,7 +763,7 @@ mod tests {
             t(100),
         );
         assert_eq!(owned(&cache, OWNER)[0].written_generation, None);
-        cache.record_written("c1", "app", "h2", 2, t(100));
+        cache.record_written("c1", OWNER, "h2", 2, t(100));
         assert_eq!(owned(&cache, OWNER)[0].written_generation, Some(2));
         cache.apply(
             &watcher::Event::Delete(work("c1", OWNER, "h2", 2, 10)),
@@ -784,7 +793,7 @@ mod tests {
             cache.apply(&watcher::Event::Apply(work(c, OWNER, "h1", 1, 10)), t(100));
         }
         assert_eq!(cache.unseen_writes(&owner, t(90)), 0);
-        cache.record_written("c1", "app", "h2", 2, t(100));
+        cache.record_written("c1", OWNER, "h2", 2, t(100));
         assert_eq!(
             cache.unseen_writes(&owner, t(90)),
             1,
@@ -800,12 +809,36 @@ mod tests {
             t(101),
         );
         assert_eq!(cache.unseen_writes(&owner, t(90)), 0, "the write came back");
-        cache.record_written("c2", "app", "h2", 2, t(100));
+        cache.record_written("c2", OWNER, "h2", 2, t(100));
         assert_eq!(
             cache.unseen_writes(&owner, t(111)),
             0,
             "a write the watch never brought holds the owner only for a while"
         );
+    }
+
+    /// At 300,000 ManifestWorks (issue #36) the watch fell behind the creates: passes
+    /// between a create and its watch event planned it again, and the hub refused 113,702
+    /// creates as existing in five minutes (each then read back). A create is a write the
+    /// watch has not brought back, like an update.
+    #[test]
+    fn creates_not_back_through_the_watch_are_counted_too() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let owner = OwnerKey::new("ns", "app");
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        cache.record_written("c2", OWNER, "h1", 1, t(100));
+        cache.record_written("c3", OWNER, "h1", 1, t(100));
+        cache.record_written("c3", "other", "h1", 1, t(100));
+        assert_eq!(cache.unseen_writes(&owner, t(90)), 2, "c2 and c3 created");
+        cache.apply(
+            &watcher::Event::Apply(work("c2", OWNER, "h1", 1, 10)),
+            t(101),
+        );
+        assert_eq!(cache.unseen_writes(&owner, t(90)), 1, "c2 came back");
+        assert_eq!(cache.unseen_writes(&owner, t(111)), 0, "only for a while");
     }
 
     #[test]
@@ -815,7 +848,7 @@ mod tests {
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
         );
-        let base = cache.patch_base("c1", "app").unwrap();
+        let base = cache.patch_base("c1", OWNER).unwrap();
         assert_eq!(
             base.labels.unwrap().get("team").map(String::as_str),
             Some("a")
