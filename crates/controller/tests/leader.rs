@@ -59,6 +59,21 @@ fn writes(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// MWRS `app` rolling out one cluster at a time (each answers after 1.5 s), its first
+/// cluster updated; the agent runs while the handle is kept.
+async fn rollout_under_way(hub: &TestHub) -> mwrs_fleet::AgentHandle {
+    let agent = start_agent_succeeding(hub, Duration::from_millis(1500));
+    hub.publish_all("p").await;
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    wait_mwrs(hub, "app", "the rollout under way", |m| {
+        m.status.as_ref().is_some_and(|s| s.summary.updated >= 1) && current(m).is_none()
+    })
+    .await;
+    agent
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_leader_writes_nothing_after_it_wakes() {
     let Some(hub) = TestHub::from_env("leader", 4).await else {
@@ -69,16 +84,8 @@ async fn a_frozen_leader_writes_nothing_after_it_wakes() {
     let old = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED).await;
     wait_holder(&hub, old.id(), common::WAIT).await;
     let new = spawn_controller_binary_logging(&hub, &flags, WRITES_LOGGED).await;
-    let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
-    hub.publish_all("p").await;
-    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
-    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
-        .await;
     // Freeze the leader with the rollout under way: it has requeues pending.
-    wait_mwrs(&hub, "app", "the rollout under way", |m| {
-        m.status.as_ref().is_some_and(|s| s.summary.updated >= 1) && current(m).is_none()
-    })
-    .await;
+    let _agent = rollout_under_way(&hub).await;
     signal(&old, "-STOP");
     wait_holder(&hub, new.id(), Duration::from_secs(90)).await;
     let v1 = current(&wait_complete(&hub, "app", None).await);
@@ -130,15 +137,7 @@ async fn a_standby_takes_over_on_warm_stores() {
         async move { (n == 1).then_some(()).ok_or("not yet".to_string()) }
     })
     .await;
-    let _agent = start_agent_succeeding(&hub, Duration::from_millis(1500));
-    hub.publish_all("p").await;
-    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
-    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
-        .await;
-    wait_mwrs(&hub, "app", "the rollout under way", |m| {
-        m.status.as_ref().is_some_and(|s| s.summary.updated >= 1) && current(m).is_none()
-    })
-    .await;
+    let _agent = rollout_under_way(&hub).await;
     signal(&old, "-KILL");
     wait_holder(&hub, standby.id(), Duration::from_secs(90)).await;
     wait_complete(&hub, "app", None).await;
