@@ -276,7 +276,11 @@ fn on_apply(
         None => {}
     }
     let s = shared.clone();
-    let handle = tasks.spawn(async move { answer(&s, mw).await });
+    // The task holds what it answers with, not the ManifestWork: under a backlog (more
+    // generations than write permits) every waiting task holds it, its template included.
+    let job = Job::of(shared, &mw);
+    drop(mw);
+    let handle = tasks.spawn(async move { answer(&s, job).await });
     tracked.insert(
         key,
         Tracked {
@@ -287,29 +291,74 @@ fn on_apply(
     );
 }
 
-/// Answers one generation of one ManifestWork.
-async fn answer(s: &Shared, mw: ManifestWork) {
-    let cluster = mw.namespace().unwrap_or_default();
-    let name = mw.name_any();
-    let generation = mw.metadata.generation.unwrap_or(0);
-    let spec = mw.spec.to_value();
-    let behaviour = (s.config.behaviour)(&WorkInfo {
-        cluster: &cluster,
-        name: &name,
-        generation,
-        revision: mw.labels().get(labels::CONTROLLER_HASH).map(String::as_str),
-        spec: &spec,
-    });
-    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
-    let mut tracked = feedback::tracked(&spec);
-    if let Behaviour::Unready { .. } = behaviour {
-        feedback::never_ready(&mut tracked);
-    }
+/// What answering one generation of one ManifestWork needs of it.
+struct Job {
+    cluster: String,
+    name: String,
+    generation: i64,
+    behaviour: Behaviour,
+    /// The resources whose status feedback the answer reports.
+    tracked: Vec<feedback::Tracked>,
+    /// The conditions it carries now.
+    existing: Vec<Condition>,
+    /// The merge patch adding the agent's finalizer, when it lacks it and the agent adds it.
+    add_finalizer: Option<Value>,
+}
 
-    if s.config.finalizer && !mw.finalizers().iter().any(|f| f == AGENT_FINALIZER) {
-        let body = json!({"metadata": {"finalizers": finalizers_with(&mw)}, });
+impl Job {
+    fn of(s: &Shared, mw: &ManifestWork) -> Self {
+        let cluster = mw.namespace().unwrap_or_default();
+        let name = mw.name_any();
+        let generation = mw.metadata.generation.unwrap_or(0);
+        let spec = mw.spec.to_value();
+        let behaviour = (s.config.behaviour)(&WorkInfo {
+            cluster: &cluster,
+            name: &name,
+            generation,
+            revision: mw.labels().get(labels::CONTROLLER_HASH).map(String::as_str),
+            spec: &spec,
+        });
+        let mut tracked = feedback::tracked(&spec);
+        if let Behaviour::Unready { .. } = behaviour {
+            feedback::never_ready(&mut tracked);
+        }
+        let add_finalizer = (s.config.finalizer
+            && !mw.finalizers().iter().any(|f| f == AGENT_FINALIZER))
+        .then(|| {
+            let body = json!({"metadata": {"finalizers": finalizers_with(mw)}, });
+            with_version(body, mw)
+        });
+        let existing = mw
+            .status
+            .as_ref()
+            .and_then(|st| st.conditions.clone())
+            .unwrap_or_default();
+        Self {
+            cluster,
+            name,
+            generation,
+            behaviour,
+            tracked,
+            existing,
+            add_finalizer,
+        }
+    }
+}
+
+/// Answers one generation of one ManifestWork.
+async fn answer(s: &Shared, job: Job) {
+    let Job {
+        cluster,
+        name,
+        generation,
+        behaviour,
+        tracked,
+        existing,
+        add_finalizer,
+    } = job;
+    let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+    if let Some(body) = add_finalizer {
         let _permit = s.permits.acquire().await;
-        let body = with_version(body, &mw);
         if let Err(e) = api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await
@@ -319,11 +368,6 @@ async fn answer(s: &Shared, mw: ManifestWork) {
         }
     }
 
-    let existing = mw
-        .status
-        .as_ref()
-        .and_then(|st| st.conditions.clone())
-        .unwrap_or_default();
     let rules = s.config.condition_rules;
     match behaviour {
         Behaviour::Silent => return,
