@@ -153,6 +153,15 @@ pub(crate) fn metric_sum_with(text: &str, metric: &str, labels: &[&str]) -> f64 
         + 0.0
 }
 
+/// The ManifestWork writes (any result) a controller's metrics text counts.
+pub(crate) fn manifestwork_writes(text: &str) -> f64 {
+    metric_sum_with(
+        text,
+        "mwrs_controller_writes_total",
+        &["resource=\"manifestwork\""],
+    )
+}
+
 /// (reconciles, writes) the controller has counted so far.
 pub(crate) async fn controller_counts(addr: &str) -> (f64, f64) {
     match http_get(addr, "/metrics").await {

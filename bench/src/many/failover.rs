@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use super::{NS, name, secs, version};
-use crate::process::{Proc, http_get, metric_sum_with};
+use crate::process::{Proc, http_get, manifestwork_writes};
 use crate::sizes::Bench;
 
 /// What the failover measured.
@@ -33,12 +33,7 @@ const VERSION: usize = 6;
 
 /// The standby's ManifestWork writes so far (any result).
 async fn work_writes(addr: &str) -> Option<f64> {
-    let text = http_get(addr, "/metrics").await?;
-    Some(metric_sum_with(
-        &text,
-        "mwrs_controller_writes_total",
-        &["resource=\"manifestwork\""],
-    ))
+    Some(manifestwork_writes(&http_get(addr, "/metrics").await?))
 }
 
 impl Bench {

@@ -43,7 +43,7 @@ pub use report::{json, print};
 use crate::fleet_view::template;
 use crate::lease::Renewals;
 use crate::measure::{self, histogram_quantile, per_verb};
-use crate::process::{Proc, controller_counts, http_get, metric_sum_with};
+use crate::process::{Proc, controller_counts, http_get, manifestwork_writes};
 use crate::sizes::Bench;
 
 const NS: &str = "bench-many";
@@ -342,9 +342,7 @@ impl Bench {
         row.one_change_s = secs(t0, self.wait_version(&version(i, 2), n).await?);
         self.wait_complete(&name(i), n).await?;
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
-        let works = ["resource=\"manifestwork\""];
-        let written = metric_sum_with(&after, "mwrs_controller_writes_total", &works)
-            - metric_sum_with(&before, "mwrs_controller_writes_total", &works);
+        let written = manifestwork_writes(&after) - manifestwork_writes(&before);
         row.one_change_other_writes = written - n as f64;
         let untouched: Vec<String> = (0..i).map(|j| version(j, 1)).collect();
         let seen = self

@@ -154,11 +154,6 @@ impl Leadership {
         })
     }
 
-    /// The gate every write of this replica goes through.
-    pub fn gate(&self) -> WriteGate {
-        self.gate.clone()
-    }
-
     /// Gives the lease up so a standby takes over at once instead of after expiry.
     pub async fn release(self) {
         let Self {

@@ -17,11 +17,20 @@ type Key = ObjectRef<GuardedMwrs>;
 
 /// An ask older than this belongs to an MWRS deleted before its pass: forgotten.
 const FORGET_AFTER: Duration = Duration::from_secs(3600);
+/// How often the asks are swept for forgotten ones: a sweep reads every MWRS waiting,
+/// too much for every ask on a hub with thousands.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// When each MWRS was first asked for since its last pass began.
 #[derive(Default)]
 pub struct QueueClock {
-    asked: Mutex<HashMap<Key, Instant>>,
+    asked: Mutex<Asked>,
+}
+
+#[derive(Default)]
+struct Asked {
+    since: HashMap<Key, Instant>,
+    swept: Option<Instant>,
 }
 
 impl QueueClock {
@@ -30,17 +39,25 @@ impl QueueClock {
         let Ok(mut asked) = self.asked.lock() else {
             return;
         };
-        if asked.contains_key(mwrs) {
+        if asked.since.contains_key(mwrs) {
             return;
         }
-        asked.retain(|_, t| now.saturating_duration_since(*t) < FORGET_AFTER);
-        asked.insert(mwrs.clone(), now);
+        if asked
+            .swept
+            .is_none_or(|t| now.saturating_duration_since(t) >= SWEEP_EVERY)
+        {
+            asked
+                .since
+                .retain(|_, t| now.saturating_duration_since(*t) < FORGET_AFTER);
+            asked.swept = Some(now);
+        }
+        asked.since.insert(mwrs.clone(), now);
     }
 
     /// A pass over `mwrs` begins at `now`: how long the first ask since the last pass
     /// waited, if an event asked.
     pub fn began(&self, mwrs: &Key, now: Instant) -> Option<Duration> {
-        let since = self.asked.lock().ok()?.remove(mwrs)?;
+        let since = self.asked.lock().ok()?.since.remove(mwrs)?;
         Some(now.saturating_duration_since(since))
     }
 

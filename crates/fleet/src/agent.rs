@@ -279,7 +279,6 @@ fn on_apply(
     // The task holds what it answers with, not the ManifestWork: under a backlog (more
     // generations than write permits) every waiting task holds it, its template included.
     let job = Job::of(shared, &mw);
-    drop(mw);
     let handle = tasks.spawn(async move { answer(&s, job).await });
     tracked.insert(
         key,
