@@ -154,28 +154,72 @@ pub fn read_audit(path: &Path, ns: &str, log: &SharedLog) -> anyhow::Result<usiz
         let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        let Some(replica) = e["user"]["username"]
-            .as_str()
-            .and_then(|u| u.strip_prefix(&prefix))
-            .filter(|r| r.starts_with("replica-"))
-        else {
-            continue;
-        };
-        let Some(at) = e["requestReceivedTimestamp"].as_str().and_then(parse_ms) else {
-            continue;
-        };
-        let object = &e["objectRef"];
-        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-        let seen = Seen::Write {
-            replica: replica.to_string(),
-            verb: text(&e["verb"]),
-            resource: text(&object["resource"]),
-            namespace: text(&object["namespace"]),
-            name: text(&object["name"]),
-            code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
-        };
-        file(log, at, seen);
-        n += 1;
+        if let Some((at, seen)) = audited_write(&e, &prefix) {
+            file(log, at, seen);
+            n += 1;
+        }
     }
     Ok(n)
+}
+
+/// One audit event as a replica's write, when it is one: by a user `<prefix>replica-…`,
+/// and not a dry run (the probe of the served schema, `crd::until_served`, is a dry-run
+/// status patch that any replica sends before it leads: it changes nothing).
+fn audited_write(e: &serde_json::Value, prefix: &str) -> Option<(Ms, Seen)> {
+    let replica = e["user"]["username"]
+        .as_str()
+        .and_then(|u| u.strip_prefix(prefix))
+        .filter(|r| r.starts_with("replica-"))?;
+    let dry_run = e["requestURI"]
+        .as_str()
+        .and_then(|uri| uri.split_once('?'))
+        .is_some_and(|(_, query)| query.split('&').any(|q| q.starts_with("dryRun=")));
+    if dry_run {
+        return None;
+    }
+    let at = e["requestReceivedTimestamp"].as_str().and_then(parse_ms)?;
+    let object = &e["objectRef"];
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let seen = Seen::Write {
+        replica: replica.to_string(),
+        verb: text(&e["verb"]),
+        resource: text(&object["resource"]),
+        namespace: text(&object["namespace"]),
+        name: text(&object["name"]),
+        code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+    };
+    Some((at, seen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(user: &str, uri: &str) -> serde_json::Value {
+        serde_json::json!({
+            "user": {"username": user},
+            "verb": "patch",
+            "requestURI": uri,
+            "requestReceivedTimestamp": "2026-12-06T05:00:00.000000Z",
+            "objectRef": {"resource": "manifestworkreplicasets", "namespace": "soak", "name": "api"},
+            "responseStatus": {"code": 200},
+        })
+    }
+
+    #[test]
+    fn a_replicas_write_is_filed_and_its_dry_run_is_not() {
+        let prefix = "system:serviceaccount:soak:";
+        let uri = "/apis/work.open-cluster-management.io/v1alpha1/namespaces/soak/manifestworkreplicasets/api/status";
+        let user = "system:serviceaccount:soak:replica-b";
+        let Some((_, Seen::Write { replica, verb, .. })) = audited_write(&event(user, uri), prefix)
+        else {
+            panic!("a replica's patch is a write");
+        };
+        assert_eq!((replica.as_str(), verb.as_str()), ("replica-b", "patch"));
+        // As kube-rs sends it.
+        let dry = format!("{uri}?&dryRun=All");
+        assert!(audited_write(&event(user, &dry), prefix).is_none());
+        let other = "system:serviceaccount:soak:plugin";
+        assert!(audited_write(&event(other, uri), prefix).is_none());
+    }
 }
