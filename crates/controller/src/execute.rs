@@ -22,6 +22,8 @@ use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plan::{
     FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
 };
+use mwrs_engine::stored_work::StoredWork;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::announce::publish;
@@ -696,6 +698,19 @@ fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
     );
 }
 
+/// Records a create with its answer: passes see the ManifestWork from now on, before the
+/// watch brings it.
+fn remember_created(ctx: &Context, a: &WorkApply, created: &ManifestWork) {
+    let stored = serde_json::to_value(created).and_then(StoredWork::deserialize);
+    match stored {
+        Ok(stored) => ctx
+            .stores
+            .record_created(&stored, &a.revision, jiff::Timestamp::now()),
+        // Cannot happen (the answer was just decoded); the watch will bring it.
+        Err(_) => remember(ctx, a, created),
+    }
+}
+
 async fn create_work(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
@@ -709,13 +724,13 @@ async fn create_work(
         })?;
     let mut mw = ManifestWork::new(&a.name, spec);
     mw.metadata.namespace = Some(a.cluster.clone());
-    mw.metadata.labels = Some(a.labels.clone());
-    mw.metadata.annotations = Some(a.annotations.clone());
+    mw.metadata.labels = Some((*a.labels).clone());
+    mw.metadata.annotations = Some((*a.annotations).clone());
     let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
     match api.create(&post_params(), &mw).await {
         Ok(created) => {
             ctx.metrics.write(KIND_WORK, "create", "ok");
-            remember(ctx, a, &created);
+            remember_created(ctx, a, &created);
             Ok(())
         }
         Err(e) if is_status(&e, 409) => {

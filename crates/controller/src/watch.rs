@@ -120,6 +120,13 @@ impl Stores {
         }
     }
 
+    /// Records a ManifestWork this controller created (see [`WorkCache::record_created`]).
+    pub fn record_created(&self, obj: &StoredWork, revision: &str, at: jiff::Timestamp) {
+        for c in &self.works {
+            c.record_created(obj, revision, at);
+        }
+    }
+
     /// ControllerRevisions carrying `owner`'s selector label.
     pub fn owned_revisions(&self, owner: &OwnerKey) -> Vec<Arc<ControllerRevision>> {
         owned(&self.revisions, &self.revision_index, owner)

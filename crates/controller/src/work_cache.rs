@@ -159,6 +159,8 @@ struct Inner {
     lists_begun: u32,
     /// A list has ended: the cache serves reconciles.
     listed_once: bool,
+    /// When the list under way began.
+    list_began: Timestamp,
     /// What this controller last wrote into a ManifestWork, by name, then namespace (an
     /// owner's ManifestWorks share one name).
     written: HashMap<Sym, HashMap<Sym, Written>>,
@@ -170,6 +172,9 @@ struct Written {
     /// The generation the API server answered with.
     generation: i64,
     at: Timestamp,
+    /// A create's answer, shown to passes until the watch brings the object (boxed: most
+    /// records never hold one for long).
+    created: Option<Box<Filing>>,
 }
 
 /// A list under way.
@@ -216,7 +221,7 @@ impl WorkCache {
             return;
         };
         match event {
-            watcher::Event::Init => inner.begin_list(),
+            watcher::Event::Init => inner.begin_list(now),
             watcher::Event::InitApply(obj) => {
                 if let Some(filing) = self.filing(&mut inner, obj) {
                     inner.list(filing, now);
@@ -269,11 +274,19 @@ impl WorkCache {
         let Ok(inner) = self.inner.read() else {
             return Vec::new();
         };
-        let Some(works) = inner.by_owner.get(value.as_str()) else {
-            return Vec::new();
-        };
-        works
-            .iter()
+        let filed = inner.by_owner.get(value.as_str());
+        let created = inner
+            .written
+            .get(owner.work_name().as_str())
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, w)| w.created.as_deref())
+            .filter(|f| *f.owner == *value && !inner.owner_of.contains_key(&f.key))
+            .map(|f| (&f.key, &f.entry));
+        filed
+            .into_iter()
+            .flatten()
+            .chain(created)
             .map(|(k, e)| {
                 let mut view = e.view(k);
                 view.written_generation = inner.written_generation(k, view.hash());
@@ -319,14 +332,44 @@ impl WorkCache {
                 revision,
                 generation,
                 at,
+                created: None,
+            },
+        );
+    }
+
+    /// Records that this controller created `obj` (the API server's answer) carrying
+    /// `revision` at `at`, or found it ours after a create was refused as existing.
+    /// Passes see it from now on, as it was answered, until the watch brings it: a watch
+    /// lagging behind a fan-out must not make a pass create it again. Forgotten when the
+    /// watch deletes it, or when a list begun after `at` ends without it.
+    pub fn record_created(&self, obj: &StoredWork, revision: &str, at: Timestamp) {
+        let Ok(mut inner) = self.inner.write() else {
+            return;
+        };
+        let created = self.filing(&mut inner, obj).map(|mut f| {
+            // Dated as the watch dates a first sight.
+            f.entry.changed = f.since.map_or(at, |s| s.min(at));
+            Box::new(f)
+        });
+        let meta = &obj.metadata;
+        let (namespace, name) = inner.key_of(obj);
+        let revision = inner.strings.get(revision);
+        inner.written.entry(name).or_default().insert(
+            namespace,
+            Written {
+                revision,
+                generation: meta.generation.unwrap_or(0),
+                at,
+                created,
             },
         );
     }
 
     /// How many of `owner`'s ManifestWorks this controller wrote since `since` whose
     /// write the watch has not brought back yet: the cache holds an older generation, or,
-    /// for a create, nothing. A pass on them would take them for unwritten (a create the
-    /// watch has not brought yet, for missing: written again, refused as existing).
+    /// for a create whose answer was not recorded ([`WorkCache::record_created`]),
+    /// nothing. A pass on them would take them for unwritten (an update written again,
+    /// refused by its resourceVersion guard; a create, refused as existing).
     pub fn unseen_writes(&self, owner: &OwnerKey, since: Timestamp) -> usize {
         let (key, value) = owner.selector();
         if key != self.key {
@@ -344,9 +387,11 @@ impl WorkCache {
             .filter(|(_, w)| w.at >= since)
             .filter(|(namespace, w)| {
                 let key = ((*namespace).clone(), name.clone());
-                filed
-                    .and_then(|works| works.get(&key))
-                    .is_none_or(|e| w.generation > e.generation)
+                match filed.and_then(|works| works.get(&key)) {
+                    Some(e) => w.generation > e.generation,
+                    // A create whose answer passes see is not waited for.
+                    None => w.created.is_none(),
+                }
             })
             .count()
     }
@@ -382,6 +427,9 @@ impl Inner {
         if let Some(old_owner) = self.owner_of.get(&key).filter(|o| **o != owner).cloned() {
             self.unfile(&key, &old_owner);
         }
+        if let Some(w) = self.written.get_mut(&key.1).and_then(|w| w.get_mut(&key.0)) {
+            w.created = None;
+        }
         self.owner_of.insert(key.clone(), owner.clone());
         self.by_owner.entry(owner).or_default().insert(key, entry);
     }
@@ -400,6 +448,7 @@ impl Inner {
         }
     }
 
+    /// The watch saw `key` deleted: it goes, and what this controller wrote into it.
     fn remove(&mut self, key: &WorkKey) {
         if let Some(owner) = self.owner_of.remove(key) {
             self.unfile(key, &owner);
@@ -412,7 +461,8 @@ impl Inner {
         }
     }
 
-    fn begin_list(&mut self) {
+    fn begin_list(&mut self, now: Timestamp) {
+        self.list_began = now;
         self.lists_begun = self.lists_begun.wrapping_add(1);
         self.listing = Some(if self.listed_once {
             Listing::Buffered(Vec::new())
@@ -459,13 +509,29 @@ impl Inner {
             }
         };
         for key in &gone {
-            self.remove(key);
+            if let Some(owner) = self.owner_of.remove(key) {
+                self.unfile(key, &owner);
+            }
         }
         if let Listing::Buffered(held) = listing {
             for filing in held {
                 self.file(filing, now);
             }
         }
+        self.forget_written_unlisted();
+    }
+
+    /// What this controller wrote before the list began into a ManifestWork the list did
+    /// not bring is gone with it. A write made while the list ran may be missing from it
+    /// and still exist: its record (and a create's answer) stays until the watch says.
+    fn forget_written_unlisted(&mut self) {
+        let (began, owner_of) = (self.list_began, &self.owner_of);
+        self.written.retain(|name, by_namespace| {
+            by_namespace.retain(|namespace, w| {
+                w.at >= began || owner_of.contains_key(&(namespace.clone(), name.clone()))
+            });
+            !by_namespace.is_empty()
+        });
     }
 
     fn written_generation(&self, key: &WorkKey, revision: Option<&str>) -> Option<i64> {
@@ -839,6 +905,77 @@ mod tests {
         );
         assert_eq!(cache.unseen_writes(&owner, t(90)), 1, "c2 came back");
         assert_eq!(cache.unseen_writes(&owner, t(111)), 0, "only for a while");
+    }
+
+    /// Created, with no condition yet.
+    fn created(cluster: &str) -> StoredWork {
+        let mut w = work(cluster, OWNER, "h1", 1, 10);
+        w.status = None;
+        w
+    }
+
+    /// At 300,000 (issue #36) the watch lagged behind the creates by more than a pass
+    /// waits for its own writes (10 s): passes then took the ManifestWorks for missing
+    /// and created them again, each refused as existing and read back. A create's answer
+    /// is what passes see until the watch brings the object.
+    #[test]
+    fn a_create_is_seen_from_its_answer_until_the_watch_brings_it() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let owner = OwnerKey::new("ns", "app");
+        cache.record_created(&created("c1"), "h1", t(100));
+        let views = owned(&cache, OWNER);
+        assert_eq!(views.len(), 1, "seen before the watch brings it");
+        assert_eq!(views[0].written_generation, Some(1));
+        assert_eq!(views[0].status_seen, Some(t(100)));
+        assert_eq!(
+            cache.unseen_writes(&owner, t(90)),
+            0,
+            "seen: not waited for"
+        );
+        assert!(owned(&cache, "ns.other").is_empty());
+        let other_key = WorkCache::new(labels::PLACEMENT_NAME);
+        other_key.record_created(&created("c1"), "h1", t(100));
+        assert!(other_key.owned(&owner).is_empty());
+
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(101),
+        );
+        let views = owned(&cache, OWNER);
+        assert_eq!(views.len(), 1, "once, as the watch brought it");
+        assert_eq!(views[0].status_seen, Some(t(10)));
+        cache.apply(
+            &watcher::Event::Delete(work("c1", OWNER, "h1", 1, 10)),
+            t(102),
+        );
+        assert!(owned(&cache, OWNER).is_empty(), "deleted: gone");
+    }
+
+    /// A relist that began before a create may not bring it; one that began after it and
+    /// does not bring it shows it gone.
+    #[test]
+    fn a_relist_keeps_the_creates_made_while_it_ran() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        list(&cache, vec![work("c1", OWNER, "h1", 1, 10)], t(100));
+        cache.record_created(&created("c2"), "h1", t(101));
+        cache.apply(&watcher::Event::Init, t(105));
+        cache.record_created(&created("c3"), "h1", t(106));
+        cache.apply(
+            &watcher::Event::InitApply(work("c1", OWNER, "h1", 1, 10)),
+            t(107),
+        );
+        cache.apply(&watcher::Event::InitDone, t(108));
+        let clusters: Vec<String> = owned(&cache, OWNER)
+            .iter()
+            .map(|w| w.cluster.to_string())
+            .collect();
+        assert_eq!(clusters, ["c1", "c3"], "c2 was gone when the list began");
+        let owner = OwnerKey::new("ns", "app");
+        assert_eq!(
+            cache.unseen_writes(&owner, t(90)),
+            0,
+            "c2's record went too"
+        );
     }
 
     #[test]

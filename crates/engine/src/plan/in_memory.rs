@@ -259,6 +259,6 @@ fn apply_work(work: &mut WorkView, apply: &WorkApply, digest: Option<Digest>) {
         work.generation += 1;
     }
     work.spec_digest = digest;
-    Arc::make_mut(&mut work.labels).extend(apply.labels.clone());
-    Arc::make_mut(&mut work.annotations).extend(apply.annotations.clone());
+    Arc::make_mut(&mut work.labels).extend((*apply.labels).clone());
+    Arc::make_mut(&mut work.annotations).extend((*apply.annotations).clone());
 }

@@ -44,9 +44,10 @@ pub struct WorkApply {
     pub template: Arc<Value>,
     /// The placementRef the cluster is rolled out by.
     pub placement: String,
-    /// Labels and annotations this controller owns on the object (others are kept).
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
+    /// Labels and annotations this controller owns on the object (others are kept);
+    /// shared by the writes of a pass that carry equal ones.
+    pub labels: Arc<BTreeMap<String, String>>,
+    pub annotations: Arc<BTreeMap<String, String>>,
     /// The version the decision was made on (updates only).
     pub resource_version: Option<String>,
     /// The spec to write instead of the revision's template: what the placementRef's

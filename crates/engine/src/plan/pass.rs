@@ -3,6 +3,10 @@
 //! (the validated spec, the cluster table, the revision ids). Each stage is an `impl Pass`
 //! in a file of its own; the driver in `mod.rs` sequences them.
 
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
 use jiff::{SignedDuration, Timestamp};
 use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 
@@ -81,6 +85,9 @@ pub(super) struct Pass<'a> {
     pub(super) ids: RevisionIds,
     /// The owner label, computed once (a hashed owner costs a SHA-256).
     pub(super) owner_label: (&'static str, String),
+    /// The label and annotation maps of the writes planned so far: a fan-out holds one of
+    /// each per revision and placement, not one per cluster.
+    maps: RefCell<HashSet<Arc<BTreeMap<String, String>>>>,
 }
 
 impl<'a> Pass<'a> {
@@ -133,6 +140,7 @@ impl<'a> Pass<'a> {
         let clusters = Clusters::new(&views, observed.works, &expect);
         Self {
             owner_label,
+            maps: RefCell::default(),
             resolution,
             ids,
             observed,
@@ -144,6 +152,17 @@ impl<'a> Pass<'a> {
             views,
             clusters,
         }
+    }
+
+    /// `map`, shared with every write of this pass that carries an equal one.
+    pub(super) fn shared(&self, map: BTreeMap<String, String>) -> Arc<BTreeMap<String, String>> {
+        let mut maps = self.maps.borrow_mut();
+        if let Some(shared) = maps.get(&map) {
+            return shared.clone();
+        }
+        let shared = Arc::new(map);
+        maps.insert(shared.clone());
+        shared
     }
 
     /// The revision a ManifestWork carries: its label, or — for a ManifestWork written

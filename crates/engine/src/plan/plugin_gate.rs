@@ -455,8 +455,7 @@ impl Pass<'_> {
             let place = self.mark_place(&a.cluster, &a.name);
             let mark = spec_mark(&self.observed.plugins.marks, place, &a.revision, &m.digest);
             a.spec = Some(m.spec.clone());
-            a.annotations
-                .insert(labels::PLUGIN_SPEC_DIGEST.into(), mark);
+            Arc::make_mut(&mut a.annotations).insert(labels::PLUGIN_SPEC_DIGEST.into(), mark);
         }
         a
     }

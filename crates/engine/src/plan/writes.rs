@@ -160,8 +160,8 @@ impl<'a> Pass<'a> {
             revision: revision.to_string(),
             template: template.clone(),
             placement: placement.clone(),
-            labels: self.work_labels(placement, revision),
-            annotations,
+            labels: self.shared(self.work_labels(placement, revision)),
+            annotations: self.shared(annotations),
             resource_version: existing.and_then(version),
             spec: None,
         })
