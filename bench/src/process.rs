@@ -162,6 +162,20 @@ pub(crate) fn manifestwork_writes(text: &str) -> f64 {
     )
 }
 
+/// ManifestWork creates the hub refused as existing, so far: each one a pass that took a
+/// ManifestWork the controller had created for missing.
+pub(crate) fn refused_creates(text: &str) -> f64 {
+    metric_sum_with(
+        text,
+        "mwrs_controller_writes_total",
+        &[
+            "resource=\"manifestwork\"",
+            "op=\"create\"",
+            "result=\"exists\"",
+        ],
+    )
+}
+
 /// (reconciles, writes) the controller has counted so far.
 pub(crate) async fn controller_counts(addr: &str) -> (f64, f64) {
     match http_get(addr, "/metrics").await {
@@ -171,6 +185,14 @@ pub(crate) async fn controller_counts(addr: &str) -> (f64, f64) {
         ),
         None => (f64::NAN, f64::NAN),
     }
+}
+
+/// The hub's Go heap now (`go_memstats_heap_alloc_bytes`: live objects and garbage not
+/// yet swept; close to live under a memory limit, where the collector runs often).
+pub(crate) async fn hub_heap(client: &Client) -> anyhow::Result<u64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    Ok(metric_sum(&text, "go_memstats_heap_alloc_bytes") as u64)
 }
 
 /// Requests the hub has completed so far (every verb, every client).

@@ -43,7 +43,9 @@ pub use report::{json, print};
 use crate::fleet_view::template;
 use crate::lease::Renewals;
 use crate::measure::{self, histogram_quantile, per_verb};
-use crate::process::{Proc, controller_counts, http_get, manifestwork_writes};
+use crate::process::{
+    Proc, controller_counts, http_get, hub_heap, manifestwork_writes, refused_creates,
+};
 use crate::sizes::Bench;
 
 const NS: &str = "bench-many";
@@ -81,6 +83,8 @@ pub struct ManyRow {
     pub queue_delay_p50_s: f64,
     pub queue_delay_p99_s: f64,
     pub queue_delay_passes: f64,
+    /// ManifestWork creates the hub refused as existing while the MWRS were created.
+    pub create_refused: f64,
     /// Requests per second by verb: while the MWRS were created, and every MWRS changed.
     pub create_requests: Vec<(String, f64)>,
     pub all_change_requests: Vec<(String, f64)>,
@@ -105,6 +109,10 @@ pub struct ManyRow {
     pub hub_rss_anon_bytes: u64,
     pub hub_rss_file_bytes: u64,
     pub hub_peak_rss_bytes: u64,
+    /// The API server's Go heap with half the MWRS settled, and with all: what the hub
+    /// holds per ManifestWork (its watch cache, when it has one for them).
+    pub hub_half_heap_bytes: u64,
+    pub hub_heap_bytes: u64,
 }
 
 fn name(i: usize) -> String {
@@ -284,14 +292,18 @@ impl Bench {
             }
             // jemalloc's background threads return freed pages within its decay time.
             tokio::time::sleep(Duration::from_secs(15)).await;
+            let heap = hub_heap(&self.client).await.unwrap_or(0);
             if range.start == 0 {
                 row.half_steady_rss_bytes = p.rss()?;
+                row.hub_half_heap_bytes = heap;
             } else {
                 row.steady_rss_bytes = p.rss()?;
+                row.hub_heap_bytes = heap;
             }
         }
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
         row.create_requests = per_verb(&before, &after, REQUESTS, row.create_s);
+        row.create_refused = refused_creates(&after) - refused_creates(&before);
         row.create_peak_rss_bytes = p.peak_rss()?;
         Ok(())
     }

@@ -30,6 +30,13 @@ impl ManyRow {
             / (self.works() as f64 - half)
     }
 
+    /// The hub's heap per ManifestWork, between half the MWRS and all of them.
+    fn hub_slope(&self) -> f64 {
+        let half = (self.count / 2 * self.clusters) as f64;
+        (self.hub_heap_bytes as f64 - self.hub_half_heap_bytes as f64)
+            / (self.works() as f64 - half)
+    }
+
     fn ratio_to_steady(&self, peak: u64) -> f64 {
         peak as f64 / self.steady_rss_bytes.max(1) as f64
     }
@@ -191,8 +198,15 @@ pub fn print(r: &ManyRow) {
         mib(r.hub_peak_rss_bytes)
     );
     println!(
-        "controller's requests: creating {}; every MWRS changing {}",
+        "hub's Go heap: {:.0} MiB with half the MWRS, {:.0} MiB with all: {:.0} B per ManifestWork",
+        mib(r.hub_half_heap_bytes),
+        mib(r.hub_heap_bytes),
+        r.hub_slope()
+    );
+    println!(
+        "controller's requests: creating {} ({} creates refused as existing); every MWRS changing {}",
         verbs_text(&r.create_requests),
+        r.create_refused,
         verbs_text(&r.all_change_requests)
     );
     println!("\n| target | figure | met |\n|---|---|---|");
@@ -229,6 +243,7 @@ pub fn json(r: &ManyRow) -> Value {
         "queue_delay_p50_s": r.queue_delay_p50_s, "queue_delay_p99_s": r.queue_delay_p99_s,
         "queue_delay_passes": r.queue_delay_passes,
         "create_requests_per_s": verbs(&r.create_requests),
+        "create_refused": r.create_refused,
         "all_change_requests_per_s": verbs(&r.all_change_requests),
         "cold_start_s": r.cold_start_s, "restart_ready_s": r.restart_ready_s,
         "list_works_s": r.list_works_s, "startup_peak_rss_bytes": r.startup_peak_rss_bytes,
@@ -245,6 +260,8 @@ pub fn json(r: &ManyRow) -> Value {
         "lease_gap_p99_s": r.lease_gap_p99_s, "lease_gap_max_s": r.lease_gap_max_s,
         "hub_rss_bytes": r.hub_rss_bytes, "hub_rss_anon_bytes": r.hub_rss_anon_bytes,
         "hub_rss_file_bytes": r.hub_rss_file_bytes, "hub_peak_rss_bytes": r.hub_peak_rss_bytes,
+        "hub_half_heap_bytes": r.hub_half_heap_bytes, "hub_heap_bytes": r.hub_heap_bytes,
+        "hub_heap_bytes_per_manifestwork": r.hub_slope(),
         "targets": r.targets().into_iter().map(|(what, figure, met)| {
             json!({"target": what, "figure": figure, "met": met})
         }).collect::<Vec<_>>(),
