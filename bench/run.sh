@@ -52,18 +52,25 @@ if [ -n "$ceiling" ]; then
   #   and with it the hub process took 9.3 GiB at 30,000 (`--ceiling 10`), which at
   #   300,000 would not fit this machine's 24 GiB. Lists and watches of ManifestWorks are
   #   served from etcd instead; a production hub at that size keeps the cache and needs
-  #   the memory (bench/README.md, "OCM's hub ceiling").
-  # etcd is compacted every 5 minutes, as by default: a list of every ManifestWork in
-  # pages must end within one interval (a compaction expires its continue token and the
-  # list starts over), and at 300,000 a 1-minute interval made every relist start over.
-  # With --hub-watch-cache the cache stays, as on a production hub, and the hub's Go
-  # runtime gets a soft memory limit (inherited by the test hub's process): without one,
-  # most of those 9.3 GiB were garbage the default GC target let grow.
+  #   the memory (bench/README.md, "OCM's hub ceiling"). With --hub-watch-cache the cache
+  #   stays, and the hub's Go runtime gets a soft memory limit (inherited by the test
+  #   hub's process): without one, most of those 9.3 GiB were garbage the default GC
+  #   target let grow.
+  # - requests may take 10 minutes (60 s by default). Without the watch cache, a list
+  #   with a label selector reads every ManifestWork from etcd to fill its page: the
+  #   controller's watch of hashed-owner ManifestWorks, which match none here, reads all
+  #   of them for each of its (empty) lists, and at 150,000 each ran past 60 s and was
+  #   tried again for ever.
+  # - etcd is compacted every 5 minutes, as by default: a list of every ManifestWork in
+  #   pages must end within one interval (a compaction expires its continue token and
+  #   the list starts over), and at 300,000 a 1-minute interval made every relist start
+  #   over.
   if [ "$watch_cache" = 1 ]; then
     export GOMEMLIMIT=${GOMEMLIMIT:-5GiB}
   else
     export MWRS_HUB_ARGS="${MWRS_HUB_ARGS:-} --apiserver-arg=--watch-cache-sizes=manifestworks.work.open-cluster-management.io#0"
   fi
+  export MWRS_HUB_ARGS="${MWRS_HUB_ARGS:-} --apiserver-arg=--request-timeout=10m"
 elif [ "$watch_cache" = 1 ]; then
   echo "bench/run.sh: --hub-watch-cache goes with --ceiling (other runs keep the cache)" >&2
   exit 2
