@@ -681,33 +681,31 @@ async fn update_work(
         .patch(&a.name, &patch_params(), &Patch::Json::<()>(p))
         .await
         .map(|written| remember(ctx, a, &written))
-        .map_err(|e| Error::kube(format!("update work {}/{}", a.cluster, a.name), e));
+        .map_err(|e| {
+            if let Some(version) = resource_version.filter(|_| is_status(&e, 409)) {
+                ctx.stores.record_refused_work(&a.cluster, &a.name, version);
+            }
+            Error::kube(format!("update work {}/{}", a.cluster, a.name), e)
+        });
     ctx.metrics.write(KIND_WORK, "update", result_label(&r));
     r
 }
 
-/// Records the generation the server gave the ManifestWork this write produced: at that
-/// generation its spec is the revision's template as the server stores it.
+/// Records the write and the server's answer: passes see the ManifestWork as answered
+/// from now on, before the watch brings it, and know the generation at which its spec is
+/// the revision's template as the server stores it.
 fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
-    ctx.stores.record_written(
-        &a.cluster,
-        &a.name,
-        &a.revision,
-        written.metadata.generation.unwrap_or(0),
-        jiff::Timestamp::now(),
-    );
-}
-
-/// Records a create with its answer: passes see the ManifestWork from now on, before the
-/// watch brings it.
-fn remember_created(ctx: &Context, a: &WorkApply, created: &ManifestWork) {
-    let stored = serde_json::to_value(created).and_then(StoredWork::deserialize);
-    match stored {
-        Ok(stored) => ctx
-            .stores
-            .record_created(&stored, &a.revision, jiff::Timestamp::now()),
+    let now = jiff::Timestamp::now();
+    match serde_json::to_value(written).and_then(StoredWork::deserialize) {
+        Ok(answer) => ctx.stores.record_answer(&answer, &a.revision, now),
         // Cannot happen (the answer was just decoded); the watch will bring it.
-        Err(_) => remember(ctx, a, created),
+        Err(_) => ctx.stores.record_written(
+            &a.cluster,
+            &a.name,
+            &a.revision,
+            written.metadata.generation.unwrap_or(0),
+            now,
+        ),
     }
 }
 
@@ -730,7 +728,7 @@ async fn create_work(
     match api.create(&post_params(), &mw).await {
         Ok(created) => {
             ctx.metrics.write(KIND_WORK, "create", "ok");
-            remember_created(ctx, a, &created);
+            remember(ctx, a, &created);
             Ok(())
         }
         Err(e) if is_status(&e, 409) => {

@@ -120,10 +120,19 @@ impl Stores {
         }
     }
 
-    /// Records a ManifestWork this controller created (see [`WorkCache::record_created`]).
-    pub fn record_created(&self, obj: &StoredWork, revision: &str, at: jiff::Timestamp) {
+    /// Records a write of this controller with the server's answer (see
+    /// [`WorkCache::record_answer`]).
+    pub fn record_answer(&self, obj: &StoredWork, revision: &str, at: jiff::Timestamp) {
         for c in &self.works {
-            c.record_created(obj, revision, at);
+            c.record_answer(obj, revision, at);
+        }
+    }
+
+    /// Records an update of a ManifestWork the hub refused by its resourceVersion guard
+    /// (see [`WorkCache::record_refused`]).
+    pub fn record_refused_work(&self, namespace: &str, name: &str, resource_version: &str) {
+        for c in &self.works {
+            c.record_refused(namespace, name, resource_version);
         }
     }
 

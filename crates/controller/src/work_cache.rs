@@ -164,6 +164,10 @@ struct Inner {
     /// What this controller last wrote into a ManifestWork, by name, then namespace (an
     /// owner's ManifestWorks share one name).
     written: HashMap<Sym, HashMap<Sym, Written>>,
+    /// ManifestWorks whose update the hub refused by its resourceVersion guard (the hub
+    /// holds a newer version than the cache): the version the update was planned on, by
+    /// name, then namespace, as `written`.
+    refused: HashMap<Sym, HashMap<Sym, Sym>>,
 }
 
 /// A write of this controller into a ManifestWork.
@@ -172,9 +176,19 @@ struct Written {
     /// The generation the API server answered with.
     generation: i64,
     at: Timestamp,
-    /// A create's answer, shown to passes until the watch brings the object (boxed: most
-    /// records never hold one for long).
-    created: Option<Box<Filing>>,
+    /// The API server's answer to the write, shown to passes in place of what the watch
+    /// filed until the watch brings that generation (boxed: most records never hold one
+    /// for long).
+    answer: Option<Box<Filing>>,
+}
+
+impl Written {
+    /// The answer, when it is newer than the generation the watch filed (None: nothing).
+    fn newer_answer(&self, filed: Option<i64>) -> Option<&Filing> {
+        self.answer
+            .as_deref()
+            .filter(|a| filed.is_none_or(|g| g < a.entry.generation))
+    }
 }
 
 /// A list under way.
@@ -274,22 +288,26 @@ impl WorkCache {
         let Ok(inner) = self.inner.read() else {
             return Vec::new();
         };
-        let filed = inner.by_owner.get(value.as_str());
-        let created = inner
+        let filed = inner
+            .by_owner
+            .get(value.as_str())
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, e)| Some((k, inner.shown(k, Some(e))?)));
+        let unfiled = inner
             .written
             .get(owner.work_name().as_str())
             .into_iter()
             .flatten()
-            .filter_map(|(_, w)| w.created.as_deref())
+            .filter_map(|(_, w)| w.answer.as_deref())
             .filter(|f| *f.owner == *value && !inner.owner_of.contains_key(&f.key))
             .map(|f| (&f.key, &f.entry));
         filed
-            .into_iter()
-            .flatten()
-            .chain(created)
+            .chain(unfiled)
             .map(|(k, e)| {
                 let mut view = e.view(k);
                 view.written_generation = inner.written_generation(k, view.hash());
+                view.update_refused = inner.update_refused(k, e);
                 view
             })
             .collect()
@@ -299,7 +317,7 @@ impl WorkCache {
     pub fn patch_base(&self, namespace: &str, name: &str) -> Option<PatchBase> {
         let inner = self.inner.read().ok()?;
         let key: WorkKey = (Arc::from(namespace), Arc::from(name));
-        inner.entry(&key).map(Entry::patch_base)
+        inner.shown(&key, inner.entry(&key)).map(Entry::patch_base)
     }
 
     /// How many ManifestWorks the cache holds.
@@ -332,23 +350,23 @@ impl WorkCache {
                 revision,
                 generation,
                 at,
-                created: None,
+                answer: None,
             },
         );
     }
 
-    /// Records that this controller created `obj` (the API server's answer) carrying
-    /// `revision` at `at`, or found it ours after a create was refused as existing.
-    /// Passes see it from now on, as it was answered, until the watch brings it: a watch
-    /// lagging behind a fan-out must not make a pass create it again. Forgotten when the
-    /// watch deletes it, or when a list begun after `at` ends without it.
-    pub fn record_created(&self, obj: &StoredWork, revision: &str, at: Timestamp) {
+    /// Records that this controller wrote `revision` into a ManifestWork at `at`, and
+    /// `obj`, the API server's answer (to a create or an update). Passes see the answer
+    /// in place of what the watch filed until the watch brings that generation: a watch
+    /// lagging behind a fan-out must not make a pass write it again (a create refused as
+    /// existing, an update refused by its resourceVersion guard). Forgotten when the
+    /// watch deletes the object, or when a list begun after `at` ends without it.
+    pub fn record_answer(&self, obj: &StoredWork, revision: &str, at: Timestamp) {
         let Ok(mut inner) = self.inner.write() else {
             return;
         };
-        let created = self.filing(&mut inner, obj).map(|mut f| {
-            // Dated as the watch dates a first sight.
-            f.entry.changed = f.since.map_or(at, |s| s.min(at));
+        let answer = self.filing(&mut inner, obj).map(|mut f| {
+            f.entry.changed = inner.dated(&f, at);
             Box::new(f)
         });
         let meta = &obj.metadata;
@@ -360,16 +378,34 @@ impl WorkCache {
                 revision,
                 generation: meta.generation.unwrap_or(0),
                 at,
-                created,
+                answer,
             },
         );
     }
 
-    /// How many of `owner`'s ManifestWorks this controller wrote since `since` whose
-    /// write the watch has not brought back yet: the cache holds an older generation, or,
-    /// for a create whose answer was not recorded ([`WorkCache::record_created`]),
-    /// nothing. A pass on them would take them for unwritten (an update written again,
-    /// refused by its resourceVersion guard; a create, refused as existing).
+    /// Records that the hub refused an update of ManifestWork `name` of `namespace`
+    /// planned on `resource_version` (its guard): the hub holds a newer version than the
+    /// cache. Views of that version say so (`WorkView::update_refused`), and the planner
+    /// does not send the same update again. Forgotten when the watch brings another
+    /// version or deletes it, or a list ends without that version.
+    pub fn record_refused(&self, namespace: &str, name: &str, resource_version: &str) {
+        let Ok(mut inner) = self.inner.write() else {
+            return;
+        };
+        let (namespace, name) = (inner.strings.get(namespace), inner.strings.get(name));
+        let version = inner.strings.get(resource_version);
+        inner
+            .refused
+            .entry(name)
+            .or_default()
+            .insert(namespace, version);
+    }
+
+    /// How many of `owner`'s ManifestWorks this controller wrote since `since`, with no
+    /// answer recorded ([`WorkCache::record_answer`]), whose write the watch has not
+    /// brought back yet: the cache holds an older generation, or nothing. A pass on them
+    /// would take them for unwritten (an update written again, refused by its
+    /// resourceVersion guard; a create, refused as existing).
     pub fn unseen_writes(&self, owner: &OwnerKey, since: Timestamp) -> usize {
         let (key, value) = owner.selector();
         if key != self.key {
@@ -385,13 +421,12 @@ impl WorkCache {
         written
             .iter()
             .filter(|(_, w)| w.at >= since)
+            .filter(|(_, w)| w.answer.is_none())
             .filter(|(namespace, w)| {
                 let key = ((*namespace).clone(), name.clone());
-                match filed.and_then(|works| works.get(&key)) {
-                    Some(e) => w.generation > e.generation,
-                    // A create whose answer passes see is not waited for.
-                    None => w.created.is_none(),
-                }
+                filed
+                    .and_then(|works| works.get(&key))
+                    .is_none_or(|e| w.generation > e.generation)
             })
             .count()
     }
@@ -407,36 +442,54 @@ impl Inner {
         )
     }
 
-    /// Files `filing`, dating a change of its conditions `now`.
-    fn file(&mut self, filing: Filing, now: Timestamp) {
+    /// Files `filing`, dating a change of its conditions `now`; a recorded answer it
+    /// catches up with is no longer shown.
+    fn file(&mut self, mut filing: Filing, now: Timestamp) {
+        filing.entry.changed = self.dated(&filing, now);
         let Filing {
-            key,
-            owner,
-            mut entry,
-            since,
+            key, owner, entry, ..
         } = filing;
-        let previous = self.entry(&key).map(|e| (e.fingerprint, e.changed));
-        entry.changed = match previous {
-            Some((print, at)) if print == entry.fingerprint => at,
-            Some(_) => now,
-            // A first sight is dated by the object, so that a restarted controller does
-            // not take every ManifestWork of the fleet for changed just now (which
-            // unsettled every settled success and cost status writes).
-            None => since.map_or(now, |s| s.min(now)),
-        };
         if let Some(old_owner) = self.owner_of.get(&key).filter(|o| **o != owner).cloned() {
             self.unfile(&key, &old_owner);
         }
-        if let Some(w) = self.written.get_mut(&key.1).and_then(|w| w.get_mut(&key.0)) {
-            w.created = None;
+        if let Some(w) = self.written.get_mut(&key.1).and_then(|w| w.get_mut(&key.0))
+            && w.newer_answer(Some(entry.generation)).is_none()
+        {
+            w.answer = None;
+        }
+        let refused = self.refused.get(&key.1).and_then(|r| r.get(&key.0));
+        if refused.is_some_and(|r| !entry.refused_by(r)) {
+            remove_nested(&mut self.refused, &key);
         }
         self.owner_of.insert(key.clone(), owner.clone());
         self.by_owner.entry(owner).or_default().insert(key, entry);
     }
 
+    /// When `filing`, seen at `now`, last changed: as what passes see of it now when its
+    /// conditions and generation are the same, else `now`.
+    fn dated(&self, filing: &Filing, now: Timestamp) -> Timestamp {
+        let previous = self.shown(&filing.key, self.entry(&filing.key));
+        match previous.map(|e| (e.fingerprint, e.changed)) {
+            Some((print, at)) if print == filing.entry.fingerprint => at,
+            Some(_) => now,
+            // A first sight is dated by the object, so that a restarted controller does
+            // not take every ManifestWork of the fleet for changed just now (which
+            // unsettled every settled success and cost status writes).
+            None => filing.since.map_or(now, |s| s.min(now)),
+        }
+    }
+
     fn entry(&self, key: &WorkKey) -> Option<&Entry> {
         let owner = self.owner_of.get(key)?;
         self.by_owner.get(owner)?.get(key)
+    }
+
+    /// What passes see of `key`: the answer to this controller's last write when it is
+    /// newer than `filed` (what the watch filed), else `filed`.
+    fn shown<'s>(&'s self, key: &WorkKey, filed: Option<&'s Entry>) -> Option<&'s Entry> {
+        let written = self.written.get(&key.1).and_then(|w| w.get(&key.0));
+        let answer = written.and_then(|w| w.newer_answer(filed.map(|e| e.generation)));
+        answer.map(|a| &a.entry).or(filed)
     }
 
     fn unfile(&mut self, key: &WorkKey, owner: &Sym) {
@@ -453,12 +506,8 @@ impl Inner {
         if let Some(owner) = self.owner_of.remove(key) {
             self.unfile(key, &owner);
         }
-        if let Some(by_namespace) = self.written.get_mut(&key.1) {
-            by_namespace.remove(&key.0);
-            if by_namespace.is_empty() {
-                self.written.remove(&key.1);
-            }
-        }
+        remove_nested(&mut self.written, key);
+        remove_nested(&mut self.refused, key);
     }
 
     fn begin_list(&mut self, now: Timestamp) {
@@ -518,14 +567,24 @@ impl Inner {
                 self.file(filing, now);
             }
         }
-        self.forget_written_unlisted();
+        self.forget_unlisted();
     }
 
     /// What this controller wrote before the list began into a ManifestWork the list did
     /// not bring is gone with it. A write made while the list ran may be missing from it
     /// and still exist: its record (and a create's answer) stays until the watch says.
-    fn forget_written_unlisted(&mut self) {
-        let (began, owner_of) = (self.list_began, &self.owner_of);
+    /// A refused update is forgotten once the list brought another version, or nothing.
+    fn forget_unlisted(&mut self) {
+        let (by_owner, owner_of) = (&self.by_owner, &self.owner_of);
+        self.refused.retain(|name, by_namespace| {
+            by_namespace.retain(|namespace, r| {
+                let key = (namespace.clone(), name.clone());
+                let filed = owner_of.get(&key).and_then(|o| by_owner.get(o)?.get(&key));
+                filed.is_some_and(|e| e.refused_by(r))
+            });
+            !by_namespace.is_empty()
+        });
+        let began = self.list_began;
         self.written.retain(|name, by_namespace| {
             by_namespace.retain(|namespace, w| {
                 w.at >= began || owner_of.contains_key(&(namespace.clone(), name.clone()))
@@ -534,9 +593,25 @@ impl Inner {
         });
     }
 
+    /// Did the hub refuse an update planned on `entry`, the version shown of `key`?
+    fn update_refused(&self, key: &WorkKey, entry: &Entry) -> bool {
+        let refused = self.refused.get(&key.1).and_then(|r| r.get(&key.0));
+        refused.is_some_and(|version| entry.refused_by(version))
+    }
+
     fn written_generation(&self, key: &WorkKey, revision: Option<&str>) -> Option<i64> {
         let w = self.written.get(&key.1)?.get(&key.0)?;
         (Some(&*w.revision) == revision).then_some(w.generation)
+    }
+}
+
+/// Removes `key` from a map by name, then namespace, and the name when it is left empty.
+fn remove_nested<T>(map: &mut HashMap<Sym, HashMap<Sym, T>>, (namespace, name): &WorkKey) {
+    if let Some(by_namespace) = map.get_mut(name) {
+        by_namespace.remove(namespace);
+        if by_namespace.is_empty() {
+            map.remove(name);
+        }
     }
 }
 
@@ -612,7 +687,13 @@ impl Entry {
             applied_note: self.applied_note.clone(),
             written_generation: None,
             status_error: self.status_error.clone(),
+            update_refused: false,
         }
+    }
+
+    /// Is this the version a refused update was planned on?
+    fn refused_by(&self, version: &Sym) -> bool {
+        self.resource_version.as_ref() == Some(version)
     }
 
     fn patch_base(&self) -> PatchBase {
@@ -922,7 +1003,7 @@ mod tests {
     fn a_create_is_seen_from_its_answer_until_the_watch_brings_it() {
         let cache = WorkCache::new(labels::MWRS_OWNER);
         let owner = OwnerKey::new("ns", "app");
-        cache.record_created(&created("c1"), "h1", t(100));
+        cache.record_answer(&created("c1"), "h1", t(100));
         let views = owned(&cache, OWNER);
         assert_eq!(views.len(), 1, "seen before the watch brings it");
         assert_eq!(views[0].written_generation, Some(1));
@@ -934,21 +1015,118 @@ mod tests {
         );
         assert!(owned(&cache, "ns.other").is_empty());
         let other_key = WorkCache::new(labels::PLACEMENT_NAME);
-        other_key.record_created(&created("c1"), "h1", t(100));
+        other_key.record_answer(&created("c1"), "h1", t(100));
         assert!(other_key.owned(&owner).is_empty());
 
-        cache.apply(
-            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
-            t(101),
-        );
+        cache.apply(&watcher::Event::Apply(created("c1")), t(101));
         let views = owned(&cache, OWNER);
         assert_eq!(views.len(), 1, "once, as the watch brought it");
-        assert_eq!(views[0].status_seen, Some(t(10)));
+        assert_eq!(
+            views[0].status_seen,
+            Some(t(100)),
+            "unchanged since the answer"
+        );
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(102),
+        );
+        assert_eq!(seen(&cache, "c1"), Some(t(102)), "the agent's first report");
         cache.apply(
             &watcher::Event::Delete(work("c1", OWNER, "h1", 1, 10)),
             t(102),
         );
         assert!(owned(&cache, OWNER).is_empty(), "deleted: gone");
+    }
+
+    /// At 300,000 (issue #36) the watch lagged behind an update of every ManifestWork:
+    /// passes planned the updates again on the old resourceVersion, and the hub refused
+    /// 71,251 of them by the resourceVersion guard. An update's answer is what passes
+    /// see until the watch brings its generation.
+    #[test]
+    fn an_update_is_seen_from_its_answer_until_the_watch_brings_its_generation() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let owner = OwnerKey::new("ns", "app");
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        cache.record_answer(&work("c1", OWNER, "h2", 2, 10), "h2", t(101));
+        let shown = |cache: &WorkCache| {
+            let v = owned(cache, OWNER);
+            assert_eq!(v.len(), 1);
+            (
+                v[0].generation,
+                v[0].hash().map(str::to_string),
+                v[0].written_generation,
+            )
+        };
+        assert_eq!(shown(&cache), (2, Some("h2".into()), Some(2)));
+        assert_eq!(
+            cache.unseen_writes(&owner, t(90)),
+            0,
+            "seen: not waited for"
+        );
+        let base = cache.patch_base("c1", OWNER).unwrap();
+        assert_eq!(
+            base.labels
+                .unwrap()
+                .get(labels::CONTROLLER_HASH)
+                .map(String::as_str),
+            Some("h2"),
+            "a patch builds on the answer"
+        );
+        // The agent's report on generation 1 comes late: the answer is still newer.
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 50)),
+            t(102),
+        );
+        assert_eq!(shown(&cache), (2, Some("h2".into()), Some(2)));
+        // The watch brings generation 2 (the agent's report on it too): shown from now on.
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h2", 2, 60)),
+            t(103),
+        );
+        assert_eq!(shown(&cache), (2, Some("h2".into()), Some(2)));
+        assert_eq!(seen(&cache, "c1"), Some(t(103)));
+    }
+
+    /// The view of a version the hub refused an update on says so
+    /// (`no_update_is_sent_again_on_a_version_the_hub_refused_it_on`, in the engine's
+    /// tests, is what the planner does with it), until the watch brings another version.
+    #[test]
+    fn a_version_the_hub_refused_an_update_on_is_marked_until_the_watch_moves_on() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        for c in ["c1", "c2"] {
+            cache.apply(&watcher::Event::Apply(work(c, OWNER, "h1", 1, 10)), t(100));
+        }
+        let refused = |cache: &WorkCache| -> Vec<bool> {
+            owned(cache, OWNER)
+                .iter()
+                .map(|w| w.update_refused)
+                .collect()
+        };
+        assert_eq!(refused(&cache), [false, false]);
+        cache.record_refused("c1", OWNER, "10");
+        cache.record_refused("c2", OWNER, "9");
+        assert_eq!(
+            refused(&cache),
+            [true, false],
+            "c2's refusal was on another version"
+        );
+        // The agent's report moved c1 on: the hub's version reaches the cache.
+        let mut moved = work("c1", OWNER, "h1", 1, 20);
+        moved.metadata.resource_version = Some("11".into());
+        cache.apply(&watcher::Event::Apply(moved), t(101));
+        assert_eq!(refused(&cache), [false, false]);
+        // A relist that brings the refused version keeps the mark; one that brings
+        // another drops it.
+        cache.record_refused("c2", OWNER, "10");
+        list(&cache, vec![work("c2", OWNER, "h1", 1, 10)], t(102));
+        assert_eq!(refused(&cache), [true]);
+        let mut moved = work("c2", OWNER, "h1", 1, 20);
+        moved.metadata.resource_version = Some("12".into());
+        list(&cache, vec![moved], t(103));
+        assert_eq!(refused(&cache), [false]);
     }
 
     /// A relist that began before a create may not bring it; one that began after it and
@@ -957,9 +1135,9 @@ mod tests {
     fn a_relist_keeps_the_creates_made_while_it_ran() {
         let cache = WorkCache::new(labels::MWRS_OWNER);
         list(&cache, vec![work("c1", OWNER, "h1", 1, 10)], t(100));
-        cache.record_created(&created("c2"), "h1", t(101));
+        cache.record_answer(&created("c2"), "h1", t(101));
         cache.apply(&watcher::Event::Init, t(105));
-        cache.record_created(&created("c3"), "h1", t(106));
+        cache.record_answer(&created("c3"), "h1", t(106));
         cache.apply(
             &watcher::Event::InitApply(work("c1", OWNER, "h1", 1, 10)),
             t(107),

@@ -61,6 +61,10 @@ pub struct WorkView {
     /// Why part of the status cannot be read (a condition time the API server accepted
     /// and our types do not): the cluster is never taken for done meanwhile.
     pub status_error: Option<Arc<str>>,
+    /// The hub refused an update planned on this version (its resourceVersion guard): it
+    /// holds a newer one, and the same update would be refused again until the cache
+    /// brings it.
+    pub update_refused: bool,
 }
 
 /// A value of a small string map, found by a scan that compares lengths before bytes.
@@ -145,6 +149,7 @@ impl WorkView {
             applied_note: applied_note.map(Into::into),
             written_generation: None,
             status_error: status_error.map(Into::into),
+            update_refused: false,
         }
     }
 
@@ -196,6 +201,7 @@ impl WorkView {
             applied_note: None,
             written_generation: None,
             status_error: None,
+            update_refused: false,
         }
     }
 

@@ -44,6 +44,7 @@ fn work(generation: i64, conditions: Vec<CondView>) -> WorkView {
         applied_note: None,
         written_generation: None,
         status_error: None,
+        update_refused: false,
     }
 }
 

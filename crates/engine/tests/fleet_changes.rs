@@ -243,6 +243,7 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
         applied_note: None,
         written_generation: None,
         status_error: None,
+        update_refused: false,
     }
 }
 
@@ -364,4 +365,31 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
     assert_eq!(plan_of(&works), by_cluster, "reversed");
     works.rotate_left(3);
     assert_eq!(plan_of(&works), by_cluster, "rotated");
+}
+
+/// At 300,000 ManifestWorks (issue #36) the controller's cache stayed behind the hub for
+/// minutes (a relist outlived etcd's compaction and started over), every pass sent its
+/// updates again on versions the hub had moved past, and the hub refused 583,304 in 15
+/// minutes, each refusal loading the hub the relist waited on. A version the hub refused
+/// an update on gets no update until the cache brings the hub's.
+#[test]
+fn no_update_is_sent_again_on_a_version_the_hub_refused_it_on() {
+    let mut h = MemoryHub::new(all(), &[&["c1", "c2"]]);
+    settle(&mut h);
+    h.set_template("v2");
+    h.works.get_mut("c1").unwrap().update_refused = true;
+    let p = h.reconcile().clone();
+    let written: Vec<&str> = p
+        .works
+        .iter()
+        .filter_map(|w| match w {
+            WorkChange::Apply(a) => Some(a.cluster.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written, ["c2"], "{:?}", p.works);
+    // The cache brings the hub's version: the update goes.
+    h.works.get_mut("c1").unwrap().update_refused = false;
+    settle(&mut h);
+    assert_eq!(h.version_of("c1").as_deref(), Some("v2"));
 }

@@ -94,7 +94,8 @@ impl<'a> RollForward<'a> {
     }
 
     /// The write a pass at `at` makes to roll `cluster` of placementRef `placement` forward
-    /// (None: the name is blocked by a ManifestWork on its way out).
+    /// (None: the name is blocked by a ManifestWork on its way out, or the hub refused the
+    /// same update on the version the cache holds).
     pub fn write(&self, cluster: &str, placement: usize, at: Timestamp) -> Option<WorkApply> {
         let update = (self.update.as_str(), &self.template);
         self.pass.apply(cluster, placement, update, at)

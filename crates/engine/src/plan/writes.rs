@@ -145,6 +145,11 @@ impl<'a> Pass<'a> {
         if existing.is_none() && row.is_some_and(|s| s.name_blocked) {
             return None;
         }
+        // The same update would be refused again; the watch bringing the hub's version
+        // brings the next pass.
+        if existing.is_some_and(|w| w.update_refused) {
+            return None;
+        }
         let mut annotations = self.owner_annotations();
         // The first write of a revision into this ManifestWork is its anchor for deadlines
         // and soak; a rewrite of the same revision (hand edit, lost write) keeps it.
