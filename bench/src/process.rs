@@ -162,18 +162,16 @@ pub(crate) fn manifestwork_writes(text: &str) -> f64 {
     )
 }
 
-/// ManifestWork creates the hub refused as existing, so far: each one a pass that took a
-/// ManifestWork the controller had created for missing.
-pub(crate) fn refused_creates(text: &str) -> f64 {
-    metric_sum_with(
-        text,
-        "mwrs_controller_writes_total",
-        &[
-            "resource=\"manifestwork\"",
-            "op=\"create\"",
-            "result=\"exists\"",
-        ],
-    )
+/// ManifestWork writes the hub refused so far, each one a pass that planned on an older
+/// ManifestWork than the hub held: creates refused as existing, and updates refused by
+/// their resourceVersion guard.
+pub(crate) fn refused_writes(text: &str) -> (f64, f64) {
+    let refused = |op: &str, result: &str| {
+        let (op, result) = (format!("op=\"{op}\""), format!("result=\"{result}\""));
+        let labels = ["resource=\"manifestwork\"", &op, &result];
+        metric_sum_with(text, "mwrs_controller_writes_total", &labels)
+    };
+    (refused("create", "exists"), refused("update", "conflict"))
 }
 
 /// (reconciles, writes) the controller has counted so far.

@@ -44,7 +44,7 @@ use crate::fleet_view::template;
 use crate::lease::Renewals;
 use crate::measure::{self, histogram_quantile, per_verb};
 use crate::process::{
-    Proc, controller_counts, http_get, hub_heap, manifestwork_writes, refused_creates,
+    Proc, controller_counts, http_get, hub_heap, manifestwork_writes, refused_writes,
 };
 use crate::sizes::Bench;
 
@@ -83,8 +83,10 @@ pub struct ManyRow {
     pub queue_delay_p50_s: f64,
     pub queue_delay_p99_s: f64,
     pub queue_delay_passes: f64,
-    /// ManifestWork creates the hub refused as existing while the MWRS were created.
+    /// ManifestWork creates the hub refused as existing while the MWRS were created, and
+    /// updates refused by their resourceVersion guard while every MWRS changed.
     pub create_refused: f64,
+    pub all_change_conflicts: f64,
     /// Requests per second by verb: while the MWRS were created, and every MWRS changed.
     pub create_requests: Vec<(String, f64)>,
     pub all_change_requests: Vec<(String, f64)>,
@@ -303,7 +305,7 @@ impl Bench {
         }
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
         row.create_requests = per_verb(&before, &after, REQUESTS, row.create_s);
-        row.create_refused = refused_creates(&after) - refused_creates(&before);
+        row.create_refused = refused_writes(&after).0 - refused_writes(&before).0;
         row.create_peak_rss_bytes = p.peak_rss()?;
         Ok(())
     }
@@ -424,6 +426,7 @@ impl Bench {
             histogram_quantile(&before, &after, delay, 0.5);
         row.queue_delay_p99_s = histogram_quantile(&before, &after, delay, 0.99).0;
         row.all_change_requests = per_verb(&before, &after, REQUESTS, row.all_change_s);
+        row.all_change_conflicts = refused_writes(&after).1 - refused_writes(&before).1;
         Ok(())
     }
 

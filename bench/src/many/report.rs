@@ -204,10 +204,11 @@ pub fn print(r: &ManyRow) {
         r.hub_slope()
     );
     println!(
-        "controller's requests: creating {} ({} creates refused as existing); every MWRS changing {}",
+        "controller's requests: creating {} ({} creates refused as existing); every MWRS changing {} ({} updates refused by their resourceVersion guard)",
         verbs_text(&r.create_requests),
         r.create_refused,
-        verbs_text(&r.all_change_requests)
+        verbs_text(&r.all_change_requests),
+        r.all_change_conflicts
     );
     println!("\n| target | figure | met |\n|---|---|---|");
     for (what, figure, met) in r.targets() {
@@ -243,7 +244,7 @@ pub fn json(r: &ManyRow) -> Value {
         "queue_delay_p50_s": r.queue_delay_p50_s, "queue_delay_p99_s": r.queue_delay_p99_s,
         "queue_delay_passes": r.queue_delay_passes,
         "create_requests_per_s": verbs(&r.create_requests),
-        "create_refused": r.create_refused,
+        "create_refused": r.create_refused, "all_change_conflicts": r.all_change_conflicts,
         "all_change_requests_per_s": verbs(&r.all_change_requests),
         "cold_start_s": r.cold_start_s, "restart_ready_s": r.restart_ready_s,
         "list_works_s": r.list_works_s, "startup_peak_rss_bytes": r.startup_peak_rss_bytes,
