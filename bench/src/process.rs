@@ -188,14 +188,17 @@ pub(crate) async fn controller_counts(addr: &str) -> (f64, f64) {
 /// The hub's Go heap now (`go_memstats_heap_alloc_bytes`: live objects and garbage not
 /// yet swept; close to live under a memory limit, where the collector runs often).
 pub(crate) async fn hub_heap(client: &Client) -> anyhow::Result<u64> {
-    let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(req).await?;
-    Ok(metric_sum(&text, "go_memstats_heap_alloc_bytes") as u64)
+    Ok(hub_metric(client, "go_memstats_heap_alloc_bytes").await? as u64)
 }
 
 /// Requests the hub has completed so far (every verb, every client).
 pub(crate) async fn hub_requests(client: &Client) -> anyhow::Result<f64> {
+    hub_metric(client, "apiserver_request_total").await
+}
+
+/// The sum of the hub's metric `name` now.
+async fn hub_metric(client: &Client, name: &str) -> anyhow::Result<f64> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(req).await?;
-    Ok(metric_sum(&text, "apiserver_request_total"))
+    Ok(metric_sum(&text, name))
 }

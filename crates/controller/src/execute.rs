@@ -676,11 +676,12 @@ async fn update_work(
             what: "work patch",
             source,
         })?;
-    let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
+    // The answer is decoded as the cache holds it: no manifests, no resourceStatus.
+    let api: Api<StoredWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
     let r = api
         .patch(&a.name, &patch_params(), &Patch::Json::<()>(p))
         .await
-        .map(|written| remember(ctx, a, &written))
+        .map(|answer| remember(ctx, a, &answer))
         .map_err(|e| {
             if let Some(version) = resource_version.filter(|_| is_status(&e, 409)) {
                 ctx.stores.record_refused_work(&a.cluster, &a.name, version);
@@ -694,19 +695,9 @@ async fn update_work(
 /// Records the write and the server's answer: passes see the ManifestWork as answered
 /// from now on, before the watch brings it, and know the generation at which its spec is
 /// the revision's template as the server stores it.
-fn remember(ctx: &Context, a: &WorkApply, written: &ManifestWork) {
+fn remember(ctx: &Context, a: &WorkApply, answer: &StoredWork) {
     let now = jiff::Timestamp::now();
-    match serde_json::to_value(written).and_then(StoredWork::deserialize) {
-        Ok(answer) => ctx.stores.record_answer(&answer, &a.revision, now),
-        // Cannot happen (the answer was just decoded); the watch will bring it.
-        Err(_) => ctx.stores.record_written(
-            &a.cluster,
-            &a.name,
-            &a.revision,
-            written.metadata.generation.unwrap_or(0),
-            now,
-        ),
-    }
+    ctx.stores.record_answer(answer, &a.revision, now);
 }
 
 async fn create_work(
@@ -728,7 +719,11 @@ async fn create_work(
     match api.create(&post_params(), &mw).await {
         Ok(created) => {
             ctx.metrics.write(KIND_WORK, "create", "ok");
-            remember(ctx, a, &created);
+            // A create sends the whole type and gets it back; the cache's form is read
+            // from it (this cannot fail: it was just decoded).
+            if let Ok(answer) = serde_json::to_value(&created).and_then(StoredWork::deserialize) {
+                remember(ctx, a, &answer);
+            }
             Ok(())
         }
         Err(e) if is_status(&e, 409) => {

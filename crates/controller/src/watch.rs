@@ -105,21 +105,6 @@ impl Stores {
             .find_map(|c| c.patch_base(namespace, name))
     }
 
-    /// Records what this controller wrote into a ManifestWork (see
-    /// [`WorkCache::record_written`]).
-    pub fn record_written(
-        &self,
-        namespace: &str,
-        name: &str,
-        revision: &str,
-        generation: i64,
-        at: jiff::Timestamp,
-    ) {
-        for c in &self.works {
-            c.record_written(namespace, name, revision, generation, at);
-        }
-    }
-
     /// Records a write of this controller with the server's answer (see
     /// [`WorkCache::record_answer`]).
     pub fn record_answer(&self, obj: &StoredWork, revision: &str, at: jiff::Timestamp) {

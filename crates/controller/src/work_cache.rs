@@ -293,7 +293,7 @@ impl WorkCache {
             .get(value.as_str())
             .into_iter()
             .flatten()
-            .filter_map(|(k, e)| Some((k, inner.shown(k, Some(e))?)));
+            .map(|(k, e)| (k, inner.newer_answer(k, Some(e)).unwrap_or(e)));
         let unfiled = inner
             .written
             .get(owner.work_name().as_str())
@@ -487,9 +487,14 @@ impl Inner {
     /// What passes see of `key`: the answer to this controller's last write when it is
     /// newer than `filed` (what the watch filed), else `filed`.
     fn shown<'s>(&'s self, key: &WorkKey, filed: Option<&'s Entry>) -> Option<&'s Entry> {
-        let written = self.written.get(&key.1).and_then(|w| w.get(&key.0));
-        let answer = written.and_then(|w| w.newer_answer(filed.map(|e| e.generation)));
-        answer.map(|a| &a.entry).or(filed)
+        self.newer_answer(key, filed).or(filed)
+    }
+
+    /// The answer to this controller's last write into `key`, when newer than `filed`.
+    fn newer_answer(&self, key: &WorkKey, filed: Option<&Entry>) -> Option<&Entry> {
+        let written = self.written.get(&key.1).and_then(|w| w.get(&key.0))?;
+        let answer = written.newer_answer(filed.map(|e| e.generation))?;
+        Some(&answer.entry)
     }
 
     fn unfile(&mut self, key: &WorkKey, owner: &Sym) {
