@@ -129,9 +129,10 @@ async fn abort_v2(demo: &mut Demo, v1: &str, timeout: Duration) -> anyhow::Resul
     demo.record(
         "2 v2 auto-abort",
         format!(
-            "v2 reached {} cluster(s); abortedTime set after {:.1}s; all {n} back on v1",
+            "v2 reached {} cluster(s); abortedTime set after {:.1}s ({}); all {n} back on v1",
             seen.max_v2,
             seen.aborted_at.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            seen.trigger,
         ),
         t.elapsed(),
     );
@@ -145,6 +146,9 @@ struct AbortSeen {
     max_v2: usize,
     aborted_at: Option<Duration>,
     reasons: Vec<String>,
+    /// `status.lastAbort.trigger`: kept by the controller, so it is there even when the
+    /// polls missed the transient Progressing reason that named it.
+    trigger: String,
 }
 
 impl AbortSeen {
@@ -163,6 +167,9 @@ impl AbortSeen {
         if st.aborted_time.is_some() && self.aborted_at.is_none() {
             self.aborted_at = Some(since.elapsed());
         }
+        if let Some(a) = &st.last_abort {
+            self.trigger = a.trigger.clone();
+        }
     }
 
     /// Why the abort back to `v1` is not there yet: v2 reached a cluster, the hold and its
@@ -178,6 +185,9 @@ impl AbortSeen {
         }
         if st.aborted_time.is_none() {
             missing.push("abortedTime not set".into());
+        }
+        if self.trigger.is_empty() {
+            missing.push("lastAbort not recorded".into());
         }
         if !s.has("Progressing", "False", "RolloutAborted") {
             missing.push(format!("Progressing={}", s.progressing_reason()));
