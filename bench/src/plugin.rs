@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::fleet_view::template;
 use crate::process::{Proc, free_port, http_get, hub_requests, metric_sum_with};
-use crate::sizes::Bench;
+use crate::sizes::{Bench, READY_WITHIN};
 
 const NS: &str = "bench-plugin";
 const NAME: &str = "judged";
@@ -106,7 +106,7 @@ impl Bench {
             "2s".to_string(),
         ];
         let (controller, addr) = self
-            .start_controller_with(NS, "controller-plugin.log", &extra)
+            .start_controller_with(NS, "controller-plugin.log", &extra, READY_WITHIN)
             .await?;
         let mut row = PluginRow {
             clusters: n,

@@ -11,7 +11,7 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use tokio::process::Command;
 
-use super::{Bench, Row, median};
+use super::{Bench, READY_WITHIN, Row, median};
 use crate::lease;
 use crate::process::{Proc, controller_counts, http_get, metric_sum_with};
 
@@ -26,7 +26,7 @@ impl Bench {
             &[]
         };
         let (p, addr) = self
-            .start_controller_with(ns, &format!("controller-{n}.log"), extra)
+            .start_controller_with(ns, &format!("controller-{n}.log"), extra, READY_WITHIN)
             .await?;
         let renewals = lease::Renewals::watch(&self.client, ns).await;
         let complete = |m: &ManifestWorkReplicaSet| {

@@ -140,6 +140,10 @@ pub(crate) struct Row {
     peer_idle_cpu_s_per_min: Option<f64>,
 }
 
+/// How long a replica may take to be ready (every store listed) in the runs up to
+/// 60,000 ManifestWorks.
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(120);
+
 impl Bench {
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs(self.args.timeout_secs)
@@ -247,15 +251,16 @@ impl Bench {
         ns: &str,
         log: &str,
     ) -> anyhow::Result<(Proc, String)> {
-        self.start_controller_with(ns, log, &[]).await
+        self.start_controller_with(ns, log, &[], READY_WITHIN).await
     }
 
-    /// [`Bench::start_controller`] with `extra` arguments.
+    /// [`Bench::start_controller`] with `extra` arguments, ready within `ready_within`.
     pub(crate) async fn start_controller_with(
         &self,
         ns: &str,
         log: &str,
         extra: &[String],
+        ready_within: Duration,
     ) -> anyhow::Result<(Proc, String)> {
         let port = free_port()?;
         let addr = format!("127.0.0.1:{port}");
@@ -277,8 +282,11 @@ impl Bench {
         self.cpu.follow(Role::Controller, p.pid()?);
         let t = Instant::now();
         while http_get(&addr, "/readyz").await.is_none() {
-            if t.elapsed() > Duration::from_secs(120) {
-                bail!("controller not ready after 120s; see {}", log.display());
+            if t.elapsed() > ready_within {
+                bail!(
+                    "controller not ready after {ready_within:?}; see {}",
+                    log.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

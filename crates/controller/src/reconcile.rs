@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::ObjectRef;
@@ -31,9 +31,6 @@ use kube::Resource as _;
 /// the writes it just made.
 const MIN_REQUEUE: Duration = Duration::from_millis(200);
 
-/// How long a pass waits for the watch to bring back this controller's own ManifestWork
-/// writes.
-const OWN_WRITES_WAIT: SignedDuration = SignedDuration::from_secs(10);
 /// Retry delay after a lost optimistic-concurrency race.
 const CONFLICT_REQUEUE: Duration = Duration::from_millis(300);
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -89,13 +86,8 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -
         return Ok(Action::requeue(MIN_REQUEUE));
     }
     let owner = OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any());
-    let recent = Timestamp::now() - OWN_WRITES_WAIT;
-    if ctx.stores.unseen_work_writes(&owner, recent) > 0 {
-        // The same for our own ManifestWork writes: a pass now would take them for
-        // unwritten and write them again, each refused by its resourceVersion guard.
-        // Waited for only so long: a watch that never brings them must not stall us.
-        return Ok(Action::requeue(MIN_REQUEUE));
-    }
+    // Our own ManifestWork writes need no such wait: the cache shows each write's answer
+    // until the watch brings it (`WorkCache::record_answer`).
     ctx.metrics.reconciles.inc();
     let started = Instant::now();
 

@@ -89,15 +89,6 @@ impl Stores {
         self.works.iter().flat_map(|c| c.owned(owner)).collect()
     }
 
-    /// `owner`'s ManifestWorks written since `since` whose write the watch has not
-    /// brought back yet (see [`WorkCache::unseen_writes`]).
-    pub fn unseen_work_writes(&self, owner: &OwnerKey, since: jiff::Timestamp) -> usize {
-        self.works
-            .iter()
-            .map(|c| c.unseen_writes(owner, since))
-            .sum()
-    }
-
     /// What a patch of a cached ManifestWork builds on.
     pub fn work_patch_base(&self, namespace: &str, name: &str) -> Option<PatchBase> {
         self.works

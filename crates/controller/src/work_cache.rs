@@ -329,32 +329,6 @@ impl WorkCache {
         self.len() == 0
     }
 
-    /// Records that this controller wrote `revision` into ManifestWork `name` of
-    /// `namespace` at `at` and the API server answered with `generation`.
-    pub fn record_written(
-        &self,
-        namespace: &str,
-        name: &str,
-        revision: &str,
-        generation: i64,
-        at: Timestamp,
-    ) {
-        let Ok(mut inner) = self.inner.write() else {
-            return;
-        };
-        let (namespace, name) = (inner.strings.get(namespace), inner.strings.get(name));
-        let revision = inner.strings.get(revision);
-        inner.written.entry(name).or_default().insert(
-            namespace,
-            Written {
-                revision,
-                generation,
-                at,
-                answer: None,
-            },
-        );
-    }
-
     /// Records that this controller wrote `revision` into a ManifestWork at `at`, and
     /// `obj`, the API server's answer (to a create or an update). Passes see the answer
     /// in place of what the watch filed until the watch brings that generation: a watch
@@ -399,36 +373,6 @@ impl WorkCache {
             .entry(name)
             .or_default()
             .insert(namespace, version);
-    }
-
-    /// How many of `owner`'s ManifestWorks this controller wrote since `since`, with no
-    /// answer recorded ([`WorkCache::record_answer`]), whose write the watch has not
-    /// brought back yet: the cache holds an older generation, or nothing. A pass on them
-    /// would take them for unwritten (an update written again, refused by its
-    /// resourceVersion guard; a create, refused as existing).
-    pub fn unseen_writes(&self, owner: &OwnerKey, since: Timestamp) -> usize {
-        let (key, value) = owner.selector();
-        if key != self.key {
-            return 0;
-        }
-        let Ok(inner) = self.inner.read() else {
-            return 0;
-        };
-        let Some((name, written)) = inner.written.get_key_value(owner.work_name().as_str()) else {
-            return 0;
-        };
-        let filed = inner.by_owner.get(value.as_str());
-        written
-            .iter()
-            .filter(|(_, w)| w.at >= since)
-            .filter(|(_, w)| w.answer.is_none())
-            .filter(|(namespace, w)| {
-                let key = ((*namespace).clone(), name.clone());
-                filed
-                    .and_then(|works| works.get(&key))
-                    .is_none_or(|e| w.generation > e.generation)
-            })
-            .count()
     }
 }
 
@@ -903,7 +847,7 @@ mod tests {
     #[test]
     fn what_was_written_is_known_until_the_work_goes() {
         let cache = WorkCache::new(labels::MWRS_OWNER);
-        cache.record_written("c1", OWNER, "h1", 1, t(100));
+        cache.record_answer(&work("c1", OWNER, "h1", 1, 10), "h1", t(100));
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
@@ -915,7 +859,7 @@ mod tests {
             t(100),
         );
         assert_eq!(owned(&cache, OWNER)[0].written_generation, None);
-        cache.record_written("c1", OWNER, "h2", 2, t(100));
+        cache.record_answer(&work("c1", OWNER, "h2", 2, 10), "h2", t(100));
         assert_eq!(owned(&cache, OWNER)[0].written_generation, Some(2));
         cache.apply(
             &watcher::Event::Delete(work("c1", OWNER, "h2", 2, 10)),
@@ -931,66 +875,6 @@ mod tests {
             None,
             "a ManifestWork made again by someone else"
         );
-    }
-
-    /// After a fan-out pass, the next pass read ManifestWorks whose write had not come back
-    /// through the watch yet as still on the old revision and wrote them again, pinned to
-    /// a resourceVersion the write had already moved: a 409 each (375 of 5,000 in the
-    /// bench). A pass waits for its own writes, for a while.
-    #[test]
-    fn writes_not_back_through_the_watch_are_counted_for_a_while() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
-        let owner = OwnerKey::new("ns", "app");
-        for c in ["c1", "c2"] {
-            cache.apply(&watcher::Event::Apply(work(c, OWNER, "h1", 1, 10)), t(100));
-        }
-        assert_eq!(cache.unseen_writes(&owner, t(90)), 0);
-        cache.record_written("c1", OWNER, "h2", 2, t(100));
-        assert_eq!(
-            cache.unseen_writes(&owner, t(90)),
-            1,
-            "c1 is still at generation 1"
-        );
-        assert_eq!(
-            cache.unseen_writes(&OwnerKey::new("ns", "other"), t(90)),
-            0,
-            "another owner's works"
-        );
-        cache.apply(
-            &watcher::Event::Apply(work("c1", OWNER, "h2", 2, 10)),
-            t(101),
-        );
-        assert_eq!(cache.unseen_writes(&owner, t(90)), 0, "the write came back");
-        cache.record_written("c2", OWNER, "h2", 2, t(100));
-        assert_eq!(
-            cache.unseen_writes(&owner, t(111)),
-            0,
-            "a write the watch never brought holds the owner only for a while"
-        );
-    }
-
-    /// At 300,000 ManifestWorks (issue #36) the watch fell behind the creates: passes
-    /// between a create and its watch event planned it again, and the hub refused 113,702
-    /// creates as existing in five minutes (each then read back). A create is a write the
-    /// watch has not brought back, like an update.
-    #[test]
-    fn creates_not_back_through_the_watch_are_counted_too() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
-        let owner = OwnerKey::new("ns", "app");
-        cache.apply(
-            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
-            t(100),
-        );
-        cache.record_written("c2", OWNER, "h1", 1, t(100));
-        cache.record_written("c3", OWNER, "h1", 1, t(100));
-        cache.record_written("c3", "other", "h1", 1, t(100));
-        assert_eq!(cache.unseen_writes(&owner, t(90)), 2, "c2 and c3 created");
-        cache.apply(
-            &watcher::Event::Apply(work("c2", OWNER, "h1", 1, 10)),
-            t(101),
-        );
-        assert_eq!(cache.unseen_writes(&owner, t(90)), 1, "c2 came back");
-        assert_eq!(cache.unseen_writes(&owner, t(111)), 0, "only for a while");
     }
 
     /// Created, with no condition yet.
@@ -1013,11 +897,6 @@ mod tests {
         assert_eq!(views.len(), 1, "seen before the watch brings it");
         assert_eq!(views[0].written_generation, Some(1));
         assert_eq!(views[0].status_seen, Some(t(100)));
-        assert_eq!(
-            cache.unseen_writes(&owner, t(90)),
-            0,
-            "seen: not waited for"
-        );
         assert!(owned(&cache, "ns.other").is_empty());
         let other_key = WorkCache::new(labels::PLACEMENT_NAME);
         other_key.record_answer(&created("c1"), "h1", t(100));
@@ -1050,7 +929,6 @@ mod tests {
     #[test]
     fn an_update_is_seen_from_its_answer_until_the_watch_brings_its_generation() {
         let cache = WorkCache::new(labels::MWRS_OWNER);
-        let owner = OwnerKey::new("ns", "app");
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
@@ -1066,11 +944,6 @@ mod tests {
             )
         };
         assert_eq!(shown(&cache), (2, Some("h2".into()), Some(2)));
-        assert_eq!(
-            cache.unseen_writes(&owner, t(90)),
-            0,
-            "seen: not waited for"
-        );
         let base = cache.patch_base("c1", OWNER).unwrap();
         assert_eq!(
             base.labels
@@ -1153,10 +1026,14 @@ mod tests {
             .map(|w| w.cluster.to_string())
             .collect();
         assert_eq!(clusters, ["c1", "c3"], "c2 was gone when the list began");
-        let owner = OwnerKey::new("ns", "app");
+        let inner = cache.inner.read().unwrap();
+        let written = inner
+            .written
+            .get(OWNER)
+            .map(|w| w.keys().collect::<Vec<_>>());
         assert_eq!(
-            cache.unseen_writes(&owner, t(90)),
-            0,
+            written.unwrap_or_default(),
+            [&Sym::from("c3")],
             "c2's record went too"
         );
     }
