@@ -23,7 +23,6 @@ use mwrs_engine::plan::{
     FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
 };
 use mwrs_engine::stored_work::StoredWork;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::announce::publish;
@@ -716,14 +715,20 @@ async fn create_work(
     mw.metadata.labels = Some((*a.labels).clone());
     mw.metadata.annotations = Some((*a.annotations).clone());
     let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
-    match api.create(&post_params(), &mw).await {
-        Ok(created) => {
+    let body = serde_json::to_vec(&mw).map_err(|source| Error::Serialize {
+        what: "ManifestWork",
+        source,
+    })?;
+    // Sent whole, and the answer decoded as the cache holds it: no manifests, no
+    // resourceStatus (as an update's answer is).
+    let created = match kube::core::Request::new(api.resource_url()).create(&post_params(), body) {
+        Ok(request) => ctx.client.request::<StoredWork>(request).await,
+        Err(e) => Err(kube::Error::BuildRequest(e)),
+    };
+    match created {
+        Ok(answer) => {
             ctx.metrics.write(KIND_WORK, "create", "ok");
-            // A create sends the whole type and gets it back; the cache's form is read
-            // from it (this cannot fail: it was just decoded).
-            if let Ok(answer) = serde_json::to_value(&created).and_then(StoredWork::deserialize) {
-                remember(ctx, a, &answer);
-            }
+            remember(ctx, a, &answer);
             Ok(())
         }
         Err(e) if is_status(&e, 409) => {
