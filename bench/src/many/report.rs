@@ -41,12 +41,14 @@ impl ManyRow {
         peak as f64 / self.steady_rss_bytes.max(1) as f64
     }
 
-    /// Each target: what, the figure, met.
-    fn targets(&self) -> Vec<(&'static str, String, bool)> {
+    /// Each target: what, the figure, and met or not; `None` when the run stopped
+    /// before the phase that measures it (its figures are still 0).
+    fn targets(&self) -> Vec<(&'static str, String, Option<bool>)> {
         let fanout = self.one_change_s / self.bare_update_one_s;
         let startup = self.ratio_to_steady(self.startup_peak_rss_bytes);
         let all = self.ratio_to_steady(self.all_peak_rss_bytes);
         let f = &self.failover;
+        let reached = |figure: f64, met: bool| (figure > 0.0).then_some(met);
         vec![
             (
                 "steady ≤ 2 KB per ManifestWork and ≤ 600 MiB",
@@ -55,42 +57,45 @@ impl ManyRow {
                     self.slope(),
                     mib(self.steady_rss_bytes)
                 ),
-                self.slope() <= 2048.0 && mib(self.steady_rss_bytes) <= 600.0,
+                reached(
+                    self.steady_rss_bytes as f64,
+                    self.slope() <= 2048.0 && mib(self.steady_rss_bytes) <= 600.0,
+                ),
             ),
             (
                 "start-up peak ≤ 1.3× steady",
                 format!("{startup:.2}×"),
-                startup <= 1.3,
+                reached(startup, startup <= 1.3),
             ),
             (
                 "peak while every MWRS changes ≤ 2× steady",
                 format!("{all:.2}×"),
-                all <= 2.0,
+                reached(all, all <= 2.0),
             ),
             (
                 "cold start < 5 min",
                 format!("{:.1} s", self.cold_start_s),
-                self.cold_start_s < 300.0,
+                reached(self.cold_start_s, self.cold_start_s < 300.0),
             ),
             (
                 "one MWRS's fan-out ≤ 1.10× the bare client",
                 format!("{fanout:.2}×"),
-                fanout <= 1.10,
+                reached(self.one_change_s, fanout <= 1.10),
             ),
             (
                 "failover < 60 s (kill → the standby's first write)",
                 format!("{:.1} s", f.kill_to_first_write_s),
-                f.kill_to_first_write_s < 60.0,
+                reached(f.kill_to_first_write_s, f.kill_to_first_write_s < 60.0),
             ),
             (
                 "the standby repeats no write",
                 format!("{}", f.repeated_writes),
-                f.repeated_writes == 0.0,
+                reached(f.kill_to_first_write_s, f.repeated_writes == 0.0),
             ),
             (
                 "Lease renewals never past half the lease (7.5 s)",
                 format!("largest gap {:.2} s", self.lease_gap_max_s),
-                self.lease_gap_max_s <= 7.5,
+                reached(self.lease_gaps as f64, self.lease_gap_max_s <= 7.5),
             ),
         ]
     }
@@ -214,7 +219,11 @@ pub fn print(r: &ManyRow) {
     for (what, figure, met) in r.targets() {
         println!(
             "| {what} | {figure} | {} |",
-            if met { "yes" } else { "**no**" }
+            match met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "not reached",
+            }
         );
     }
 }
@@ -272,4 +281,52 @@ pub fn json(r: &ManyRow) -> Value {
         o.extend(m);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run stopped after the one change: what it measured is judged, the phases after
+    /// it are "not reached", not met on a figure of 0.
+    #[test]
+    fn a_stopped_run_judges_only_what_it_reached() {
+        let row = ManyRow {
+            count: 10,
+            clusters: 3_000,
+            half_steady_rss_bytes: 30 << 20,
+            steady_rss_bytes: 57 << 20,
+            bare_update_one_s: 15.0,
+            one_change_s: 21.0,
+            ..ManyRow::default()
+        };
+        let verdicts: Vec<_> = row
+            .targets()
+            .into_iter()
+            .map(|(what, _, met)| (what, met))
+            .collect();
+        let verdict = |prefix: &str| {
+            verdicts
+                .iter()
+                .find(|(what, _)| what.starts_with(prefix))
+                .map(|(_, met)| *met)
+        };
+        assert_eq!(verdict("steady"), Some(Some(true)));
+        assert_eq!(verdict("one MWRS's fan-out"), Some(Some(false)));
+        for unreached in [
+            "start-up",
+            "peak while",
+            "cold start",
+            "failover",
+            "the standby",
+            "Lease",
+        ] {
+            assert_eq!(verdict(unreached), Some(None), "{unreached}");
+        }
+        let record = json(&row);
+        let cold = record["targets"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["target"] == "cold start < 5 min"));
+        assert_eq!(cold.map(|t| t["met"].is_null()), Some(true));
+    }
 }
