@@ -1,7 +1,7 @@
 //! The leader's Lease renewals as the hub saw them: a watch records every `renewTime` the
 //! controller writes, so that a phase can report the gaps between renewals while it ran
 //! (issue #34: a fan-out must not starve the renewals; the Lease expires 15 s after the
-//! last one, and a renewal is due every 5 s).
+//! last one, and a renewal is due every 2 s).
 
 use std::sync::{Arc, Mutex};
 

@@ -182,7 +182,7 @@ pub fn print(r: &ManyRow) {
         r.queue_delay_p50_s, r.queue_delay_p99_s, r.queue_delay_passes
     );
     println!(
-        "Lease: {} renewal gaps, p50 {:.2} s, p99 {:.2} s, largest {:.2} s (due every 5 s; the lease lasts 15 s)",
+        "Lease: {} renewal gaps, p50 {:.2} s, p99 {:.2} s, largest {:.2} s (due every 2 s; the lease lasts 15 s)",
         r.lease_gaps, r.lease_gap_p50_s, r.lease_gap_p99_s, r.lease_gap_max_s
     );
     let f = &r.failover;

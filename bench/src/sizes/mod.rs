@@ -118,7 +118,7 @@ pub(crate) struct Row {
     silent_idle_writes_per_min: f64,
     peak_rss_bytes: u64,
     /// The gaps between the controller's Lease renewals during the fan-out (it runs with
-    /// leader election): median and largest, seconds (due every 5 s; expiry at 15 s).
+    /// leader election): median and largest, seconds (due every 2 s; expiry at 15 s).
     lease_gap_p50_s: Option<f64>,
     lease_gap_max_s: Option<f64>,
     /// RSS of the controller that ran every phase, at the end (idle).

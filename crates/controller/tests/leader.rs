@@ -322,3 +322,47 @@ async fn a_takeover_loses_to_a_renewal_that_lands_first() {
     }
     contender.abort();
 }
+
+/// A client whose every Lease request reaches the API server `delay` late, as on a hub
+/// whose queue is seconds long under bulk writes.
+fn late_lease_requests(inner: kube::Client, namespace: &str, delay: Duration) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        async move {
+            if req.uri().path().contains("/leases") {
+                tokio::time::sleep(delay).await;
+            }
+            inner
+                .send(req)
+                .await
+                .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        }
+    });
+    kube::Client::new(service, namespace)
+}
+
+/// A leader whose Lease requests each take 3 s (the 300,000-ManifestWork run saw Lease
+/// updates take up to 5 s in the API server while every MWRS changed) keeps its lease: a
+/// renewal that lands proves the lease from the moment it was sent. Before, the gate
+/// opened only as far as a read of the Lease proved, and a read that took 3 s saw a
+/// renewal up to 8 s old: the gate closed for a few seconds in every round and the
+/// leader exited in the middle of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_answered_late_keeps_its_lease() {
+    let Some(hub) = TestHub::from_env("leader-late", 0).await else {
+        return;
+    };
+    let client = late_lease_requests(hub.client.clone(), &hub.namespace, Duration::from_secs(3));
+    let gate = mwrs_controller::leader::WriteGate::fenced();
+    let leadership =
+        mwrs_controller::leader::Leadership::acquire(client, &hub.namespace, "late", gate.clone())
+            .await
+            .unwrap();
+    let held = Duration::from_secs(45);
+    assert!(
+        tokio::time::timeout(held, leadership.lost()).await.is_err(),
+        "a leader whose Lease requests take 3 s lost its lease within {held:?}"
+    );
+    assert!(gate.is_open(), "the write gate is open");
+    leadership.release().await;
+}
