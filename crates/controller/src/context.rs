@@ -27,6 +27,12 @@ use mwrs_engine::plan::BlockedWrite;
 pub struct Config {
     /// Writes in flight at once within one reconcile.
     pub write_concurrency: usize,
+    /// ManifestWork writes in flight at once across every reconcile. The API server
+    /// answers this controller's requests in the order they queue: with hundreds of its
+    /// writes ahead, a Lease renewal took seconds (every MWRS changing at once at 300,000
+    /// ManifestWorks), and so does anyone else's request on a hub without priority and
+    /// fairness.
+    pub writes_in_flight: usize,
     /// MWRS reconciled at once.
     pub workers: u16,
     /// Only MWRS (and their Placements and revisions) in this namespace; None: all.
@@ -53,6 +59,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             write_concurrency: 32,
+            writes_in_flight: 64,
             workers: 16,
             namespace: None,
             plan: PlanConfig::default(),
@@ -113,6 +120,9 @@ pub struct Context {
     pub template_drift: Arc<TemplateDrift>,
     /// When each MWRS was first asked for since its last pass (the queue delay metric).
     pub queue: Arc<QueueClock>,
+    /// One per ManifestWork write in flight ([`Config::writes_in_flight`]); handed out
+    /// first come, first served, so the passes running at once share them in turn.
+    pub(crate) write_permits: tokio::sync::Semaphore,
 }
 
 /// How long a name found taken is believed taken before one write tries again (the
@@ -231,6 +241,7 @@ impl Context {
         template_drift: Arc<TemplateDrift>,
     ) -> Self {
         let events = EventSink::new(client.clone(), crate::FIELD_MANAGER, &config.instance);
+        let write_permits = tokio::sync::Semaphore::new(config.writes_in_flight.max(1));
         Self {
             client,
             stores,
@@ -244,6 +255,7 @@ impl Context {
             schema,
             template_drift,
             queue: Arc::default(),
+            write_permits,
         }
     }
 }

@@ -251,7 +251,8 @@ async fn write_works(on: &On<'_>, works: &[WorkChange], tally: &mut Tally) {
     }
 }
 
-/// Writes `batch` with at most `write_concurrency` writes in flight. Each write's future
+/// Writes `batch` with at most `write_concurrency` writes of this pass in flight, each
+/// holding one of the controller's write permits while it is sent. Each write's future
 /// (several KB: it holds the request and the response) exists only while it runs: built
 /// for a whole fan-out of 3,000 ManifestWorks up front, they were most of a pass's memory,
 /// times every MWRS changing at once.
@@ -262,7 +263,11 @@ async fn write_bounded(on: &On<'_>, batch: Vec<&WorkChange>, tally: &mut Tally) 
     loop {
         while running.len() < n {
             let Some(change) = waiting.next() else { break };
-            running.push(write_work(on.ctx, on.mwrs, change));
+            running.push(async move {
+                // Never closed: an error would only mean no limit.
+                let _permit = on.ctx.write_permits.acquire().await.ok();
+                write_work(on.ctx, on.mwrs, change).await
+            });
         }
         match running.next().await {
             Some(r) => tally.record(r),

@@ -43,6 +43,11 @@ struct Args {
     /// Writes in flight at once within one reconcile.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// ManifestWork writes in flight at once across every reconcile: bounds how many of
+    /// this controller's requests the API server has queued ahead of its Lease renewals
+    /// and of everyone else's requests.
+    #[arg(long, default_value_t = 64)]
+    writes_in_flight: usize,
     /// ManifestWorkReplicaSets reconciled at once.
     #[arg(long, default_value_t = 16)]
     workers: u16,
@@ -304,6 +309,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     let identity = context::default_identity();
     let config = Config {
         write_concurrency: args.concurrency.max(1),
+        writes_in_flight: args.writes_in_flight.max(1),
         workers: args.workers.max(1),
         namespace: args.namespace.clone(),
         plan: PlanConfig {

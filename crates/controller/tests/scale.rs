@@ -141,3 +141,90 @@ async fn a_fan_out_writes_each_manifestwork_once() {
     // brought back yet made dozens per fan-out (27 here without the wait).
     assert!(count("update", "conflict") <= N / 100, "{all:?}");
 }
+
+/// Counts the ManifestWork writes (anything but a read) a client has in flight, and the
+/// most it ever had at once.
+#[derive(Clone, Default)]
+struct InFlight {
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl InFlight {
+    fn through(&self, inner: kube::Client) -> kube::Client {
+        use std::sync::atomic::Ordering::SeqCst;
+        let counts = self.clone();
+        let ns = inner.default_namespace().to_string();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let (inner, counts) = (inner.clone(), counts.clone());
+            async move {
+                let write = req.uri().path().contains("/manifestworks/")
+                    || (req.uri().path().ends_with("/manifestworks")
+                        && req.method() == http::Method::POST);
+                let write = write && req.method() != http::Method::GET;
+                if write {
+                    let n = counts.now.fetch_add(1, SeqCst) + 1;
+                    counts.most.fetch_max(n, SeqCst);
+                }
+                let answer = inner.send(req).await;
+                if write {
+                    counts.now.fetch_sub(1, SeqCst);
+                    counts.answered.fetch_add(1, SeqCst);
+                }
+                answer.map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+            }
+        });
+        kube::Client::new(service, ns)
+    }
+
+    fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn answered(&self) -> usize {
+        self.answered.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Several MWRS fanning out at once share the controller's write permits: at most
+/// `writes_in_flight` ManifestWork writes are sent at a time, whatever each pass's own
+/// concurrency. With 16 passes of 32 each, the 300,000-ManifestWork run had hundreds
+/// queued at the API server ahead of the leader's Lease renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn passes_at_once_share_the_write_permits() {
+    const N: usize = 60;
+    let Some(hub) = TestHub::from_env("writes-in-flight", N).await else {
+        return;
+    };
+    let counts = InFlight::default();
+    let config = mwrs_controller::Config {
+        writes_in_flight: 4,
+        ..mwrs_controller::Config::default()
+    };
+    let through = counts.clone();
+    let _controller =
+        common::start_controller_configured_through(&hub, config, move |c| through.through(c));
+    hub.publish_all("p").await;
+    let names = ["a", "b", "c", "d"];
+    for name in names {
+        let all = json!({"type": "All"});
+        hub.create_mwrs(&mwrs(name, configmap_template("v1"), &[("p", all)]))
+            .await;
+    }
+    let want = names.len() * N;
+    wait_for(
+        &format!("{want} ManifestWork writes"),
+        Duration::from_secs(120),
+        || {
+            let n = counts.answered();
+            async move { (n >= want).then_some(()).ok_or(format!("{n} so far")) }
+        },
+    )
+    .await;
+    assert!(
+        (1..=4).contains(&counts.most()),
+        "at most 4 ManifestWork writes in flight at once; {} were",
+        counts.most()
+    );
+}

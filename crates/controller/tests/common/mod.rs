@@ -128,10 +128,19 @@ pub fn start_controller_through(
     hub: &TestHub,
     through: impl FnOnce(kube::Client) -> kube::Client + Send + 'static,
 ) -> TaskGuard {
+    start_controller_configured_through(hub, Config::default(), through)
+}
+
+/// [`start_controller_through`] with `config` (its namespace is the test's).
+pub fn start_controller_configured_through(
+    hub: &TestHub,
+    config: Config,
+    through: impl FnOnce(kube::Client) -> kube::Client + Send + 'static,
+) -> TaskGuard {
     mwrs_testsupport::init_tracing();
     let config = Config {
         namespace: Some(hub.namespace.clone()),
-        ..Config::default()
+        ..config
     };
     let site = rbac::Site::of(hub);
     TaskGuard::spawn(async move {

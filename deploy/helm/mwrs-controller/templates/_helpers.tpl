@@ -42,6 +42,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 - --workers={{ .workers }}
 - --concurrency={{ .concurrency }}
+- --writes-in-flight={{ .writesInFlight }}
 - --settle-time={{ .settleTime }}
 - --manifest-size-limit={{ int64 .manifestSizeLimit }}
 - --log-format={{ .logFormat }}
