@@ -74,6 +74,17 @@ impl Proc {
         Ok(measure::tree_status_bytes(self.pid()?, "VmRSS:"))
     }
 
+    /// Resolves once the process has exited (gone, or a zombie nobody has waited on),
+    /// polled each second: raced against a wait on the process's work, it ends the wait
+    /// when that work can no longer happen.
+    pub(crate) async fn exited(&self) {
+        let Ok(pid) = self.pid() else { return };
+        let stat = format!("/proc/{pid}/stat");
+        while std::fs::read_to_string(&stat).is_ok_and(|s| !is_zombie(&s)) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
     /// The peak from now on is the peak of what follows.
     pub(crate) fn reset_peak(&self) -> anyhow::Result<()> {
         measure::reset_peak(self.pid()?);
@@ -101,6 +112,13 @@ impl Proc {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }
+}
+
+/// The state in a `/proc/<pid>/stat` line is the first field after the command's
+/// closing parenthesis (the command itself may hold spaces and parentheses).
+fn is_zombie(stat: &str) -> bool {
+    stat.rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
 }
 
 pub(crate) fn clock_ticks() -> f64 {
@@ -201,4 +219,17 @@ async fn hub_metric(client: &Client, name: &str) -> anyhow::Result<f64> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(req).await?;
     Ok(metric_sum(&text, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_zombie;
+
+    #[test]
+    fn the_state_follows_the_last_parenthesis() {
+        assert!(is_zombie("42 (mwrs-controller) Z 1 42 42 0"));
+        assert!(!is_zombie("42 (mwrs-controller) S 1 42 42 0"));
+        assert!(!is_zombie("42 (a) Z (b)) R 1 42"));
+        assert!(!is_zombie("no parenthesis"));
+    }
 }

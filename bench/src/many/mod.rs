@@ -174,7 +174,8 @@ impl Bench {
         Ok(row)
     }
 
-    /// Every phase of the controller's, in order, each filling its part of `row`.
+    /// Every phase of the controller's, in order, each filling its part of `row`; the
+    /// Lease renewal gaps over the phases run, whether or not they all ended.
     async fn controller_phases(
         &self,
         count: usize,
@@ -186,26 +187,48 @@ impl Bench {
         }
         let renewals = Renewals::watch(&self.client, NS).await;
         let start = Timestamp::now();
+        let phases = self.phases(count, n, row).await;
+        self.lease_gaps(&renewals.gaps(start, Timestamp::now()), row);
+        phases
+    }
+
+    async fn phases(&self, count: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
         let (p, addr) = self.start_many_controller("controller-many.log").await?;
-        self.create_many(count, n, &p, &addr, row).await?;
-        self.hub_memory(row);
-        self.idle_many(&addr, row).await?;
-        self.one_change(count, n, &addr, row).await?;
-        self.one_abort(n, row).await?;
-        row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, &p).await?;
-        row.ten_peak_rss_bytes = p.peak_rss()?;
-        self.all_change(count, n, &p, &addr, row).await?;
+        tokio::select! {
+            phases = self.one_replica_phases(count, n, &p, &addr, row) => phases?,
+            () = p.exited() => anyhow::bail!(
+                "the controller exited before its phases ended (controller-many.log)"
+            ),
+        }
         let p = self.restart_many(count, p, row).await?;
         let p = self.failover(n, p, row).await?;
         row.hub_peak_rss_bytes = self
             .args
             .hub_pid
             .map_or(0, |hub| measure::tree_status_bytes(hub, "VmHWM:"));
-        self.lease_gaps(&renewals.gaps(start, Timestamp::now()), row);
         // No clean-up: deleting every ManifestWork would take as long as creating them,
         // and the hub goes with the run (bench/run.sh).
         p.stop().await;
         Ok(())
+    }
+
+    /// The phases one replica runs from its start to every MWRS changed at once.
+    async fn one_replica_phases(
+        &self,
+        count: usize,
+        n: usize,
+        p: &Proc,
+        addr: &str,
+        row: &mut ManyRow,
+    ) -> anyhow::Result<()> {
+        self.create_many(count, n, p, addr, row).await?;
+        self.hub_memory(row);
+        self.idle_many(addr, row).await?;
+        self.one_change(count, n, addr, row).await?;
+        self.one_abort(n, row).await?;
+        row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, p).await?;
+        row.ten_peak_rss_bytes = p.peak_rss()?;
+        self.all_change(count, n, p, addr, row).await
     }
 
     /// A replica of the controller with leader election, its Lease in the MWRS namespace.
