@@ -115,11 +115,16 @@ pub fn print(r: &ManyRow) {
     }
     println!("| phase | controller | reference (same run) | ratio |");
     println!("|---|---|---|---|");
+    // A phase a stopped run did not reach has no figure (0), and no ratio either.
     let line = |what: &str, ours: f64, reference: f64, what_ref: &str| {
-        println!(
-            "| {what} | {ours:.2} s | {reference:.2} s ({what_ref}) | {:.2} |",
-            ours / reference
-        );
+        if ours > 0.0 {
+            println!(
+                "| {what} | {ours:.2} s | {reference:.2} s ({what_ref}) | {:.2} |",
+                ours / reference
+            );
+        } else {
+            println!("| {what} | not reached | {reference:.2} s ({what_ref}) | – |");
+        }
     };
     let all = r.bare_scaled(r.bare_update_all_s, r.count);
     line(
