@@ -165,12 +165,17 @@ pub fn tree(root: u32) -> Vec<u32> {
     all
 }
 
+/// The fields of a `/proc/<pid>/stat` line after the command's name, from the state on:
+/// they start after its last ')' (the name itself may hold spaces and parentheses).
+pub fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().collect())
+}
+
 /// CPU seconds (user + system) of one process, None when it is gone.
 pub fn cpu_secs(pid: u32, tck: f64) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start at ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = stat_fields(&stat)?;
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     Some((ticks(11) + ticks(12)) / tck)
 }

@@ -114,11 +114,9 @@ impl Proc {
     }
 }
 
-/// The state in a `/proc/<pid>/stat` line is the first field after the command's
-/// closing parenthesis (the command itself may hold spaces and parentheses).
+/// Whether a `/proc/<pid>/stat` line's state is Z.
 fn is_zombie(stat: &str) -> bool {
-    stat.rsplit_once(')')
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    cpu::stat_fields(stat).is_some_and(|f| f.first() == Some(&"Z"))
 }
 
 pub(crate) fn clock_ticks() -> f64 {
