@@ -101,6 +101,11 @@ struct Args {
     /// that the run fits in its time; 0: as many as there are MWRS.
     #[arg(long, default_value_t = 0, value_name = "NAMES")]
     many_bare_sample: usize,
+    /// With `--many-mwrs`: measure every MWRS changing at once over this many seconds
+    /// from the change (its throughput, peak and queue delay then), not to its end, so
+    /// that a run whose every-MWRS phase would outlast it still measures it; 0: to its end.
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    many_all_window: u64,
     /// Abort rounds per size, each just after a bare update of its own (alternated): the
     /// abort ratio is the median of the rounds' ratios.
     /// Instead of the sizes: the rollout-plugin run over this many clusters

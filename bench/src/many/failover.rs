@@ -37,13 +37,14 @@ async fn work_writes(addr: &str) -> Option<f64> {
 }
 
 impl Bench {
-    /// Runs the failover with `leader` leading; returns the new leader.
+    /// Runs the failover with `leader` leading; returns the new leader and its metrics
+    /// address.
     pub(super) async fn failover(
         &self,
         n: usize,
         leader: Proc,
         row: &mut super::ManyRow,
-    ) -> anyhow::Result<Proc> {
+    ) -> anyhow::Result<(Proc, String)> {
         let (standby, addr) = self
             .start_many_controller("controller-many-standby.log")
             .await?;
@@ -89,6 +90,6 @@ impl Bench {
             "   failover: first write {:.1}s after the kill, last {:.1}s; the standby wrote {} ({} repeated)",
             f.kill_to_first_write_s, f.kill_to_done_s, f.standby_writes, f.repeated_writes
         );
-        Ok(standby)
+        Ok((standby, addr))
     }
 }

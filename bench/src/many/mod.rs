@@ -11,11 +11,14 @@
 //! - one change: the template of one MWRS; its `n` writes against the bare update of
 //!   `n`, and the writes to every other ManifestWork (must be 0);
 //! - one abort: another MWRS's new template degrades on one cluster (`AbortAll`);
-//! - ten, then all, change at once: throughput against the bare client's, the peak RSS,
-//!   and (all) the reconcile queue delay;
+//! - ten change at once: time against the bare client's, the peak RSS;
 //! - restart: a cold start (the old replica stops as in a rollout) to every first pass
 //!   done, against the bench's client listing the same ManifestWorks; start-up peak;
-//! - failover (`failover.rs`): a standby replica, the leader killed mid fan-out.
+//! - failover (`failover.rs`): a standby replica, the leader killed mid fan-out;
+//! - all change at once, on the new leader: throughput against the bare client's, the
+//!   peak RSS, the reconcile queue delay and the requests by verb; to its end, or over
+//!   its first `--many-all-window` seconds where its end would not fit the run (last for
+//!   that reason: nothing after it waits for the hub to catch up).
 //!
 //! Throughout: the Lease's renewals, and the hub's memory. Per phase: the controller's
 //! requests by verb (its `mwrs_controller_api_requests_total`).
@@ -80,7 +83,10 @@ pub struct ManyRow {
     pub ten: usize,
     pub ten_change_s: f64,
     pub ten_peak_rss_bytes: u64,
+    /// Every MWRS changing at once: the time measured, and the ManifestWorks that carried
+    /// their new template by its end (all of them unless it was measured over a window).
     pub all_change_s: f64,
+    pub all_change_works: usize,
     pub all_peak_rss_bytes: u64,
     /// The reconcile queue delay while every MWRS changed: p50, p99 and passes counted.
     pub queue_delay_p50_s: f64,
@@ -126,6 +132,17 @@ fn name(i: usize) -> String {
 
 fn version(i: usize, k: usize) -> String {
     format!("a{i:02}-v{k}")
+}
+
+/// `phase` run with `p` alive: the controller's exit ends it with an error naming `log`.
+async fn until_exit<F>(p: &Proc, log: &str, phase: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    tokio::select! {
+        done = phase => done,
+        () = p.exited() => bail!("the controller exited before its phases ended ({log})"),
+    }
 }
 
 /// Seconds since `t0` at `t`.
@@ -194,14 +211,16 @@ impl Bench {
 
     async fn phases(&self, count: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
         let (p, addr) = self.start_many_controller("controller-many.log").await?;
-        tokio::select! {
-            phases = self.one_replica_phases(count, n, &p, &addr, row) => phases?,
-            () = p.exited() => anyhow::bail!(
-                "the controller exited before its phases ended (controller-many.log)"
-            ),
-        }
+        until_exit(&p, "controller-many.log", async {
+            self.one_replica_phases(count, n, &p, &addr, row).await
+        })
+        .await?;
         let p = self.restart_many(count, p, row).await?;
-        let p = self.failover(n, p, row).await?;
+        let (p, addr) = self.failover(n, p, row).await?;
+        until_exit(&p, "controller-many-standby.log", async {
+            self.all_change(count, n, &p, &addr, row).await
+        })
+        .await?;
         row.hub_peak_rss_bytes = self
             .args
             .hub_pid
@@ -212,7 +231,7 @@ impl Bench {
         Ok(())
     }
 
-    /// The phases one replica runs from its start to every MWRS changed at once.
+    /// The phases one replica runs from its start to ten MWRS changed at once.
     async fn one_replica_phases(
         &self,
         count: usize,
@@ -228,7 +247,7 @@ impl Bench {
         self.one_abort(n, row).await?;
         row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, p).await?;
         row.ten_peak_rss_bytes = p.peak_rss()?;
-        self.all_change(count, n, p, addr, row).await
+        Ok(())
     }
 
     /// A replica of the controller with leader election, its Lease in the MWRS namespace.
@@ -452,7 +471,7 @@ impl Bench {
     }
 
     /// Every MWRS gets a new template at once: the time, the peak, the queue delay and the
-    /// requests by verb.
+    /// requests by verb; with `--many-all-window`, over that window from the change.
     async fn all_change(
         &self,
         count: usize,
@@ -462,7 +481,15 @@ impl Bench {
         row: &mut ManyRow,
     ) -> anyhow::Result<()> {
         let before = http_get(addr, "/metrics").await.unwrap_or_default();
-        row.all_change_s = self.change_at_once(0..count, 4, n, p).await?;
+        let window = self.args.many_all_window;
+        if window == 0 {
+            row.all_change_s = self.change_at_once(0..count, 4, n, p).await?;
+            row.all_change_works = count * n;
+        } else {
+            (row.all_change_s, row.all_change_works) = self
+                .change_over(0..count, 4, Duration::from_secs(window), p)
+                .await?;
+        }
         row.all_peak_rss_bytes = p.peak_rss()?;
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
         let delay = "mwrs_controller_queue_delay_seconds";
@@ -472,6 +499,33 @@ impl Bench {
         row.all_change_requests = per_verb(&before, &after, REQUESTS, row.all_change_s);
         row.all_change_conflicts = refused_writes(&after).1 - refused_writes(&before).1;
         Ok(())
+    }
+
+    /// The MWRS of `which` get version `k` at once, as in `change_at_once`, measured over
+    /// `window` only: its length and the ManifestWorks that carried the new version by
+    /// its end (the hub may still be writing the rest).
+    async fn change_over(
+        &self,
+        which: std::ops::Range<usize>,
+        k: usize,
+        window: Duration,
+        p: &Proc,
+    ) -> anyhow::Result<(f64, usize)> {
+        p.reset_peak()?;
+        let t0 = Instant::now();
+        for i in which.clone() {
+            self.set_version(NS, &name(i), &version(i, k)).await?;
+        }
+        tokio::time::sleep(window.saturating_sub(t0.elapsed())).await;
+        let elapsed = t0.elapsed().as_secs_f64();
+        let seen = self
+            .tracker
+            .seen
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        let changed = which.map(|i| seen.count(&version(i, k))).sum();
+        eprintln!("   every MWRS at once: {changed} ManifestWorks changed in {elapsed:.0} s");
+        Ok((elapsed, changed))
     }
 
     /// The replica stops as in a rollout (SIGTERM: it releases the Lease) and a new one
