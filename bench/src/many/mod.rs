@@ -5,11 +5,13 @@
 //!
 //! - bare client: creates the ManifestWorks of `sample` names (all `count` by default)
 //!   over the `n` clusters, updates them all, then the `n` of one name (the references;
-//!   where `sample < count`, the figures of `count` names are the sample's, scaled);
+//!   where `sample < count`, the figures of `count` names are the sample's, scaled); that
+//!   name's `n` stay, to be updated again beside the controller;
 //! - create: the MWRS in two halves, steady RSS after each (the slope per ManifestWork);
 //! - idle: reconciles and writes per minute with nothing changing (must be 0 / 0);
-//! - one change: the template of one MWRS; its `n` writes against the bare update of
-//!   `n`, and the writes to every other ManifestWork (must be 0);
+//! - one change: the template of one MWRS; its `n` writes against the bare client's
+//!   update of `n` made just before, beside the controller (the same hub, its watches
+//!   open), and the writes to every other ManifestWork (must be 0);
 //! - one abort: another MWRS's new template degrades on one cluster (`AbortAll`);
 //! - ten change at once: time against the bare client's, the peak RSS;
 //! - restart: a cold start (the old replica stops as in a rollout) to every first pass
@@ -67,6 +69,10 @@ pub struct ManyRow {
     pub bare_create_s: f64,
     pub bare_update_all_s: f64,
     pub bare_update_one_s: f64,
+    /// The bare client's update of one name again, just before the one change: on the
+    /// same hub as the controller's one-name phases (every ManifestWork created, the
+    /// controller's watches open), where the first was on a hub with nothing else.
+    pub bare_update_one_beside_s: f64,
     pub create_s: f64,
     /// Steady RSS with half the MWRS, and with all of them.
     pub half_steady_rss_bytes: u64,
@@ -143,6 +149,22 @@ where
         done = phase => done,
         () = p.exited() => bail!("the controller exited before its phases ended ({log})"),
     }
+}
+
+fn bare_name(j: usize) -> String {
+    format!("bare-{j:02}")
+}
+
+fn bare_version(j: usize, k: usize) -> String {
+    format!("b{j:02}-v{k}")
+}
+
+/// The bare client's update of name `j` to version `k` in the cluster of `api`.
+async fn bare_update(api: Api<ManifestWork>, j: usize, k: usize) -> Result<(), kube::Error> {
+    let body = json!({"spec": template(&bare_version(j, k))});
+    api.patch(&bare_name(j), &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map(|_| ())
 }
 
 /// Seconds since `t0` at `t`.
@@ -243,6 +265,7 @@ impl Bench {
         self.create_many(count, n, p, addr, row).await?;
         self.hub_memory(row);
         self.idle_many(addr, row).await?;
+        self.bare_beside(n, row).await?;
         self.one_change(count, n, addr, row).await?;
         self.one_abort(n, row).await?;
         row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, p).await?;
@@ -285,46 +308,59 @@ impl Bench {
     }
 
     /// The references: a plain client creating and updating the same ManifestWorks
-    /// (those of `sample` names).
+    /// (those of `sample` names). The first name's stay, for `bare_beside`.
     async fn bare_many(&self, sample: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
-        let bare = |j: usize, k: usize| format!("b{j:02}-v{k}");
         let t0 = Instant::now();
         self.each_work(sample, n, |api, j| async move {
             let mw: ManifestWork = serde_json::from_value(json!({
                 "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-                "metadata": {"name": format!("bare-{j:02}"), "labels": {"mwrs-bench": "bare"}},
-                "spec": template(&bare(j, 1)),
+                "metadata": {"name": bare_name(j), "labels": {"mwrs-bench": "bare"}},
+                "spec": template(&bare_version(j, 1)),
             }))
             .map_err(kube::Error::SerdeError)?;
             api.create(&PostParams::default(), &mw).await.map(|_| ())
         })
         .await?;
-        let all = |k: usize| (0..sample).map(|j| bare(j, k)).collect::<Vec<_>>();
+        let all = |k: usize| (0..sample).map(|j| bare_version(j, k)).collect::<Vec<_>>();
         row.bare_create_s = secs(t0, self.wait_versions(&all(1), n).await?);
-        let update = |api: Api<ManifestWork>, j: usize, k: usize| async move {
-            let body = json!({"spec": template(&bare(j, k))});
-            api.patch(
-                &format!("bare-{j:02}"),
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-            .map(|_| ())
-        };
         let t0 = Instant::now();
-        self.each_work(sample, n, |api, j| update(api, j, 2))
+        self.each_work(sample, n, |api, j| bare_update(api, j, 2))
             .await?;
         row.bare_update_all_s = secs(t0, self.wait_versions(&all(2), n).await?);
-        let t0 = Instant::now();
-        self.each_work(1, n, |api, j| update(api, j, 3)).await?;
-        row.bare_update_one_s = secs(t0, self.wait_version(&bare(0, 3), n).await?);
+        row.bare_update_one_s = self.bare_update_one(n, 3).await?;
         self.each_work(sample, n, |api, j| async move {
-            api.delete(&format!("bare-{j:02}"), &DeleteParams::default())
+            if j == 0 {
+                return Ok(());
+            }
+            api.delete(&bare_name(j), &DeleteParams::default())
                 .await
                 .map(|_| ())
         })
         .await?;
-        self.wait_no_works().await
+        self.tracker
+            .until("only the first bare name's left", self.timeout(), |s| {
+                s.works.len() == n
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The bare client's update of its first name's `n` ManifestWorks to version `k`.
+    async fn bare_update_one(&self, n: usize, k: usize) -> anyhow::Result<f64> {
+        let t0 = Instant::now();
+        self.each_work(1, n, |api, j| bare_update(api, j, k)).await?;
+        Ok(secs(t0, self.wait_version(&bare_version(0, k), n).await?))
+    }
+
+    /// The one-name reference again, on the hub the controller's one-name phases find:
+    /// every ManifestWork created, the controller idle beside it with its watches open.
+    async fn bare_beside(&self, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
+        row.bare_update_one_beside_s = self.bare_update_one(n, 4).await?;
+        eprintln!(
+            "   bare update of {n} beside the controller {:.2}s",
+            row.bare_update_one_beside_s
+        );
+        Ok(())
     }
 
     /// Creates the MWRS in two halves, the steady RSS after each. `app-00` aborts on a
