@@ -47,11 +47,11 @@ if [ -n "$ceiling" ]; then
   # get an hour: every MWRS changing at once is 300,000 writes and as many status reports.
   args=(--many-mwrs "$ceiling" --many-clusters 3000 --many-bare-sample 10
     --timeout-secs 3600 "${args[@]}")
-  # Past 10 MWRS, every MWRS changing at once is measured over its first 10 minutes (its
+  # Past 10 MWRS, every MWRS changing at once is measured over its first 5 minutes (its
   # throughput, peak and queue delay then), not to its end: at 300,000 on 2 cores its end
   # is about 90 minutes on its own. An explicit --many-all-window wins.
   if [ "$ceiling" -gt 10 ] && [[ " $* " != *" --many-all-window "* ]]; then
-    args+=(--many-all-window 600)
+    args+=(--many-all-window 300)
   fi
   # The test hub as sized for it:
   # - no watch cache for ManifestWorks: the API server's cache holds each one decoded,
