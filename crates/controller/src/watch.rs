@@ -187,8 +187,71 @@ impl Watcher {
     }
 }
 
+impl std::fmt::Display for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Watcher::Mwrs => f.write_str("ManifestWorkReplicaSets"),
+            Watcher::Works(key) => write!(f, "ManifestWorks labelled {}", OWNER_KEYS[*key]),
+            Watcher::Revisions(key) => {
+                write!(f, "ControllerRevisions labelled {}", OWNER_KEYS[*key])
+            }
+            Watcher::Placements => f.write_str("Placements"),
+            Watcher::Decisions => f.write_str("PlacementDecisions"),
+        }
+    }
+}
+
 /// Every watcher's bit.
 const ALL_READY: u8 = (1 << Watcher::ALL.len()) - 1;
+
+/// Objects between two progress lines of a list under way.
+const LIST_PROGRESS_EVERY: u64 = 10_000;
+
+/// A watch's (re)list as it arrives, for the log: a start-up over hundreds of thousands
+/// of ManifestWorks lasts minutes, and a replica silent until ready looks hung.
+#[derive(Default)]
+struct ListProgress {
+    listed: u64,
+    started: Option<std::time::Instant>,
+}
+
+/// What a list's progress has to say.
+#[derive(Debug, PartialEq)]
+enum ListReport {
+    UnderWay { listed: u64, seconds: f64 },
+    Done { listed: u64, seconds: f64 },
+}
+
+impl ListProgress {
+    fn see<K>(&mut self, event: &watcher::Event<K>, now: std::time::Instant) -> Option<ListReport> {
+        let seconds = |started: Option<std::time::Instant>| {
+            started.map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64())
+        };
+        match event {
+            watcher::Event::Init => {
+                *self = Self {
+                    listed: 0,
+                    started: Some(now),
+                };
+                None
+            }
+            watcher::Event::InitApply(_) => {
+                self.listed += 1;
+                self.listed
+                    .is_multiple_of(LIST_PROGRESS_EVERY)
+                    .then(|| ListReport::UnderWay {
+                        listed: self.listed,
+                        seconds: seconds(self.started),
+                    })
+            }
+            watcher::Event::InitDone => Some(ListReport::Done {
+                listed: self.listed,
+                seconds: seconds(self.started),
+            }),
+            _ => None,
+        }
+    }
+}
 
 impl Readiness {
     fn new() -> Self {
@@ -224,9 +287,18 @@ impl Readiness {
         watcher: Watcher,
     ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
         let me = self.clone();
+        let mut progress = ListProgress::default();
         move |ev| {
-            if let Ok(watcher::Event::InitDone) = ev {
-                me.mark(watcher);
+            let Ok(ev) = ev else { return };
+            match progress.see(ev, std::time::Instant::now()) {
+                Some(ListReport::UnderWay { listed, seconds }) => {
+                    tracing::info!(%watcher, listed, seconds, "list under way");
+                }
+                Some(ListReport::Done { listed, seconds }) => {
+                    tracing::info!(%watcher, listed, seconds, "listed");
+                    me.mark(watcher);
+                }
+                None => {}
             }
         }
     }
@@ -625,6 +697,47 @@ pub fn revision_mapper(cr: ControllerRevision) -> Option<ObjectRef<GuardedMwrs>>
 mod tests {
     use super::*;
     use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
+
+    /// A list says how far it got every `LIST_PROGRESS_EVERY` objects and when it is
+    /// done, counted from its own start: a relist starts the count over.
+    #[test]
+    fn a_list_reports_its_progress_and_its_end() {
+        let t0 = std::time::Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let mut progress = ListProgress::default();
+        let mut reports = Vec::new();
+        for (event, now) in [(watcher::Event::Init, at(0))]
+            .into_iter()
+            .chain((0..LIST_PROGRESS_EVERY + 1).map(|_| (watcher::Event::InitApply(()), at(30))))
+            .chain([
+                (watcher::Event::InitDone, at(40)),
+                (watcher::Event::Apply(()), at(41)),
+            ])
+            .chain([
+                (watcher::Event::Init, at(50)),
+                (watcher::Event::InitDone, at(52)),
+            ])
+        {
+            reports.extend(progress.see(&event, now));
+        }
+        assert_eq!(
+            reports,
+            [
+                ListReport::UnderWay {
+                    listed: LIST_PROGRESS_EVERY,
+                    seconds: 30.0
+                },
+                ListReport::Done {
+                    listed: LIST_PROGRESS_EVERY + 1,
+                    seconds: 40.0
+                },
+                ListReport::Done {
+                    listed: 0,
+                    seconds: 2.0
+                },
+            ]
+        );
+    }
 
     #[test]
     fn owner_ref_splits_at_first_dot() {
