@@ -524,7 +524,7 @@ impl Bench {
             row.all_change_works = count * n;
         } else {
             (row.all_change_s, row.all_change_works) = self
-                .change_over(0..count, 4, Duration::from_secs(window), p)
+                .change_over(0..count, 4, n, Duration::from_secs(window), p)
                 .await?;
         }
         row.all_peak_rss_bytes = p.peak_rss()?;
@@ -539,12 +539,14 @@ impl Bench {
     }
 
     /// The MWRS of `which` get version `k` at once, as in `change_at_once`, measured over
-    /// `window` only: its length and the ManifestWorks that carried the new version by
-    /// its end (the hub may still be writing the rest).
+    /// `window` at most: the time measured and the ManifestWorks that carried the new
+    /// version by its end (the hub may still be writing the rest). Every one of them
+    /// changed within the window ends it, with the time they took.
     async fn change_over(
         &self,
         which: std::ops::Range<usize>,
         k: usize,
+        n: usize,
         window: Duration,
         p: &Proc,
     ) -> anyhow::Result<(f64, usize)> {
@@ -553,7 +555,14 @@ impl Bench {
         for i in which.clone() {
             self.set_version(NS, &name(i), &version(i, k)).await?;
         }
-        tokio::time::sleep(window.saturating_sub(t0.elapsed())).await;
+        let versions: Vec<String> = which.clone().map(|i| version(i, k)).collect();
+        let left = window.saturating_sub(t0.elapsed());
+        let all = self.tracker.until("every MWRS changed", left, |s| {
+            versions.iter().all(|v| s.count(v) >= n)
+        });
+        if let Ok(done) = all.await {
+            return Ok((secs(t0, done), versions.len() * n));
+        }
         let elapsed = t0.elapsed().as_secs_f64();
         let seen = self
             .tracker
