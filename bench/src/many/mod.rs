@@ -265,7 +265,7 @@ impl Bench {
         self.bare_beside(n, row).await?;
         self.one_change(count, n, addr, row).await?;
         self.one_abort(n, row).await?;
-        row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, p).await?;
+        row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, None, p).await?.0;
         row.ten_peak_rss_bytes = p.peak_rss()?;
         Ok(())
     }
@@ -485,26 +485,45 @@ impl Bench {
     }
 
     /// The MWRS of `which` get version `k` at once: the time until every one of their
-    /// ManifestWorks carries it, each promoted after. The controller's peak is reset
-    /// first, so that its peak after is this phase's.
+    /// ManifestWorks carries it (each MWRS promoted after), and how many do. With a
+    /// `window`, measured over it at most: past it, the time is the window's and the count
+    /// those changed by then (the hub may still be writing the rest). The controller's
+    /// peak is reset first, so that its peak after is this phase's.
     async fn change_at_once(
         &self,
         which: std::ops::Range<usize>,
         k: usize,
         n: usize,
+        window: Option<Duration>,
         p: &Proc,
-    ) -> anyhow::Result<f64> {
+    ) -> anyhow::Result<(f64, usize)> {
         p.reset_peak()?;
         let t0 = Instant::now();
         for i in which.clone() {
             self.set_version(NS, &name(i), &version(i, k)).await?;
         }
         let versions: Vec<String> = which.clone().map(|i| version(i, k)).collect();
-        let done = self.wait_versions(&versions, n).await?;
-        for i in which {
-            self.wait_complete(&name(i), n).await?;
+        let all = versions.len() * n;
+        let Some(window) = window else {
+            let done = self.wait_versions(&versions, n).await?;
+            for i in which {
+                self.wait_complete(&name(i), n).await?;
+            }
+            return Ok((secs(t0, done), all));
+        };
+        let left = window.saturating_sub(t0.elapsed());
+        if let Ok(done) = tokio::time::timeout(left, self.wait_versions(&versions, n)).await {
+            return Ok((secs(t0, done?), all));
         }
-        Ok(secs(t0, done))
+        let elapsed = t0.elapsed().as_secs_f64();
+        let seen = self
+            .tracker
+            .seen
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        let changed = versions.iter().map(|v| seen.count(v)).sum();
+        eprintln!("   every MWRS at once: {changed} ManifestWorks changed in {elapsed:.0} s");
+        Ok((elapsed, changed))
     }
 
     /// Every MWRS gets a new template at once: the time, the peak, the queue delay and the
@@ -518,15 +537,10 @@ impl Bench {
         row: &mut ManyRow,
     ) -> anyhow::Result<()> {
         let before = http_get(addr, "/metrics").await.unwrap_or_default();
-        let window = self.args.many_all_window;
-        if window == 0 {
-            row.all_change_s = self.change_at_once(0..count, 4, n, p).await?;
-            row.all_change_works = count * n;
-        } else {
-            (row.all_change_s, row.all_change_works) = self
-                .change_over(0..count, 4, n, Duration::from_secs(window), p)
-                .await?;
-        }
+        let window =
+            (self.args.many_all_window > 0).then(|| Duration::from_secs(self.args.many_all_window));
+        (row.all_change_s, row.all_change_works) =
+            self.change_at_once(0..count, 4, n, window, p).await?;
         row.all_peak_rss_bytes = p.peak_rss()?;
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
         let delay = "mwrs_controller_queue_delay_seconds";
@@ -536,42 +550,6 @@ impl Bench {
         row.all_change_requests = per_verb(&before, &after, REQUESTS, row.all_change_s);
         row.all_change_conflicts = refused_writes(&after).1 - refused_writes(&before).1;
         Ok(())
-    }
-
-    /// The MWRS of `which` get version `k` at once, as in `change_at_once`, measured over
-    /// `window` at most: the time measured and the ManifestWorks that carried the new
-    /// version by its end (the hub may still be writing the rest). Every one of them
-    /// changed within the window ends it, with the time they took.
-    async fn change_over(
-        &self,
-        which: std::ops::Range<usize>,
-        k: usize,
-        n: usize,
-        window: Duration,
-        p: &Proc,
-    ) -> anyhow::Result<(f64, usize)> {
-        p.reset_peak()?;
-        let t0 = Instant::now();
-        for i in which.clone() {
-            self.set_version(NS, &name(i), &version(i, k)).await?;
-        }
-        let versions: Vec<String> = which.clone().map(|i| version(i, k)).collect();
-        let left = window.saturating_sub(t0.elapsed());
-        let all = self.tracker.until("every MWRS changed", left, |s| {
-            versions.iter().all(|v| s.count(v) >= n)
-        });
-        if let Ok(done) = all.await {
-            return Ok((secs(t0, done), versions.len() * n));
-        }
-        let elapsed = t0.elapsed().as_secs_f64();
-        let seen = self
-            .tracker
-            .seen
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        let changed = which.map(|i| seen.count(&version(i, k))).sum();
-        eprintln!("   every MWRS at once: {changed} ManifestWorks changed in {elapsed:.0} s");
-        Ok((elapsed, changed))
     }
 
     /// The replica stops as in a rollout (SIGTERM: it releases the Lease) and a new one
