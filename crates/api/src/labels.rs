@@ -1,6 +1,9 @@
 //! Every label, annotation and finalizer key the project reads or writes, in one place.
 
 /// Owner label on ManifestWorks and ControllerRevisions: `<mwrs-namespace>.<mwrs-name>`.
+/// A long owner's ManifestWorks carry it with the hashed owner (the value of
+/// [`OWNER_KEY_HASH`]): every ManifestWork the controller writes has it, and the
+/// controller watches ManifestWorks by this key alone.
 pub const MWRS_OWNER: &str = "work.open-cluster-management.io/manifestworkreplicaset";
 /// Placement (placementRef name) that selected the ManifestWork's cluster.
 pub const PLACEMENT_NAME: &str = "work.open-cluster-management.io/placementname";

@@ -2,12 +2,13 @@
 //! snapshots (no API reads on the hot path) and whose event stream triggers the MWRS it
 //! belongs to.
 //!
-//! ManifestWorks are selected by owner-label existence. A label selector cannot OR two
-//! keys, and owned works carry either the dotted owner label or (for long owners) the
-//! hashed one, so there are two watchers and two stores per kind that uses owner labels,
-//! each with an owner index ([`crate::index`]) fed by the same events, so a reconcile
-//! reads only its own objects. ManifestWorks are watched and stored as
-//! [`StoredWork`]: decoded without their manifests, which dominate their size.
+//! ManifestWorks are selected by the existence of upstream's owner label, which every
+//! ManifestWork this controller writes carries (a long owner's with its hashed value), and
+//! filed by its value; they are watched and stored as [`StoredWork`]: decoded without
+//! their manifests, which dominate their size. ControllerRevisions carry either the dotted
+//! owner label or (for long owners) the hashed one, and a label selector cannot OR two
+//! keys, so they have two watchers and two stores, each with an owner index
+//! ([`crate::index`]) fed by the same events, so a reconcile reads only its own objects.
 //!
 //! PlacementDecisions are indexed by their placement label the same way, and Placements
 //! are read by name, so a reconcile never scans every placement of the hub.
@@ -36,7 +37,7 @@ use crate::index::{ObjKey, SharedIndex};
 use crate::work_cache::{PatchBase, WorkCache};
 use mwrs_engine::stored_work::StoredWork;
 
-/// The owner label keys an owned object may carry.
+/// The owner label keys an owned ControllerRevision may carry.
 const OWNER_KEYS: [&str; 2] = [labels::MWRS_OWNER, labels::OWNER_KEY_HASH];
 
 /// An MWRS as watched: the object, or the metadata and error of one our types reject.
@@ -47,8 +48,8 @@ pub type GuardedMwrs = DeserializeGuard<ManifestWorkReplicaSet>;
 pub struct Stores {
     pub ready: Readiness,
     pub mwrs: Store<GuardedMwrs>,
-    /// One cache per owner label key (same key order as `OWNER_KEYS`).
-    pub works: [WorkCache; 2],
+    /// Every ManifestWork carrying upstream's owner label, filed by its value.
+    pub works: WorkCache,
     /// One store per owner label key, with its index.
     pub revisions: [Store<ControllerRevision>; 2],
     pub revision_index: [SharedIndex; 2],
@@ -86,30 +87,24 @@ impl Stores {
 
     /// ManifestWorks carrying `owner`'s selector label, as the planner reads them.
     pub fn owned_works(&self, owner: &OwnerKey) -> Vec<mwrs_engine::work::WorkView> {
-        self.works.iter().flat_map(|c| c.owned(owner)).collect()
+        self.works.owned(owner)
     }
 
     /// What a patch of a cached ManifestWork builds on.
     pub fn work_patch_base(&self, namespace: &str, name: &str) -> Option<PatchBase> {
-        self.works
-            .iter()
-            .find_map(|c| c.patch_base(namespace, name))
+        self.works.patch_base(namespace, name)
     }
 
     /// Records a write of this controller with the server's answer (see
     /// [`WorkCache::record_answer`]).
     pub fn record_answer(&self, obj: &StoredWork, revision: &str, at: jiff::Timestamp) {
-        for c in &self.works {
-            c.record_answer(obj, revision, at);
-        }
+        self.works.record_answer(obj, revision, at);
     }
 
     /// Records an update of a ManifestWork the hub refused by its resourceVersion guard
     /// (see [`WorkCache::record_refused`]).
     pub fn record_refused_work(&self, namespace: &str, name: &str, resource_version: &str) {
-        for c in &self.works {
-            c.record_refused(namespace, name, resource_version);
-        }
+        self.works.record_refused(namespace, name, resource_version);
     }
 
     /// ControllerRevisions carrying `owner`'s selector label.
@@ -152,22 +147,21 @@ pub struct Readiness {
     tx: Arc<tokio::sync::watch::Sender<u8>>,
 }
 
-/// The watchers whose initial lists make the stores ready. Works and revisions have one
-/// watcher per owner label key (by its index in `OWNER_KEYS`).
+/// The watchers whose initial lists make the stores ready. Revisions have one watcher
+/// per owner label key (by its index in `OWNER_KEYS`).
 #[derive(Clone, Copy)]
 enum Watcher {
     Mwrs,
-    Works(usize),
+    Works,
     Revisions(usize),
     Placements,
     Decisions,
 }
 
 impl Watcher {
-    const ALL: [Watcher; 7] = [
+    const ALL: [Watcher; 6] = [
         Watcher::Mwrs,
-        Watcher::Works(0),
-        Watcher::Works(1),
+        Watcher::Works,
         Watcher::Revisions(0),
         Watcher::Revisions(1),
         Watcher::Placements,
@@ -178,10 +172,10 @@ impl Watcher {
     fn bit(self) -> u8 {
         let index = match self {
             Watcher::Mwrs => 0,
-            Watcher::Works(key) => 1 + key,
-            Watcher::Revisions(key) => 3 + key,
-            Watcher::Placements => 5,
-            Watcher::Decisions => 6,
+            Watcher::Works => 1,
+            Watcher::Revisions(key) => 2 + key,
+            Watcher::Placements => 4,
+            Watcher::Decisions => 5,
         };
         1 << index
     }
@@ -191,7 +185,7 @@ impl std::fmt::Display for Watcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Watcher::Mwrs => f.write_str("ManifestWorkReplicaSets"),
-            Watcher::Works(key) => write!(f, "ManifestWorks labelled {}", OWNER_KEYS[*key]),
+            Watcher::Works => write!(f, "ManifestWorks labelled {}", labels::MWRS_OWNER),
             Watcher::Revisions(key) => {
                 write!(f, "ControllerRevisions labelled {}", OWNER_KEYS[*key])
             }
@@ -368,11 +362,8 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let ready = Readiness::new();
     let placement_changes = LastChanges::default();
     let (mwrs_store, mwrs_events) = watch_mwrs(client, namespace, &ready);
+    let (works, work_events) = watch_works(client, ready.track(Watcher::Works));
     // Index 0 watches the dotted owner label, index 1 the hashed one (`OWNER_KEYS`).
-    let [
-        (dotted_works, dotted_work_events),
-        (hashed_works, hashed_work_events),
-    ] = [0, 1].map(|key| watch_works(client, OWNER_KEYS[key], ready.track(Watcher::Works(key))));
     let [
         (dotted_revisions, dotted_revision_index, dotted_revision_events),
         (hashed_revisions, hashed_revision_index, hashed_revision_events),
@@ -387,7 +378,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     let stores = Stores {
         ready,
         mwrs: mwrs_store,
-        works: [dotted_works, hashed_works],
+        works,
         revisions: [dotted_revisions, hashed_revisions],
         revision_index: [dotted_revision_index, hashed_revision_index],
         placements: placement_store,
@@ -397,7 +388,7 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     };
     let triggers = Triggers {
         mwrs: mwrs_events,
-        works: futures::stream::select(dotted_work_events, hashed_work_events).boxed(),
+        works: work_events,
         revisions: futures::stream::select(dotted_revision_events, hashed_revision_events).boxed(),
         placements: placement_events,
         decisions: decision_events,
@@ -424,23 +415,36 @@ fn watch_mwrs(
     (r, trigger("ManifestWorkReplicaSet", stream))
 }
 
-/// ManifestWorks per page of the start-up list (and of every relist).
-const WORK_LIST_PAGE: u32 = 100;
+/// ManifestWorks per page of the start-up list (and of every relist), client-go's default.
+///
+/// A page served from etcd (a hub without a watch cache for ManifestWorks, or one whose
+/// API server sends paged consistent lists to etcd) costs etcd a walk over every key after
+/// it, which it counts for the answer (etcd 3.6 `treeIndex.Revisions`): a list of `n` in
+/// pages of `p` walks about n²/2p keys. At 300,000, pages of 100 took 25 minutes where
+/// pages of 500 take about a fifth of that walk (issue #36). What a page holds is its JSON
+/// until decoded (decoding skips the manifests): 500 ManifestWorks with 100 KB templates
+/// is 50 MB for a moment.
+const WORK_LIST_PAGE: u32 = 500;
 
-/// The ManifestWorks carrying owner label `key`, cluster-wide, filed in a [`WorkCache`].
+/// The ManifestWorks carrying upstream's owner label, cluster-wide, filed in a
+/// [`WorkCache`] by its value ([`OwnerKey::upstream_label`]).
+///
+/// One watch, not one per owner label key: on a hub without a watch cache for
+/// ManifestWorks (which costs its API server about 39 KB per ManifestWork) every list by
+/// label reads every ManifestWork from etcd, and a watch that sees no event (as one of the
+/// hashed key alone does on a hub without long-named MWRS) expires at each compaction and
+/// lists again. Such a watch cost a full read of the hub at start and every half hour,
+/// over 8 minutes each at 300,000 (`bench/README.md`, issue #36).
 fn watch_works(
     client: &Client,
-    key: &'static str,
     track: impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static,
 ) -> (WorkCache, Trigger<StoredWork>) {
-    let cache = WorkCache::new(key);
+    let cache = WorkCache::new(labels::MWRS_OWNER);
     // A paged, consistent list: a list at any resource version is served whole from the
     // watch cache (the API server ignores `limit` there), and one response holding every
-    // owned ManifestWork was the controller's start-up peak. Pages of 100: a page is held
-    // as JSON and decoded objects (manifests and resourceStatus included) until its
-    // ManifestWorks are filed, a few MB at the default 500.
+    // owned ManifestWork was the controller's start-up peak.
     let config = watcher::Config::default()
-        .labels(&work_selector(key))
+        .labels(labels::MWRS_OWNER)
         .page_size(WORK_LIST_PAGE);
     let filed = cache.clone();
     let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
@@ -454,18 +458,6 @@ fn watch_works(
         // Deletions too: Foreground deletion waits for works to disappear.
         .touched_objects();
     (cache, trigger("ManifestWork", stream))
-}
-
-/// The label selector of the ManifestWorks filed under owner label `key`: a long owner's
-/// ManifestWork carries both keys (the dotted one only as the garbage collector's mark,
-/// [`mwrs_engine::owner::OwnerKey::collector_mark`]) and is filed under the hashed one
-/// alone.
-fn work_selector(key: &str) -> String {
-    if key == labels::MWRS_OWNER {
-        format!("{key},!{}", labels::OWNER_KEY_HASH)
-    } else {
-        key.to_string()
-    }
 }
 
 /// The ControllerRevisions carrying owner label `key`.

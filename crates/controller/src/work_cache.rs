@@ -11,8 +11,8 @@
 //! when its conditions last changed (a success counts once it has settled, SPEC §11.3)
 //! and what this controller last wrote into it.
 //!
-//! Fed by one ManifestWork watch (one per owner label key); a relist replaces what that
-//! watch fed, at its end, as a reflector does, so a reconcile never sees half a list. The
+//! Fed by the ManifestWork watch, filed by the value of upstream's owner label; a relist
+//! replaces what that watch fed, at its end, as a reflector does, so a reconcile never sees half a list. The
 //! first list is the exception: nothing reads the cache before it ends (the controller
 //! waits for every watcher's first list), so it is filed as it comes instead of being
 //! held twice, which was most of the controller's start-up peak.
@@ -278,10 +278,11 @@ impl WorkCache {
         })
     }
 
-    /// The ManifestWorks filed under `owner`'s selector value, as the planner reads them
-    /// (the caller checks ownership: the label alone may be forged).
+    /// The ManifestWorks filed under `owner`'s value of upstream's owner label
+    /// ([`OwnerKey::upstream_label`]), as the planner reads them (the caller checks
+    /// ownership: the label alone may be forged).
     pub fn owned(&self, owner: &OwnerKey) -> Vec<WorkView> {
-        let (key, value) = owner.selector();
+        let (key, value) = owner.upstream_label();
         if key != self.key {
             return Vec::new();
         }
@@ -726,6 +727,34 @@ mod tests {
                 .owned(&OwnerKey::new("ns", "app"))
                 .is_empty()
         );
+    }
+
+    /// One cache holds every owner's ManifestWorks: a long owner's carry upstream's key
+    /// with its hashed value (and the hashed key besides), and are found by that value,
+    /// apart from a dotted owner's.
+    #[test]
+    fn a_long_owners_works_are_found_by_upstreams_label() {
+        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let long = OwnerKey::new("ns", "x".repeat(70));
+        let mut stored = work("c1", &long.hashed(), "h1", 1, 10);
+        let meta = &mut stored.metadata;
+        meta.name = Some(long.work_name());
+        meta.labels
+            .get_or_insert_default()
+            .insert(labels::OWNER_KEY_HASH.into(), long.hashed());
+        meta.annotations
+            .get_or_insert_default()
+            .insert(labels::MWRS_OWNER_ANNOTATION.into(), long.slashed());
+        cache.apply(&watcher::Event::Apply(stored), t(100));
+        cache.apply(
+            &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
+            t(100),
+        );
+        let views = cache.owned(&long);
+        assert_eq!(views.len(), 1);
+        assert_eq!(*views[0].name, long.work_name());
+        assert!(long.owns(&views[0].labels, &views[0].annotations));
+        assert_eq!(owned(&cache, OWNER).len(), 1, "the dotted owner's own");
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! Owner names that upstream's label scheme cannot carry, on the real test hub: an
 //! owner `namespace.name` longer than 63 characters (hashed owner label plus the owner
-//! annotation) and an MWRS name containing a dot. Both roll out, and the long one is
-//! deleted with everything it owns.
+//! annotation) and an MWRS name containing a dot. Both roll out, through one watch of
+//! ManifestWorks, and the long one is deleted with everything it owns.
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use common::{
     QUICK, assert_works_on, delete_and_wait_gone, hash_label, revisions_of, start_agent, update,
@@ -16,16 +19,51 @@ use common::{
 use kube::ResourceExt;
 use mwrs_api::labels;
 use mwrs_engine::owner::OwnerKey;
-use mwrs_testsupport::{configmap_template, mwrs};
+use mwrs_testsupport::{TestHub, configmap_template, mwrs};
 use serde_json::json;
 
 const LONG: &str = "a-manifestworkreplicaset-with-a-name-long-enough-to-overflow-labels";
 
+/// The label selectors of the lists and watches of ManifestWorks a client sent.
+type Selectors = Arc<Mutex<BTreeSet<String>>>;
+
+/// `inner`, recording the label selector of every list or watch of ManifestWorks.
+fn recording_work_reads(inner: kube::Client, seen: Selectors) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (inner, seen) = (inner.clone(), seen.clone());
+        async move {
+            let uri = req.uri();
+            if req.method() == http::Method::GET && uri.path().ends_with("/manifestworks") {
+                let selector = uri
+                    .query()
+                    .unwrap_or("")
+                    .split('&')
+                    .find_map(|pair| pair.strip_prefix("labelSelector="))
+                    .unwrap_or("")
+                    .replace("%2F", "/")
+                    .replace("%2C", ",")
+                    .replace("%21", "!");
+                seen.lock().unwrap().insert(selector);
+            }
+            inner
+                .send(req)
+                .await
+                .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_owner_and_dotted_name_roll_out() {
-    let Some((hub, _controller)) = common::started("names", 2).await else {
+    let Some(hub) = TestHub::from_env("names", 2).await else {
         return;
     };
+    let selectors = Selectors::default();
+    let seen = selectors.clone();
+    let _controller =
+        common::start_controller_through(&hub, move |c| recording_work_reads(c, seen));
+    hub.publish_all("p").await;
     let _agent = start_agent(&hub, |_| QUICK);
     let long = OwnerKey::new(hub.namespace.clone(), LONG);
     assert!(long.dotted().len() > 63 && !long.fits_label());
@@ -74,6 +112,14 @@ async fn long_owner_and_dotted_name_roll_out() {
             Some(&format!("{}.my.app", hub.namespace))
         );
     }
+    // One watch of upstream's key saw both owners' ManifestWorks. Without a watch cache
+    // for ManifestWorks, the API server reads every one from etcd for each list by label,
+    // and a watch of the hashed key alone did so at every start and expiry (issue #36).
+    assert_eq!(
+        *selectors.lock().unwrap(),
+        BTreeSet::from([labels::MWRS_OWNER.to_string()]),
+        "the controller's lists and watches of ManifestWorks"
+    );
 
     // Deleting the long-named MWRS finds its ManifestWorks and revisions by the hashed
     // label and removes them; the dotted one keeps its own.

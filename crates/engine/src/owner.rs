@@ -65,6 +65,15 @@ impl OwnerKey {
         (!self.fits_label()).then(|| (labels::MWRS_OWNER, self.hashed()))
     }
 
+    /// Upstream's owner key with the value every ManifestWork of this owner carries: the
+    /// dotted owner, or for a long owner its [`Self::collector_mark`]. Values never collide
+    /// across the two forms (a hashed value has no dot), so one watch of that key, filed
+    /// by value, finds the ManifestWorks of every owner.
+    pub fn upstream_label(&self) -> (&'static str, String) {
+        self.collector_mark()
+            .unwrap_or_else(|| (labels::MWRS_OWNER, self.dotted()))
+    }
+
     /// Owner labels every owned object carries.
     pub fn labels(&self) -> BTreeMap<String, String> {
         let (k, v) = self.selector();
@@ -219,5 +228,17 @@ mod tests {
         l.insert(labels::MWRS_OWNER.into(), other.hashed());
         assert!(!long.owns(&l, &ann), "another owner's mark");
         assert_eq!(OwnerKey::new("ns", "app").collector_mark(), None);
+    }
+
+    #[test]
+    fn every_owner_has_an_upstream_label_and_no_two_share_one() {
+        let short = OwnerKey::new("ns", "app");
+        let long = OwnerKey::new("ns", "x".repeat(70));
+        assert_eq!(short.upstream_label(), (labels::MWRS_OWNER, short.dotted()));
+        assert_eq!(Some(long.upstream_label()), long.collector_mark());
+        assert_ne!(
+            long.upstream_label(),
+            OwnerKey::new("ns", "y".repeat(70)).upstream_label()
+        );
     }
 }
