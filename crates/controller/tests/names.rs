@@ -29,29 +29,21 @@ type Selectors = Arc<Mutex<BTreeSet<String>>>;
 
 /// `inner`, recording the label selector of every list or watch of ManifestWorks.
 fn recording_work_reads(inner: kube::Client, seen: Selectors) -> kube::Client {
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let (inner, seen) = (inner.clone(), seen.clone());
-        async move {
-            let uri = req.uri();
-            if req.method() == http::Method::GET && uri.path().ends_with("/manifestworks") {
-                let selector = uri
-                    .query()
-                    .unwrap_or("")
-                    .split('&')
-                    .find_map(|pair| pair.strip_prefix("labelSelector="))
-                    .unwrap_or("")
-                    .replace("%2F", "/")
-                    .replace("%2C", ",")
-                    .replace("%21", "!");
-                seen.lock().unwrap().insert(selector);
-            }
-            inner
-                .send(req)
-                .await
-                .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+    common::inspecting(inner, move |req| {
+        let uri = req.uri();
+        if req.method() == http::Method::GET && uri.path().ends_with("/manifestworks") {
+            let selector = uri
+                .query()
+                .unwrap_or("")
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("labelSelector="))
+                .unwrap_or("")
+                .replace("%2F", "/")
+                .replace("%2C", ",")
+                .replace("%21", "!");
+            seen.lock().unwrap().insert(selector);
         }
-    });
-    kube::Client::new(service, "default")
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

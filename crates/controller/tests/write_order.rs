@@ -60,22 +60,14 @@ type Conversation = Arc<Mutex<Vec<Write>>>;
 
 /// `inner`, recording every write it sends (reads, watches and dry runs pass unrecorded).
 fn recording(inner: kube::Client, writes: Conversation) -> kube::Client {
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let (inner, writes) = (inner.clone(), writes.clone());
-        async move {
-            // Dry runs (the CRD's schema probe) change nothing.
-            let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun="));
-            if req.method() != http::Method::GET && !dry_run {
-                let w = Write::of(req.method(), req.uri().path());
-                writes.lock().unwrap().push(w);
-            }
-            inner
-                .send(req)
-                .await
-                .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+    common::inspecting(inner, move |req| {
+        // Dry runs (the CRD's schema probe) change nothing.
+        let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun="));
+        if req.method() != http::Method::GET && !dry_run {
+            let w = Write::of(req.method(), req.uri().path());
+            writes.lock().unwrap().push(w);
         }
-    });
-    kube::Client::new(service, "default")
+    })
 }
 
 /// The writes from `from` on, less Events.

@@ -157,6 +157,25 @@ pub fn start_controller_configured_through(
     })
 }
 
+/// `inner`, showing `see` every request before sending it: a test's view of the
+/// controller's API conversation (with [`start_controller_through`]).
+pub fn inspecting(
+    inner: kube::Client,
+    see: impl Fn(&http::Request<kube::client::Body>) + Clone + Send + Sync + 'static,
+) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (inner, see) = (inner.clone(), see.clone());
+        async move {
+            see(&req);
+            inner
+                .send(req)
+                .await
+                .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
 /// The common start of a test: its slice of the hub, the in-process controller, and
 /// Placement `p` selecting every cluster of the test. None: no hub (test skipped).
 pub async fn started(test: &str, clusters: usize) -> Option<(TestHub, TaskGuard)> {
