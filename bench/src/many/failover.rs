@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use super::{NS, name, secs, version};
+use super::{NS, name, secs, until_exit, version};
 use crate::process::{Proc, http_get, manifestwork_writes};
 use crate::sizes::Bench;
 
@@ -45,9 +45,33 @@ impl Bench {
         leader: Proc,
         row: &mut super::ManyRow,
     ) -> anyhow::Result<(Proc, String)> {
-        let (standby, addr) = self
-            .start_many_controller("controller-many-standby.log")
-            .await?;
+        let log = "controller-many-standby.log";
+        let (standby, addr) = self.start_many_controller(log).await?;
+        // A standby that exits ends the phase: nothing else would write.
+        until_exit(
+            &standby,
+            log,
+            self.kill_leader(n, leader, &addr, &mut row.failover),
+        )
+        .await?;
+        let f = &mut row.failover;
+        f.standby_peak_rss_bytes = standby.peak_rss()?;
+        eprintln!(
+            "   failover: first write {:.1}s after the kill, last {:.1}s; the standby wrote {} ({} repeated)",
+            f.kill_to_first_write_s, f.kill_to_done_s, f.standby_writes, f.repeated_writes
+        );
+        Ok((standby, addr))
+    }
+
+    /// One MWRS changes; the leader is killed a third of the way, and the standby at
+    /// `addr` finishes it.
+    async fn kill_leader(
+        &self,
+        n: usize,
+        leader: Proc,
+        addr: &str,
+        f: &mut Failover,
+    ) -> anyhow::Result<()> {
         let target = version(WHICH, VERSION);
         self.set_version(NS, &name(WHICH), &target).await?;
         let third = n / 3;
@@ -63,7 +87,6 @@ impl Bench {
                 .map(|s| s.count(&target))
                 .unwrap_or(0)
         };
-        let f = &mut row.failover;
         f.left_at_kill = n.saturating_sub(count_now());
         let killed = Instant::now();
         leader.stop().await;
@@ -72,7 +95,7 @@ impl Bench {
             f.left_at_kill
         );
         loop {
-            if work_writes(&addr).await.is_some_and(|w| w > 0.0) {
+            if work_writes(addr).await.is_some_and(|w| w > 0.0) {
                 f.kill_to_first_write_s = killed.elapsed().as_secs_f64();
                 break;
             }
@@ -83,13 +106,8 @@ impl Bench {
         }
         f.kill_to_done_s = secs(killed, self.wait_version(&target, n).await?);
         self.wait_complete(&name(WHICH), n).await?;
-        f.standby_writes = work_writes(&addr).await.unwrap_or(f64::NAN);
+        f.standby_writes = work_writes(addr).await.unwrap_or(f64::NAN);
         f.repeated_writes = (f.standby_writes - f.left_at_kill as f64).max(0.0);
-        f.standby_peak_rss_bytes = standby.peak_rss()?;
-        eprintln!(
-            "   failover: first write {:.1}s after the kill, last {:.1}s; the standby wrote {} ({} repeated)",
-            f.kill_to_first_write_s, f.kill_to_done_s, f.standby_writes, f.repeated_writes
-        );
-        Ok((standby, addr))
+        Ok(())
     }
 }

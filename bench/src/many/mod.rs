@@ -138,6 +138,22 @@ fn version(i: usize, k: usize) -> String {
 }
 
 /// `phase` run with `p` alive: the controller's exit ends it with an error naming `log`.
+/// Resolves on SIGINT or SIGTERM: a run cut short (at 300,000 one runs for hours) still
+/// prints what it measured, and its controllers go with it (`kill_on_drop`).
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
 async fn until_exit<F>(p: &Proc, log: &str, phase: F) -> anyhow::Result<()>
 where
     F: std::future::Future<Output = anyhow::Result<()>>,
@@ -223,7 +239,10 @@ impl Bench {
         }
         let renewals = Renewals::watch(&self.client, NS).await;
         let start = Timestamp::now();
-        let phases = self.phases(count, n, row).await;
+        let phases = tokio::select! {
+            done = self.phases(count, n, row) => done,
+            () = interrupted() => Err(anyhow::anyhow!("interrupted (SIGINT or SIGTERM)")),
+        };
         self.lease_gaps(&renewals.gaps(start, Timestamp::now()), row);
         phases
     }
