@@ -85,7 +85,8 @@ impl Stores {
         self.ready.wait().await;
     }
 
-    /// ManifestWorks carrying `owner`'s selector label, as the planner reads them.
+    /// ManifestWorks filed under `owner`'s value of upstream's owner label, as the planner
+    /// reads them (the caller proves ownership).
     pub fn owned_works(&self, owner: &OwnerKey) -> Vec<mwrs_engine::work::WorkView> {
         self.works.owned(owner)
     }
