@@ -95,6 +95,11 @@ fn degraded(mw: &ManifestWork) -> bool {
 }
 
 impl Tracker {
+    /// ManifestWorks seen carrying `version` now (0 once the tracker has panicked).
+    pub(crate) fn count(&self, version: &str) -> usize {
+        self.seen.lock().map_or(0, |s| s.count(version))
+    }
+
     pub(crate) async fn start(client: Client) -> anyhow::Result<Self> {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (tx, rx) = tokio::sync::watch::channel(0u64);

@@ -80,14 +80,7 @@ impl Bench {
                 s.count(&target) >= third
             })
             .await?;
-        let count_now = || {
-            self.tracker
-                .seen
-                .lock()
-                .map(|s| s.count(&target))
-                .unwrap_or(0)
-        };
-        f.left_at_kill = n.saturating_sub(count_now());
+        f.left_at_kill = n.saturating_sub(self.tracker.count(&target));
         let killed = Instant::now();
         leader.stop().await;
         eprintln!(
