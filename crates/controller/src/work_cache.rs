@@ -12,8 +12,8 @@
 //! and what this controller last wrote into it.
 //!
 //! Fed by the ManifestWork watch, filed by the value of upstream's owner label; a relist
-//! replaces what that watch fed, at its end, as a reflector does, so a reconcile never sees half a list. The
-//! first list is the exception: nothing reads the cache before it ends (the controller
+//! replaces what that watch fed, at its end, as a reflector does, so a reconcile never
+//! sees half a list. The first list is the exception: nothing reads the cache before it ends (the controller
 //! waits for every watcher's first list), so it is filed as it comes instead of being
 //! held twice, which was most of the controller's start-up peak.
 
