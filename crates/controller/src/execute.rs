@@ -855,7 +855,7 @@ mod tests {
         let on_server = serde_json::to_value(&mw).expect("json");
         let stored: mwrs_engine::stored_work::StoredWork =
             serde_json::from_value(on_server.clone()).expect("decodes");
-        let cache = crate::work_cache::WorkCache::new(labels::MWRS_OWNER);
+        let cache = crate::work_cache::WorkCache::new();
         cache.apply(
             &kube::runtime::watcher::Event::Apply(stored),
             jiff::Timestamp::UNIX_EPOCH,

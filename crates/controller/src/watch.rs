@@ -441,7 +441,7 @@ fn watch_works(
     client: &Client,
     track: impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static,
 ) -> (WorkCache, Trigger<StoredWork>) {
-    let cache = WorkCache::new(labels::MWRS_OWNER);
+    let cache = WorkCache::new();
     // A paged, consistent list: a list at any resource version is served whole from the
     // watch cache (the API server ignores `limit` there), and one response holding every
     // owned ManifestWork was the controller's start-up peak.

@@ -213,20 +213,16 @@ struct Filing {
     since: Option<Timestamp>,
 }
 
-/// The cache for the ManifestWorks carrying one owner label key.
-#[derive(Clone)]
+/// The cache of the ManifestWorks carrying upstream's owner label
+/// ([`labels::MWRS_OWNER`]), filed by its value.
+#[derive(Clone, Default)]
 pub struct WorkCache {
-    key: &'static str,
     inner: Arc<RwLock<Inner>>,
 }
 
 impl WorkCache {
-    /// A cache of the ManifestWorks labelled `key` (an owner label key).
-    pub fn new(key: &'static str) -> Self {
-        Self {
-            key,
-            inner: Arc::default(),
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// Files one watch event, seen at `now`.
@@ -256,9 +252,9 @@ impl WorkCache {
         inner.strings.sweep_if_due(live);
     }
 
-    /// `obj` ready to be filed (None: not labelled with our key).
+    /// `obj` ready to be filed (None: without upstream's owner label).
     fn filing(&self, inner: &mut Inner, obj: &StoredWork) -> Option<Filing> {
-        let owner = obj.metadata.labels.as_ref()?.get(self.key)?;
+        let owner = obj.metadata.labels.as_ref()?.get(labels::MWRS_OWNER)?;
         let owner = inner.strings.get(owner);
         let key = inner.key_of(obj);
         let view = obj.view();
@@ -282,10 +278,7 @@ impl WorkCache {
     /// ([`OwnerKey::upstream_label`]), as the planner reads them (the caller checks
     /// ownership: the label alone may be forged).
     pub fn owned(&self, owner: &OwnerKey) -> Vec<WorkView> {
-        let (key, value) = owner.upstream_label();
-        if key != self.key {
-            return Vec::new();
-        }
+        let (_, value) = owner.upstream_label();
         let Ok(inner) = self.inner.read() else {
             return Vec::new();
         };
@@ -701,7 +694,7 @@ mod tests {
 
     #[test]
     fn works_are_filed_by_owner_as_the_planner_reads_them() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         let stored = work("c1", OWNER, "h1", 1, 10);
         cache.apply(&watcher::Event::Apply(stored.clone()), t(100));
         cache.apply(
@@ -721,12 +714,6 @@ mod tests {
         assert_eq!(views[0], want);
         assert_eq!(owned(&cache, "ns.other").len(), 1);
         assert_eq!(cache.len(), 3);
-        // Another owner label key: another cache.
-        assert!(
-            WorkCache::new(labels::OWNER_KEY_HASH)
-                .owned(&OwnerKey::new("ns", "app"))
-                .is_empty()
-        );
     }
 
     /// One cache holds every owner's ManifestWorks: a long owner's carry upstream's key
@@ -734,7 +721,7 @@ mod tests {
     /// apart from a dotted owner's.
     #[test]
     fn a_long_owners_works_are_found_by_upstreams_label() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         let long = OwnerKey::new("ns", "x".repeat(70));
         let mut stored = work("c1", &long.hashed(), "h1", 1, 10);
         let meta = &mut stored.metadata;
@@ -759,7 +746,7 @@ mod tests {
 
     #[test]
     fn a_change_is_dated_when_seen_and_a_first_sight_by_the_object() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
@@ -800,7 +787,7 @@ mod tests {
 
     #[test]
     fn a_relist_replaces_what_was_cached_at_its_end() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         let first = vec![
             work("c1", OWNER, "h1", 1, 10),
             work("c2", OWNER, "h1", 1, 10),
@@ -837,7 +824,7 @@ mod tests {
 
     #[test]
     fn the_first_list_is_filed_as_it_comes_and_a_cut_short_one_starts_over() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         cache.apply(&watcher::Event::Init, t(100));
         for c in ["c1", "c2"] {
             cache.apply(
@@ -875,7 +862,7 @@ mod tests {
 
     #[test]
     fn what_was_written_is_known_until_the_work_goes() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         cache.record_answer(&work("c1", OWNER, "h1", 1, 10), "h1", t(100));
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
@@ -919,17 +906,13 @@ mod tests {
     /// is what passes see until the watch brings the object.
     #[test]
     fn a_create_is_seen_from_its_answer_until_the_watch_brings_it() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
-        let owner = OwnerKey::new("ns", "app");
+        let cache = WorkCache::new();
         cache.record_answer(&created("c1"), "h1", t(100));
         let views = owned(&cache, OWNER);
         assert_eq!(views.len(), 1, "seen before the watch brings it");
         assert_eq!(views[0].written_generation, Some(1));
         assert_eq!(views[0].status_seen, Some(t(100)));
         assert!(owned(&cache, "ns.other").is_empty());
-        let other_key = WorkCache::new(labels::PLACEMENT_NAME);
-        other_key.record_answer(&created("c1"), "h1", t(100));
-        assert!(other_key.owned(&owner).is_empty());
 
         cache.apply(&watcher::Event::Apply(created("c1")), t(101));
         let views = owned(&cache, OWNER);
@@ -957,7 +940,7 @@ mod tests {
     /// see until the watch brings its generation.
     #[test]
     fn an_update_is_seen_from_its_answer_until_the_watch_brings_its_generation() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),
@@ -1002,7 +985,7 @@ mod tests {
     /// tests, is what the planner does with it), until the watch brings another version.
     #[test]
     fn a_version_the_hub_refused_an_update_on_is_marked_until_the_watch_moves_on() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         for c in ["c1", "c2"] {
             cache.apply(&watcher::Event::Apply(work(c, OWNER, "h1", 1, 10)), t(100));
         }
@@ -1040,7 +1023,7 @@ mod tests {
     /// does not bring it shows it gone.
     #[test]
     fn a_relist_keeps_the_creates_made_while_it_ran() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         list(&cache, vec![work("c1", OWNER, "h1", 1, 10)], t(100));
         cache.record_answer(&created("c2"), "h1", t(101));
         cache.apply(&watcher::Event::Init, t(105));
@@ -1069,7 +1052,7 @@ mod tests {
 
     #[test]
     fn a_patch_builds_on_every_label_and_our_annotations() {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         cache.apply(
             &watcher::Event::Apply(work("c1", OWNER, "h1", 1, 10)),
             t(100),

@@ -9,7 +9,6 @@
 use fixture::work;
 use jiff::Timestamp;
 use kube::runtime::watcher;
-use mwrs_api::labels;
 use mwrs_controller::work_cache::WorkCache;
 
 mod fixture;
@@ -33,7 +32,7 @@ fn a_relist_costs_little_above_what_the_cache_keeps() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let now = Timestamp::from_second(1_800_000_000).unwrap();
     let base = dhat::HeapStats::get().curr_bytes;
-    let cache = WorkCache::new(labels::MWRS_OWNER);
+    let cache = WorkCache::new();
 
     relist(&cache, N, now);
     let stats = dhat::HeapStats::get();

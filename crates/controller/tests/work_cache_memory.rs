@@ -10,7 +10,6 @@
 use fixture::work;
 use jiff::Timestamp;
 use kube::runtime::{reflector, watcher};
-use mwrs_api::labels;
 use mwrs_controller::work_cache::WorkCache;
 use mwrs_engine::stored_work::StoredWork;
 
@@ -37,7 +36,7 @@ fn the_cache_keeps_a_small_fraction_of_a_stored_manifestwork() {
     let now = Timestamp::from_second(1_800_000_000).unwrap();
 
     let fill = |works: Vec<StoredWork>| {
-        let cache = WorkCache::new(labels::MWRS_OWNER);
+        let cache = WorkCache::new();
         for w in works {
             cache.apply(&watcher::Event::Apply(w), now);
         }
