@@ -9,9 +9,9 @@
 //!   name's `n` stay, to be updated again beside the controller;
 //! - create: the MWRS in two halves, steady RSS after each (the slope per ManifestWork);
 //! - idle: reconciles and writes per minute with nothing changing (must be 0 / 0);
-//! - one change: the template of one MWRS; its `n` writes against the bare client's
-//!   update of `n` made just before, beside the controller (the same hub, its watches
-//!   open), and the writes to every other ManifestWork (must be 0);
+//! - one change (`one.rs`): rounds of the bare client's update of one name's `n`, then
+//!   the template of one MWRS changing, back to back beside the controller (the same
+//!   hub, its watches open); the writes to every other ManifestWork (must be 0);
 //! - one abort: another MWRS's new template degrades on one cluster (`AbortAll`);
 //! - ten change at once: time against the bare client's, the peak RSS;
 //! - restart: a cold start (the old replica stops as in a rollout) to every first pass
@@ -29,6 +29,7 @@
 //! so every wait is on one MWRS's ManifestWorks.
 
 mod failover;
+mod one;
 mod report;
 
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use futures::{StreamExt, TryStreamExt, stream};
 use jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PostParams};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
@@ -48,9 +49,8 @@ pub use report::{json, print};
 use crate::fleet_view::template;
 use crate::lease::Renewals;
 use crate::measure::{self, histogram_quantile, per_verb};
-use crate::process::{
-    Proc, controller_counts, http_get, hub_heap, manifestwork_writes, refused_writes,
-};
+use crate::mirror;
+use crate::process::{Proc, controller_counts, http_get, hub_heap, refused_writes};
 use crate::sizes::Bench;
 
 const NS: &str = "bench-many";
@@ -66,8 +66,8 @@ pub struct ManyRow {
     pub bare_create_s: f64,
     pub bare_update_all_s: f64,
     pub bare_update_one_s: f64,
-    /// The bare client's update of one name again, just before the one change: on the
-    /// same hub as the controller's one-name phases (every ManifestWork created, the
+    /// The median of the bare client's updates of one name in the one-change rounds: on
+    /// the same hub as the controller's one-name phases (every ManifestWork created, the
     /// controller's watches open), where the first was on a hub with nothing else.
     pub bare_update_one_beside_s: f64,
     pub create_s: f64,
@@ -78,9 +78,11 @@ pub struct ManyRow {
     pub create_peak_rss_bytes: u64,
     pub idle_reconciles_per_min: f64,
     pub idle_writes_per_min: f64,
+    /// The median of the rounds' fan-outs.
     pub one_change_s: f64,
-    /// ManifestWork writes the controller made during the one change beyond the `n` of
-    /// the changed MWRS.
+    pub one_rounds: Vec<one::OneRound>,
+    /// ManifestWork writes the controller made during the one-change rounds beyond the
+    /// `n` of the changed MWRS in each.
     pub one_change_other_writes: f64,
     pub one_abort_s: f64,
     pub ten: usize,
@@ -123,8 +125,9 @@ pub struct ManyRow {
     pub hub_rss_anon_bytes: u64,
     pub hub_rss_file_bytes: u64,
     pub hub_peak_rss_bytes: u64,
-    /// The API server's Go heap with half the MWRS settled, and with all: what the hub
-    /// holds per ManifestWork (its watch cache, when it has one for them).
+    /// The hub process's live Go heap (API server and etcd) with half the MWRS settled,
+    /// and with all: what it holds per ManifestWork (etcd's index; the watch cache, when
+    /// it has one for them).
     pub hub_half_heap_bytes: u64,
     pub hub_heap_bytes: u64,
 }
@@ -173,9 +176,18 @@ fn bare_version(j: usize, k: usize) -> String {
 }
 
 /// The bare client's update of name `j` to version `k` in the cluster of `api`.
+/// The bare client's ManifestWork of name `j` on version `k`: its template, and the
+/// metadata the controller would give it ([`mirror`]).
+fn bare_object(j: usize, k: usize) -> serde_json::Value {
+    let version = bare_version(j, k);
+    let mut metadata = mirror::metadata(NS, &bare_name(j), &version, Timestamp::now());
+    metadata["name"] = bare_name(j).into();
+    json!({"metadata": metadata, "spec": template(&version)})
+}
+
 async fn bare_update(api: Api<ManifestWork>, j: usize, k: usize) -> Result<(), kube::Error> {
-    let body = json!({"spec": template(&bare_version(j, k))});
-    api.patch(&bare_name(j), &PatchParams::default(), &Patch::Merge(&body))
+    let body = bare_object(j, k);
+    api.patch(&bare_name(j), &mirror::patch_params(), &Patch::Merge(&body))
         .await
         .map(|_| ())
 }
@@ -281,8 +293,8 @@ impl Bench {
         self.create_many(count, n, p, addr, row).await?;
         self.hub_memory(row);
         self.idle_many(addr, row).await?;
-        self.bare_beside(n, row).await?;
-        self.one_change(count, n, addr, row).await?;
+        let rounds = self.args.many_rounds.max(1);
+        self.one_change_rounds(count, n, rounds, addr, row).await?;
         self.one_abort(n, row).await?;
         row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, None, p).await?.0;
         row.ten_peak_rss_bytes = p.peak_rss()?;
@@ -327,17 +339,16 @@ impl Bench {
     }
 
     /// The references: a plain client creating and updating the same ManifestWorks
-    /// (those of `sample` names). The first name's stay, for `bare_beside`.
+    /// (those of `sample` names). The first name's stay, for the one-change rounds.
     async fn bare_many(&self, sample: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
         let t0 = Instant::now();
         self.each_work(sample, n, |api, j| async move {
-            let mw: ManifestWork = serde_json::from_value(json!({
-                "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-                "metadata": {"name": bare_name(j), "labels": {"mwrs-bench": "bare"}},
-                "spec": template(&bare_version(j, 1)),
-            }))
-            .map_err(kube::Error::SerdeError)?;
-            api.create(&PostParams::default(), &mw).await.map(|_| ())
+            let mut object = bare_object(j, 1);
+            object["apiVersion"] = "work.open-cluster-management.io/v1".into();
+            object["kind"] = "ManifestWork".into();
+            let mw: ManifestWork =
+                serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+            api.create(&mirror::post_params(), &mw).await.map(|_| ())
         })
         .await?;
         let all = |k: usize| (0..sample).map(|j| bare_version(j, k)).collect::<Vec<_>>();
@@ -370,17 +381,6 @@ impl Bench {
         self.each_work(1, n, |api, j| bare_update(api, j, k))
             .await?;
         Ok(secs(t0, self.wait_version(&bare_version(0, k), n).await?))
-    }
-
-    /// The one-name reference again, on the hub the controller's one-name phases find:
-    /// every ManifestWork created, the controller idle beside it with its watches open.
-    async fn bare_beside(&self, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
-        row.bare_update_one_beside_s = self.bare_update_one(n, 4).await?;
-        eprintln!(
-            "   bare update of {n} beside the controller {:.2}s",
-            row.bare_update_one_beside_s
-        );
-        Ok(())
     }
 
     /// Creates the MWRS in two halves, the steady RSS after each. `app-00` aborts on a
@@ -457,35 +457,6 @@ impl Bench {
         let mins = self.args.idle_secs as f64 / 60.0;
         row.idle_reconciles_per_min = (r1 - r0) / mins;
         row.idle_writes_per_min = (w1 - w0) / mins;
-        Ok(())
-    }
-
-    /// The template of the last MWRS changes; the others stay put.
-    async fn one_change(
-        &self,
-        count: usize,
-        n: usize,
-        addr: &str,
-        row: &mut ManyRow,
-    ) -> anyhow::Result<()> {
-        let i = count - 1;
-        let before = http_get(addr, "/metrics").await.unwrap_or_default();
-        let t0 = Instant::now();
-        self.set_version(NS, &name(i), &version(i, 2)).await?;
-        row.one_change_s = secs(t0, self.wait_version(&version(i, 2), n).await?);
-        self.wait_complete(&name(i), n).await?;
-        let after = http_get(addr, "/metrics").await.unwrap_or_default();
-        let written = manifestwork_writes(&after) - manifestwork_writes(&before);
-        row.one_change_other_writes = written - n as f64;
-        let untouched: Vec<String> = (0..i).map(|j| version(j, 1)).collect();
-        let seen = self
-            .tracker
-            .seen
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        if let Some(v) = untouched.iter().find(|v| seen.count(v) != n) {
-            bail!("a change of {} moved ManifestWorks of version {v}", name(i));
-        }
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::ManyRow;
+use super::one::{OneRound, median_of};
 use crate::measure::verbs_text;
 
 const MIB: f64 = 1_048_576.0;
@@ -50,6 +51,15 @@ impl ManyRow {
         }
     }
 
+    /// One MWRS's fan-out against the bare client: the median of the rounds' ratios (a
+    /// record made before the rounds: its one change against its one reference).
+    fn fanout_ratio(&self) -> f64 {
+        if self.one_rounds.is_empty() {
+            return self.one_change_s / self.one_name_reference().0;
+        }
+        median_of(&self.one_rounds, OneRound::ratio)
+    }
+
     /// Every MWRS changing at once was measured over a window, not to its end.
     fn all_change_windowed(&self) -> bool {
         self.all_change_works > 0 && self.all_change_works < self.works()
@@ -80,7 +90,7 @@ impl ManyRow {
     /// Each target: what, the figure, and met or not; `None` when the run stopped
     /// before the phase that measures it (its figures are still 0).
     fn targets(&self) -> Vec<(&'static str, String, Option<bool>)> {
-        let fanout = self.one_change_s / self.one_name_reference().0;
+        let fanout = self.fanout_ratio();
         let startup = self.ratio_to_steady(self.startup_peak_rss_bytes);
         let all = self.ratio_to_steady(self.all_peak_rss_bytes);
         let f = &self.failover;
@@ -176,7 +186,16 @@ pub fn print(r: &ManyRow) {
         "the same on the empty hub, before the controller",
     );
     let (one, one_what) = r.one_name_reference();
-    line("one MWRS changes", r.one_change_s, one, one_what);
+    if r.one_rounds.is_empty() {
+        line("one MWRS changes", r.one_change_s, one, one_what);
+    } else {
+        println!(
+            "| one MWRS changes (median of {} rounds, each beside a bare update) | {:.2} s | {one:.2} s ({one_what}, median) | {:.2} (median of the rounds' ratios) |",
+            r.one_rounds.len(),
+            r.one_change_s,
+            r.fanout_ratio()
+        );
+    }
     line("one MWRS aborts", r.one_abort_s, one, one_what);
     line(
         &format!("{} MWRS change at once", r.ten),
@@ -252,7 +271,7 @@ pub fn print(r: &ManyRow) {
         mib(r.hub_peak_rss_bytes)
     );
     println!(
-        "hub's Go heap: {:.0} MiB with half the MWRS, {:.0} MiB with all: {:.0} B per ManifestWork",
+        "hub's live Go heap: {:.0} MiB with half the MWRS, {:.0} MiB with all: {:.0} B per ManifestWork",
         mib(r.hub_half_heap_bytes),
         mib(r.hub_heap_bytes),
         r.hub_slope()
@@ -298,6 +317,8 @@ pub fn json(r: &ManyRow) -> Value {
         "idle_reconciles_per_min": r.idle_reconciles_per_min,
         "idle_writes_per_min": r.idle_writes_per_min,
         "one_change_s": r.one_change_s, "one_change_other_writes": r.one_change_other_writes,
+        "one_change_ratio": r.fanout_ratio(),
+        "one_change_rounds": r.one_rounds.iter().map(round_json).collect::<Vec<_>>(),
         "one_abort_s": r.one_abort_s,
         "ten": r.ten, "ten_change_s": r.ten_change_s, "ten_peak_rss_bytes": r.ten_peak_rss_bytes,
         "all_change_s": r.all_change_s, "all_change_works": r.all_change_works,
@@ -334,6 +355,16 @@ pub fn json(r: &ManyRow) -> Value {
         o.extend(m);
     }
     out
+}
+
+fn round_json(r: &OneRound) -> Value {
+    let side = |m: &super::one::Moved| {
+        json!({
+            "s": m.s, "first_s": m.first_s,
+            "cpu_s": {"hub": m.cpu.hub, "controller": m.cpu.controller, "harness": m.cpu.harness},
+        })
+    };
+    json!({"bare": side(&r.bare), "change": side(&r.change), "ratio": r.ratio()})
 }
 
 #[cfg(test)]
@@ -393,6 +424,38 @@ mod tests {
             .as_array()
             .and_then(|t| t.iter().find(|t| t["target"] == "cold start < 5 min"));
         assert_eq!(cold.map(|t| t["met"].is_null()), Some(true));
+    }
+
+    /// With rounds, the fan-out is judged on the median of their ratios, not on one pair
+    /// (a round slowed by the hub alone must not decide it either way).
+    #[test]
+    fn the_fanout_is_the_median_of_the_rounds_ratios() {
+        let round = |bare: f64, change: f64| OneRound {
+            bare: super::super::one::Moved {
+                s: bare,
+                ..Default::default()
+            },
+            change: super::super::one::Moved {
+                s: change,
+                ..Default::default()
+            },
+        };
+        let row = ManyRow {
+            // The medians of each side alone would give 60 / 50 = 1.20×.
+            one_rounds: vec![round(50.0, 53.0), round(60.0, 63.0), round(40.0, 60.0)],
+            one_change_s: 60.0,
+            bare_update_one_beside_s: 50.0,
+            ..ManyRow::default()
+        };
+        let fanout = row
+            .targets()
+            .into_iter()
+            .find(|(what, _, _)| what.starts_with("one MWRS's fan-out"))
+            .map(|(_, figure, met)| (figure, met));
+        assert_eq!(fanout, Some(("1.06×".to_string(), Some(true))));
+        let rounds = &json(&row)["one_change_rounds"];
+        assert_eq!(rounds.as_array().map(Vec::len), Some(3));
+        assert_eq!(rounds[1]["ratio"], 1.05);
     }
 
     /// Every MWRS changing at once, measured over a window: its time is projected from

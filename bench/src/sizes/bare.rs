@@ -1,15 +1,25 @@
-//! The bare client: a plain client creating, updating and deleting N ManifestWorks with
-//! the write concurrency the controller is given, the hub's own limit that the fan-out
-//! and every abort round are measured against.
+//! The bare client: a plain client creating, updating and deleting N ManifestWorks (the
+//! controller's size, [`mirror`]) with the write concurrency the controller is given, the
+//! hub's own limit that the fan-out and every abort round are measured against.
 
 use std::time::Instant;
 
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use jiff::Timestamp;
+use kube::api::{DeleteParams, Patch};
 use mwrs_api::work::ManifestWork;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Bench, Window};
 use crate::fleet_view::template;
+use crate::mirror;
+
+/// The bare client's ManifestWork on `version`: its template, and the metadata the
+/// controller would give it ([`mirror`]).
+fn bare_object(version: &str) -> Value {
+    let mut metadata = mirror::metadata("bench", "app", version, Timestamp::now());
+    metadata["name"] = "bare-client".into();
+    json!({"metadata": metadata, "spec": template(version)})
+}
 
 impl Bench {
     /// The hub's limit: the same writes from a plain client.
@@ -25,28 +35,27 @@ impl Bench {
         created: &str,
         updated: &str,
     ) -> anyhow::Result<(f64, Window)> {
-        let pp = PostParams::default();
+        let pp = mirror::post_params();
         let t0 = Instant::now();
         self.each_cluster(n, |api| {
             let pp = pp.clone();
             async move {
-                let mw: ManifestWork = serde_json::from_value(json!({
-                    "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-                    "metadata": {"name": "bare-client", "labels": {"mwrs-bench": "bare"}},
-                    "spec": template(created),
-                }))
-                .map_err(kube::Error::SerdeError)?;
+                let mut object = bare_object(created);
+                object["apiVersion"] = "work.open-cluster-management.io/v1".into();
+                object["kind"] = "ManifestWork".into();
+                let mw: ManifestWork =
+                    serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
                 api.create(&pp, &mw).await.map(|_| ())
             }
         })
         .await?;
         let create = self.wait_version(created, n).await? - t0;
         let t0 = Instant::now();
-        let body = json!({"spec": template(updated)});
+        let pp = mirror::patch_params();
         self.each_cluster(n, |api| {
-            let body = body.clone();
+            let (pp, body) = (pp.clone(), bare_object(updated));
             async move {
-                api.patch("bare-client", &PatchParams::default(), &Patch::Merge(&body))
+                api.patch("bare-client", &pp, &Patch::Merge(&body))
                     .await
                     .map(|_| ())
             }
