@@ -4,8 +4,9 @@
 //! For every size N it brings up N simulated clusters (one in-process work agent answers
 //! all of them, for every phase alike) and measures:
 //!
-//! - bare: a plain client creating, then updating, the same N ManifestWorks with the same
-//!   write concurrency the controller is given: the hub's own limit;
+//! - bare: a plain client creating, then updating, the same N ManifestWorks (the
+//!   controller's size, `mirror.rs`) with the same write concurrency the controller is
+//!   given: the hub's own limit;
 //! - fan-out: a template change (strategy All) until every ManifestWork carries it;
 //! - abort: from the first Degraded status on the new revision (the breach) until every
 //!   ManifestWork is back on the stable revision, in rounds that each follow a bare update

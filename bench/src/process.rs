@@ -216,9 +216,13 @@ pub(crate) async fn hub_requests(client: &Client) -> anyhow::Result<f64> {
 
 /// The sum of the hub's metric `name` now.
 async fn hub_metric(client: &Client, name: &str) -> anyhow::Result<f64> {
+    Ok(metric_sum(&hub_metrics(client).await?, name))
+}
+
+/// The hub's metrics text now.
+pub(crate) async fn hub_metrics(client: &Client) -> anyhow::Result<String> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(req).await?;
-    Ok(metric_sum(&text, name))
+    Ok(client.request_text(req).await?)
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ use serde_json::json;
 
 pub use report::{json, print};
 
+use crate::cpu::Split;
 use crate::fleet_view::template;
 use crate::lease::Renewals;
 use crate::measure::{self, histogram_quantile, per_verb};
@@ -87,6 +88,11 @@ pub struct ManyRow {
     pub one_abort_s: f64,
     pub ten: usize,
     pub ten_change_s: f64,
+    /// CPU of each process while the bare client updated every name it wrote, while ten
+    /// MWRS changed, and while every MWRS did: where the hub's time per write went.
+    pub bare_update_all_cpu: Split,
+    pub ten_cpu: Split,
+    pub all_cpu: Split,
     pub ten_peak_rss_bytes: u64,
     /// Every MWRS changing at once: the time measured, and the ManifestWorks that carried
     /// their new template by its end (all of them unless it was measured over a window).
@@ -130,6 +136,14 @@ pub struct ManyRow {
     /// it has one for them).
     pub hub_half_heap_bytes: u64,
     pub hub_heap_bytes: u64,
+}
+
+/// Some MWRS changing at once: for how long, how many ManifestWorks changed, and the
+/// CPU of each process meanwhile.
+struct Changed {
+    s: f64,
+    works: usize,
+    cpu: Split,
 }
 
 fn name(i: usize) -> String {
@@ -296,7 +310,8 @@ impl Bench {
         let rounds = self.args.many_rounds.max(1);
         self.one_change_rounds(count, n, rounds, addr, row).await?;
         self.one_abort(n, row).await?;
-        row.ten_change_s = self.change_at_once(2..2 + row.ten, 5, n, None, p).await?.0;
+        let ten = self.change_at_once(2..2 + row.ten, 5, n, None, p).await?;
+        (row.ten_change_s, row.ten_cpu) = (ten.s, ten.cpu);
         row.ten_peak_rss_bytes = p.peak_rss()?;
         Ok(())
     }
@@ -356,7 +371,9 @@ impl Bench {
         let t0 = Instant::now();
         self.each_work(sample, n, |api, j| bare_update(api, j, 2))
             .await?;
-        row.bare_update_all_s = secs(t0, self.wait_versions(&all(2), n).await?);
+        let done = self.wait_versions(&all(2), n).await?;
+        row.bare_update_all_s = secs(t0, done);
+        row.bare_update_all_cpu = self.cpu.between(t0, done);
         row.bare_update_one_s = self.bare_update_one(n, 3).await?;
         self.each_work(sample, n, |api, j| async move {
             if j == 0 {
@@ -475,10 +492,11 @@ impl Bench {
     }
 
     /// The MWRS of `which` get version `k` at once: the time until every one of their
-    /// ManifestWorks carries it (each MWRS promoted after), and how many do. With a
-    /// `window`, measured over it at most: past it, the time is the window's and the count
-    /// those changed by then (the hub may still be writing the rest). The controller's
-    /// peak is reset first, so that its peak after is this phase's.
+    /// ManifestWorks carries it (each MWRS promoted after), how many do, and the CPU of
+    /// each process over that time. With a `window`, measured over it at most: past it,
+    /// the time is the window's and the count those changed by then (the hub may still be
+    /// writing the rest). The controller's peak is reset first, so that its peak after is
+    /// this phase's.
     async fn change_at_once(
         &self,
         which: std::ops::Range<usize>,
@@ -486,7 +504,7 @@ impl Bench {
         n: usize,
         window: Option<Duration>,
         p: &Proc,
-    ) -> anyhow::Result<(f64, usize)> {
+    ) -> anyhow::Result<Changed> {
         p.reset_peak()?;
         let t0 = Instant::now();
         for i in which.clone() {
@@ -494,21 +512,29 @@ impl Bench {
         }
         let versions: Vec<String> = which.clone().map(|i| version(i, k)).collect();
         let all = versions.len() * n;
+        let changed = |done: Instant, works: usize| Changed {
+            s: secs(t0, done),
+            works,
+            cpu: self.cpu.between(t0, done),
+        };
         let Some(window) = window else {
             let done = self.wait_versions(&versions, n).await?;
             for i in which {
                 self.wait_complete(&name(i), n).await?;
             }
-            return Ok((secs(t0, done), all));
+            return Ok(changed(done, all));
         };
         let left = window.saturating_sub(t0.elapsed());
         if let Ok(done) = tokio::time::timeout(left, self.wait_versions(&versions, n)).await {
-            return Ok((secs(t0, done?), all));
+            return Ok(changed(done?, all));
         }
-        let elapsed = t0.elapsed().as_secs_f64();
-        let changed = versions.iter().map(|v| self.tracker.count(v)).sum();
-        eprintln!("   every MWRS at once: {changed} ManifestWorks changed in {elapsed:.0} s");
-        Ok((elapsed, changed))
+        let works = versions.iter().map(|v| self.tracker.count(v)).sum();
+        let c = changed(Instant::now(), works);
+        eprintln!(
+            "   every MWRS at once: {works} ManifestWorks changed in {:.0} s",
+            c.s
+        );
+        Ok(c)
     }
 
     /// Every MWRS gets a new template at once: the time, the peak, the queue delay and the
@@ -524,8 +550,8 @@ impl Bench {
         let before = http_get(addr, "/metrics").await.unwrap_or_default();
         let window =
             (self.args.many_all_window > 0).then(|| Duration::from_secs(self.args.many_all_window));
-        (row.all_change_s, row.all_change_works) =
-            self.change_at_once(0..count, 4, n, window, p).await?;
+        let all = self.change_at_once(0..count, 4, n, window, p).await?;
+        (row.all_change_s, row.all_change_works, row.all_cpu) = (all.s, all.works, all.cpu);
         row.all_peak_rss_bytes = p.peak_rss()?;
         let after = http_get(addr, "/metrics").await.unwrap_or_default();
         let delay = "mwrs_controller_queue_delay_seconds";

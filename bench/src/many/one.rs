@@ -1,9 +1,10 @@
 //! One MWRS changing against the bare client (issue #36's fan-out target): rounds of the
 //! bare client's update of one name's ManifestWorks, then one MWRS's change of as many,
 //! back to back on the same hub (every ManifestWork created, the controller's watches
-//! open). Each side of a round carries the CPU of every process over its window and the
-//! time to its first ManifestWork seen changed, so that a slower fan-out can be told
-//! apart as a late start, a slower write rate, or CPU taken from the hub.
+//! open). Each side of a round carries the CPU of every process over its window, the time
+//! to its first ManifestWork seen changed and what the hub served, so that a slower
+//! fan-out can be told apart as a late start, more writes or watch events, or CPU taken
+//! from the hub.
 
 use std::future::Future;
 use std::time::Instant;
@@ -13,7 +14,7 @@ use anyhow::bail;
 use super::{ManyRow, NS, bare_name, bare_update, bare_version, name, secs, version};
 use crate::cpu::Split;
 use crate::measure;
-use crate::process::{http_get, manifestwork_writes};
+use crate::process::{http_get, hub_metrics, manifestwork_writes, metric_sum_with};
 use crate::sizes::Bench;
 
 /// The controller's round `r` moves the last MWRS to version `FIRST_VERSION + r` (clear
@@ -32,16 +33,81 @@ pub struct Moved {
     /// To the first ManifestWork seen on it.
     pub first_s: f64,
     pub cpu: Split,
+    pub hub: HubTraffic,
 }
 
 impl Moved {
-    /// `54.13 s (first after 0.08 s; hub 90.1 s, …)`.
+    /// `54.13 s (first after 0.08 s; hub 90.1 s, …; 3000 + 3000 status writes, …)`.
     fn text(&self) -> String {
         format!(
-            "{:.2} s (first after {:.2} s; {})",
+            "{:.2} s (first after {:.2} s; {}; {})",
             self.s,
             self.first_s,
-            self.cpu.text(self.s)
+            self.cpu.text(self.s),
+            self.hub.text()
+        )
+    }
+}
+
+/// What the hub served over a window, from its own metrics: writes of ManifestWorks
+/// (their spec, their status) and of MWRS, and the ManifestWork watch events it sent.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HubTraffic {
+    pub work_writes: f64,
+    pub work_status_writes: f64,
+    pub mwrs_writes: f64,
+    pub work_watch_events: f64,
+    pub work_watch_bytes: f64,
+}
+
+impl HubTraffic {
+    /// The hub's counts in `text` (its metrics).
+    fn of(text: &str) -> Self {
+        let requests = |resource: &str, subresource: &str| {
+            ["POST", "PUT", "PATCH"]
+                .iter()
+                .map(|verb| {
+                    metric_sum_with(
+                        text,
+                        "apiserver_request_total",
+                        &[
+                            &format!("resource=\"{resource}\""),
+                            &format!("subresource=\"{subresource}\""),
+                            &format!("verb=\"{verb}\""),
+                        ],
+                    )
+                })
+                .sum::<f64>()
+        };
+        let works = ["resource=\"manifestworks\""];
+        Self {
+            work_writes: requests("manifestworks", ""),
+            work_status_writes: requests("manifestworks", "status"),
+            mwrs_writes: requests("manifestworkreplicasets", "")
+                + requests("manifestworkreplicasets", "status"),
+            work_watch_events: metric_sum_with(text, "apiserver_watch_events_total", &works),
+            work_watch_bytes: metric_sum_with(text, "apiserver_watch_events_sizes_sum", &works),
+        }
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self {
+            work_writes: self.work_writes - before.work_writes,
+            work_status_writes: self.work_status_writes - before.work_status_writes,
+            mwrs_writes: self.mwrs_writes - before.mwrs_writes,
+            work_watch_events: self.work_watch_events - before.work_watch_events,
+            work_watch_bytes: self.work_watch_bytes - before.work_watch_bytes,
+        }
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "the hub: {:.0} + {:.0} status ManifestWork writes, {:.0} MWRS writes, {:.0} watch events ({:.1} MB)",
+            self.work_writes,
+            self.work_status_writes,
+            self.mwrs_writes,
+            self.work_watch_events,
+            self.work_watch_bytes / 1e6
         )
     }
 }
@@ -121,9 +187,11 @@ impl Bench {
         n: usize,
         write: impl Future<Output = anyhow::Result<()>>,
     ) -> anyhow::Result<Moved> {
+        let before = self.hub_traffic().await;
         let t0 = Instant::now();
         write.await?;
         let done = self.wait_version(to, n).await?;
+        let hub = self.hub_traffic().await.since(before);
         let first = self
             .tracker
             .seen
@@ -137,7 +205,14 @@ impl Bench {
             s: secs(t0, done),
             first_s: secs(t0, first),
             cpu: self.cpu.between(t0, done),
+            hub,
         })
+    }
+
+    /// The hub's traffic counts now (0 when its metrics cannot be read).
+    async fn hub_traffic(&self) -> HubTraffic {
+        let text = hub_metrics(&self.client).await.unwrap_or_default();
+        HubTraffic::of(&text)
     }
 
     /// Every MWRS before `i` still has its `n` ManifestWorks on its first version.
@@ -151,5 +226,39 @@ impl Bench {
             bail!("a change of {} moved ManifestWorks of version {v}", name(i));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hubs_traffic_is_read_from_its_own_counters() {
+        let line = |resource: &str, sub: &str, verb: &str, v: u32| {
+            format!(
+                "apiserver_request_total{{code=\"200\",component=\"apiserver\",group=\"work.open-cluster-management.io\",resource=\"{resource}\",scope=\"resource\",subresource=\"{sub}\",verb=\"{verb}\",version=\"v1\"}} {v}\n"
+            )
+        };
+        let text = |k: u32| {
+            [
+                line("manifestworks", "", "PATCH", 100 * k),
+                line("manifestworks", "", "POST", 7),
+                line("manifestworks", "", "GET", 999 * k),
+                line("manifestworks", "status", "PATCH", 90 * k),
+                line("manifestworkreplicasets", "status", "PATCH", 3 * k),
+                line("manifestworkreplicasets", "", "PATCH", k),
+                format!("apiserver_watch_events_total{{group=\"work.open-cluster-management.io\",resource=\"manifestworks\",version=\"v1\"}} {}\n", 400 * k),
+                format!("apiserver_watch_events_sizes_sum{{group=\"work.open-cluster-management.io\",resource=\"manifestworks\",version=\"v1\"}} {}\n", 1_200_000 * k),
+                format!("apiserver_watch_events_total{{group=\"\",resource=\"leases\",version=\"v1\"}} {}\n", 50 * k),
+            ]
+            .concat()
+        };
+        let t = HubTraffic::of(&text(2)).since(HubTraffic::of(&text(1)));
+        assert_eq!(t.work_writes, 100.0, "reads are not writes");
+        assert_eq!(t.work_status_writes, 90.0);
+        assert_eq!(t.mwrs_writes, 4.0);
+        assert_eq!(t.work_watch_events, 400.0, "only ManifestWorks' events");
+        assert_eq!(t.work_watch_bytes, 1_200_000.0);
     }
 }

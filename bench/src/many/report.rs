@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::ManyRow;
 use super::one::{OneRound, median_of};
+use crate::cpu::Split;
 use crate::measure::verbs_text;
 
 const MIB: f64 = 1_048_576.0;
@@ -242,6 +243,23 @@ pub fn print(r: &ManyRow) {
         r.restart_ready_s,
         r.restart_writes,
     );
+    let per_work = |cpu: &Split, works: usize| {
+        let ms = |secs: f64| 1000.0 * secs / works.max(1) as f64;
+        format!(
+            "hub {:.1} ms, controller {:.2} ms, harness {:.2} ms",
+            ms(cpu.hub),
+            ms(cpu.controller),
+            ms(cpu.harness)
+        )
+    };
+    println!(
+        "CPU per ManifestWork changed: bare update of all, {}; {} MWRS at once, {}; every MWRS at once{}, {}",
+        per_work(&r.bare_update_all_cpu, r.bare_sample * r.clusters),
+        r.ten,
+        per_work(&r.ten_cpu, r.ten * r.clusters),
+        r.all_change_span(),
+        per_work(&r.all_cpu, r.all_change_works)
+    );
     println!(
         "queue delay while every MWRS changed{}: p50 {:.2} s, p99 {:.2} s over {} passes",
         r.all_change_span(),
@@ -346,6 +364,8 @@ pub fn json(r: &ManyRow) -> Value {
         "hub_rss_file_bytes": r.hub_rss_file_bytes, "hub_peak_rss_bytes": r.hub_peak_rss_bytes,
         "hub_half_heap_bytes": r.hub_half_heap_bytes, "hub_heap_bytes": r.hub_heap_bytes,
         "hub_heap_bytes_per_manifestwork": r.hub_slope(),
+        "bare_update_all_cpu_s": cpu_json(&r.bare_update_all_cpu),
+        "ten_cpu_s": cpu_json(&r.ten_cpu), "all_cpu_s": cpu_json(&r.all_cpu),
         "targets": r.targets().into_iter().map(|(what, figure, met)| {
             json!({"target": what, "figure": figure, "met": met})
         }).collect::<Vec<_>>(),
@@ -357,11 +377,20 @@ pub fn json(r: &ManyRow) -> Value {
     out
 }
 
+fn cpu_json(cpu: &Split) -> Value {
+    json!({"hub": cpu.hub, "controller": cpu.controller, "harness": cpu.harness})
+}
+
 fn round_json(r: &OneRound) -> Value {
     let side = |m: &super::one::Moved| {
+        let h = &m.hub;
         json!({
-            "s": m.s, "first_s": m.first_s,
-            "cpu_s": {"hub": m.cpu.hub, "controller": m.cpu.controller, "harness": m.cpu.harness},
+            "s": m.s, "first_s": m.first_s, "cpu_s": cpu_json(&m.cpu),
+            "hub": {
+                "work_writes": h.work_writes, "work_status_writes": h.work_status_writes,
+                "mwrs_writes": h.mwrs_writes, "work_watch_events": h.work_watch_events,
+                "work_watch_bytes": h.work_watch_bytes,
+            },
         })
     };
     json!({"bare": side(&r.bare), "change": side(&r.change), "ratio": r.ratio()})
