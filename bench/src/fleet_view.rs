@@ -2,10 +2,11 @@
 //! ManifestWork carries version v when its first manifest's `data.version` is v (as
 //! [`template`] writes it), so the same check serves the controller, the peer and the bare
 //! client. [`Tracker`] keeps, for every ManifestWork, the version it carries, the count per
-//! version, when a ManifestWork on a version first reported Degraded at its generation, and
-//! when one was first seen moving to a version; [`Tracker::until`] waits on those.
+//! version and how many of those their agent has answered (Available at their generation),
+//! when a ManifestWork on a version first reported Degraded at its generation, and when one
+//! was first seen moving to a version; [`Tracker::until`] waits on those.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,10 +54,15 @@ pub(crate) struct Seen {
     pub(crate) first_degraded: HashMap<String, Instant>,
     /// First time a ManifestWork was seen moving to this version (since last cleared).
     pub(crate) first_moved_to: HashMap<String, Instant>,
+    /// ManifestWorks whose agent reported them Available at their generation, by the
+    /// version they carry; and which those are.
+    answered: HashMap<String, usize>,
+    answered_keys: HashSet<(String, String)>,
 }
 
 impl Seen {
-    fn set(&mut self, key: (String, String), version: Option<String>, now: Instant) {
+    fn set(&mut self, key: (String, String), version: Option<String>, done: bool, now: Instant) {
+        self.unanswer(&key);
         if let Some(Some(old)) = self.works.get(&key)
             && let Some(c) = self.counts.get_mut(old)
         {
@@ -67,11 +73,26 @@ impl Seen {
         }
         if let Some(v) = &version {
             *self.counts.entry(v.clone()).or_default() += 1;
+            if done {
+                *self.answered.entry(v.clone()).or_default() += 1;
+                self.answered_keys.insert(key.clone());
+            }
         }
         self.works.insert(key, version);
     }
 
+    /// Forgets that `key` was answered (before it changes or goes).
+    fn unanswer(&mut self, key: &(String, String)) {
+        if self.answered_keys.remove(key)
+            && let Some(Some(v)) = self.works.get(key)
+            && let Some(c) = self.answered.get_mut(v)
+        {
+            *c -= 1;
+        }
+    }
+
     fn remove(&mut self, key: &(String, String)) {
+        self.unanswer(key);
         if let Some(Some(old)) = self.works.remove(key)
             && let Some(c) = self.counts.get_mut(&old)
         {
@@ -81,6 +102,11 @@ impl Seen {
 
     pub(crate) fn count(&self, version: &str) -> usize {
         self.counts.get(version).copied().unwrap_or(0)
+    }
+
+    /// ManifestWorks on `version` their agent reported Available at their generation.
+    pub(crate) fn answered(&self, version: &str) -> usize {
+        self.answered.get(version).copied().unwrap_or(0)
     }
 }
 
@@ -126,7 +152,7 @@ impl Tracker {
                             {
                                 st.first_degraded.entry(v.clone()).or_insert(now);
                             }
-                            st.set(key, v, now);
+                            st.set(key, v, mw.reports("Available", "True"), now);
                         }
                         Event::Delete(mw) => {
                             st.remove(&(mw.namespace().unwrap_or_default(), mw.name_any()));
@@ -176,5 +202,34 @@ impl Tracker {
             }
             let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), rx.changed()).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(cluster: &str) -> (String, String) {
+        (cluster.to_string(), "app".to_string())
+    }
+
+    /// A ManifestWork counts as answered on the version it carries, until it moves on.
+    #[test]
+    fn answers_are_counted_per_version_until_the_work_moves_on() {
+        let mut seen = Seen::default();
+        let now = Instant::now();
+        let v = |s: &str| Some(s.to_string());
+        seen.set(key("c1"), v("v1"), true, now);
+        seen.set(key("c2"), v("v1"), false, now);
+        assert_eq!((seen.count("v1"), seen.answered("v1")), (2, 1));
+        seen.set(key("c2"), v("v1"), true, now);
+        seen.set(key("c2"), v("v1"), true, now);
+        assert_eq!(seen.answered("v1"), 2, "an answer seen again counts once");
+        seen.set(key("c1"), v("v2"), false, now);
+        assert_eq!((seen.answered("v1"), seen.answered("v2")), (1, 0));
+        seen.set(key("c1"), v("v2"), true, now);
+        seen.remove(&key("c2"));
+        assert_eq!((seen.answered("v1"), seen.answered("v2")), (0, 1));
+        assert_eq!((seen.count("v1"), seen.count("v2")), (0, 1));
     }
 }

@@ -153,6 +153,14 @@ impl Bench {
                     self.each_work(1, n, |api, j| bare_update(api, j, to)).await
                 })
                 .await?;
+            // Its agent's last answers are the bare side's work: they must not fall in
+            // the controller's window (as the controller's fall in neither: it waits for
+            // its MWRS to complete below).
+            self.tracker
+                .until("the bare update answered", self.timeout(), |s| {
+                    s.answered(&bare_to) >= n
+                })
+                .await?;
             let to = version(i, FIRST_VERSION + r);
             let change = self
                 .moved(&to, n, async {
