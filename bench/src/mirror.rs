@@ -17,6 +17,8 @@ use kube::api::{PatchParams, PostParams};
 use mwrs_api::labels;
 use serde_json::{Map, Value};
 
+use crate::fleet_view::template;
+
 /// The domain of upstream's keys, and the bench's own of the same length.
 const UPSTREAM: &str = "work.open-cluster-management.io";
 const MIRRORED: &str = "mwrs-bench.mirrors-the-hub.test";
@@ -38,7 +40,7 @@ fn hash_of(version: &str) -> String {
 
 /// The metadata the controller gives the ManifestWork of MWRS `namespace/name` on the
 /// revision of `version`, written `now`, mirrored: `{"labels": …, "annotations": …}`.
-pub(crate) fn metadata(namespace: &str, name: &str, version: &str, now: Timestamp) -> Value {
+fn metadata(namespace: &str, name: &str, version: &str, now: Timestamp) -> Value {
     let map = |pairs: &[(&str, String)]| -> Value {
         pairs
             .iter()
@@ -56,6 +58,18 @@ pub(crate) fn metadata(namespace: &str, name: &str, version: &str, now: Timestam
         (labels::REVISION_APPLIED_AT, now.to_string()),
     ]);
     serde_json::json!({"labels": labels, "annotations": annotations})
+}
+
+/// The bare client's ManifestWork `name` on `version`: the template, and the metadata the
+/// controller gives the ManifestWork of MWRS `namespace/owner`, mirrored. Its create's
+/// body and its update's (a merge patch) alike.
+pub(crate) fn work(namespace: &str, owner: &str, name: &str, version: &str) -> Value {
+    let mut metadata = metadata(namespace, owner, version, Timestamp::now());
+    metadata["name"] = name.into();
+    serde_json::json!({
+        "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": metadata, "spec": template(version),
+    })
 }
 
 pub(crate) fn post_params() -> PostParams {

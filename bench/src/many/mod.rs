@@ -42,12 +42,10 @@ use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use mwrs_fleet::placement::{self, DecisionGroup};
-use serde_json::json;
 
 pub use report::{json, print};
 
 use crate::cpu::Split;
-use crate::fleet_view::template;
 use crate::lease::Renewals;
 use crate::measure::{self, histogram_quantile, per_verb};
 use crate::mirror;
@@ -189,16 +187,12 @@ fn bare_version(j: usize, k: usize) -> String {
     format!("b{j:02}-v{k}")
 }
 
-/// The bare client's update of name `j` to version `k` in the cluster of `api`.
-/// The bare client's ManifestWork of name `j` on version `k`: its template, and the
-/// metadata the controller would give it ([`mirror`]).
+/// The bare client's ManifestWork of name `j` on version `k` ([`mirror::work`]).
 fn bare_object(j: usize, k: usize) -> serde_json::Value {
-    let version = bare_version(j, k);
-    let mut metadata = mirror::metadata(NS, &bare_name(j), &version, Timestamp::now());
-    metadata["name"] = bare_name(j).into();
-    json!({"metadata": metadata, "spec": template(&version)})
+    mirror::work(NS, &bare_name(j), &bare_name(j), &bare_version(j, k))
 }
 
+/// The bare client's update of name `j` to version `k` in the cluster of `api`.
 async fn bare_update(api: Api<ManifestWork>, j: usize, k: usize) -> Result<(), kube::Error> {
     let body = bare_object(j, k);
     api.patch(&bare_name(j), &mirror::patch_params(), &Patch::Merge(&body))
@@ -358,11 +352,8 @@ impl Bench {
     async fn bare_many(&self, sample: usize, n: usize, row: &mut ManyRow) -> anyhow::Result<()> {
         let t0 = Instant::now();
         self.each_work(sample, n, |api, j| async move {
-            let mut object = bare_object(j, 1);
-            object["apiVersion"] = "work.open-cluster-management.io/v1".into();
-            object["kind"] = "ManifestWork".into();
             let mw: ManifestWork =
-                serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+                serde_json::from_value(bare_object(j, 1)).map_err(kube::Error::SerdeError)?;
             api.create(&mirror::post_params(), &mw).await.map(|_| ())
         })
         .await?;

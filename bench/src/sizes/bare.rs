@@ -4,21 +4,16 @@
 
 use std::time::Instant;
 
-use jiff::Timestamp;
 use kube::api::{DeleteParams, Patch};
 use mwrs_api::work::ManifestWork;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Bench, Window};
-use crate::fleet_view::template;
 use crate::mirror;
 
-/// The bare client's ManifestWork on `version`: its template, and the metadata the
-/// controller would give it ([`mirror`]).
+/// The bare client's ManifestWork on `version` ([`mirror::work`]).
 fn bare_object(version: &str) -> Value {
-    let mut metadata = mirror::metadata("bench", "app", version, Timestamp::now());
-    metadata["name"] = "bare-client".into();
-    json!({"metadata": metadata, "spec": template(version)})
+    mirror::work("bench", "app", "bare-client", version)
 }
 
 impl Bench {
@@ -40,11 +35,8 @@ impl Bench {
         self.each_cluster(n, |api| {
             let pp = pp.clone();
             async move {
-                let mut object = bare_object(created);
-                object["apiVersion"] = "work.open-cluster-management.io/v1".into();
-                object["kind"] = "ManifestWork".into();
-                let mw: ManifestWork =
-                    serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+                let mw: ManifestWork = serde_json::from_value(bare_object(created))
+                    .map_err(kube::Error::SerdeError)?;
                 api.create(&pp, &mw).await.map(|_| ())
             }
         })
