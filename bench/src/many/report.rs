@@ -53,7 +53,8 @@ impl ManyRow {
     }
 
     /// One MWRS's fan-out against the bare client: the median of the rounds' ratios (a
-    /// record made before the rounds: its one change against its one reference).
+    /// row without rounds, as a run stopped before them leaves: its one change against
+    /// its one reference).
     fn fanout_ratio(&self) -> f64 {
         if self.one_rounds.is_empty() {
             return self.one_change_s / self.one_name_reference().0;
