@@ -114,6 +114,10 @@ struct Args {
     /// ±20% between runs at 9,000 ManifestWorks).
     #[arg(long, default_value_t = 3, value_name = "K")]
     many_rounds: usize,
+    /// With `--many-mwrs`: how many MWRS change at once in the phase between one and
+    /// every (at most all but the two that change and abort alone before it).
+    #[arg(long, default_value_t = 10, value_name = "K")]
+    many_at_once: usize,
     /// Instead of the sizes: the rollout-plugin run over this many clusters
     /// (bench/src/plugin.rs), with `--feedback-plugin`.
     #[arg(long, value_name = "N", conflicts_with = "many_mwrs")]

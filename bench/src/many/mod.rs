@@ -13,7 +13,8 @@
 //!   the template of one MWRS changing, back to back beside the controller (the same
 //!   hub, its watches open); the writes to every other ManifestWork (must be 0);
 //! - one abort: another MWRS's new template degrades on one cluster (`AbortAll`);
-//! - ten change at once: time against the bare client's, the peak RSS;
+//! - several change at once (`--many-at-once`, ten by default): time against the bare
+//!   client's, the peak RSS;
 //! - restart: a cold start (the old replica stops as in a rollout) to every first pass
 //!   done, against the bench's client listing the same ManifestWorks; start-up peak;
 //! - failover (`failover.rs`): a standby replica, the leader killed mid fan-out;
@@ -223,7 +224,7 @@ impl Bench {
             count,
             clusters: n,
             bare_sample: sample.clamp(1, count),
-            ten: 10.min(count - 2),
+            ten: self.args.many_at_once.clamp(1, count - 2),
             ..Default::default()
         };
         eprintln!(
@@ -289,7 +290,7 @@ impl Bench {
         Ok(())
     }
 
-    /// The phases one replica runs from its start to ten MWRS changed at once.
+    /// The phases one replica runs from its start to several MWRS changed at once.
     async fn one_replica_phases(
         &self,
         count: usize,
