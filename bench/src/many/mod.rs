@@ -85,6 +85,7 @@ pub struct ManyRow {
     /// `n` of the changed MWRS in each.
     pub one_change_other_writes: f64,
     pub one_abort_s: f64,
+    /// How many MWRS change at once in the phase named "ten" (`--many-at-once`).
     pub ten: usize,
     pub ten_change_s: f64,
     /// CPU of each process while the bare client updated every name it wrote, while ten

@@ -67,7 +67,7 @@ async fn runtime(hub: &TestHub) -> Context {
     )
 }
 
-/// The controller's plan for MWRS `name` from the stores as they are now.
+/// The controller's plan for `mwrs` from the stores as they are now.
 fn plan_now(stores: &Stores, mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> (StoreView, Plan) {
     let snap = StoreView::gather(stores, mwrs, Vec::new(), Vec::new());
     let plugins = ctx.config.plugins.inputs(&stores_key(mwrs));
