@@ -88,8 +88,9 @@ pub struct ManyRow {
     /// How many MWRS change at once in the phase named "ten" (`--many-at-once`).
     pub ten: usize,
     pub ten_change_s: f64,
-    /// CPU of each process while the bare client updated every name it wrote, while ten
-    /// MWRS changed, and while every MWRS did: where the hub's time per write went.
+    /// CPU of each process while the bare client updated every name it wrote, while the
+    /// `ten` MWRS changed at once, and while every MWRS did: where the hub's time per
+    /// write went.
     pub bare_update_all_cpu: Split,
     pub ten_cpu: Split,
     pub all_cpu: Split,
