@@ -55,3 +55,13 @@ if command -v wine >/dev/null; then
 else
     echo "release-check.sh: no wine: the windows build is not run" >&2
 fi
+
+# What was checked, for .ci/run (which skips these checks while the inputs are the same);
+# commit this file after a run on changed inputs.
+cat >.ci/release-check.stamp <<STAMP
+# Written by scripts/release-check.sh when it passed; .ci/run reruns the release checks
+# when scripts/release-inputs.sh prints another hash.
+inputs $(scripts/release-inputs.sh)
+checked $(date -u +%Y-%m-%dT%H:%M:%SZ) at commit $commit
+STAMP
+echo "release-check.sh: passed; recorded in .ci/release-check.stamp" >&2

@@ -5,31 +5,43 @@
 # every Rust test against them and the dashboard page's JavaScript tests (node --test),
 # and stops what it started.
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh -p mwrs-engine).
+# Prints a table of its phases at the end (and on failure) and the slowest test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/phases.sh
+. scripts/phases.sh
+
+# Sets the variable named $1 to what the rest of the line prints (in this shell, so that a
+# phase can capture it).
+capture() {
+    local captured
+    captured=$("${@:2}") || return
+    printf -v "$1" '%s' "$captured"
+}
 
 export MWRS_HUB_DIR=${MWRS_HUB_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/mwrs-hub-test.XXXXXX")}
-kubeconfig=$(scripts/hub.sh up)
 export MWRS_E2E_DIR=${MWRS_E2E_DIR:-$MWRS_HUB_DIR/e2e}
-trap 'e2e/env.sh down || true; scripts/hub.sh down || true' EXIT
-export MWRS_TEST_KUBECONFIG=$kubeconfig
+trap 'status=$?; e2e/env.sh down || true; scripts/hub.sh down || true; phase_table "scripts/test.sh phases"; exit $status' EXIT
+phase "test hub" capture MWRS_TEST_KUBECONFIG scripts/hub.sh up
+export MWRS_TEST_KUBECONFIG
 # The end-to-end environment (e2e/env.sh: a hub and three spokes with upstream's placement
 # controller and work agents) for the mwrs-e2e tests.
+phase "e2e environment" capture e2e_env e2e/env.sh up
 # shellcheck disable=SC1090
-. "$(e2e/env.sh up)"
+. "$e2e_env"
 # Upstream's cluster-manager operator for crates/controller/tests/operator.rs (cached after
 # the first build, ~7 min cold).
-MWRS_OCM_OPERATOR=$(bench/peer/build.sh registration-operator)
+phase "upstream's operator" capture MWRS_OCM_OPERATOR bench/peer/build.sh registration-operator
 export MWRS_OCM_OPERATOR
 
 # Helm v4 from its Go module, for the chart's tests (crates/controller/tests/chart.rs).
-MWRS_HELM=$(scripts/helm.sh)
+phase helm capture MWRS_HELM scripts/helm.sh
 export MWRS_HELM
 
 # The controller's container image for crates/controller/tests/image.rs (scripts/image.sh:
 # buildah and a static musl build; a few minutes cold). CI must have it; elsewhere a
 # machine that cannot build it (not root, no buildah) skips that one test, and says so.
-if MWRS_IMAGE=$(scripts/image.sh); then
+if phase image capture MWRS_IMAGE scripts/image.sh; then
     export MWRS_IMAGE
 elif [ "${CI:-}" = true ]; then
     echo "test.sh: scripts/image.sh failed" >&2
@@ -39,20 +51,24 @@ else
 fi
 
 # kubectl at the hub's version, for the README walkthrough's script (examples/).
-PATH="$(dirname "$(scripts/hub.sh kubectl)"):$PATH"
+phase kubectl capture kubectl scripts/hub.sh kubectl
+PATH="$(dirname "$kubectl"):$PATH"
 
 # Chromium and its WebDriver, for the dashboard's browser test (crates/cli/tests/browser.rs):
 # Debian's packages, installed when run as root; elsewhere that test skips, and says so.
-if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ]; then
+install_chromium() {
     echo "test.sh: installing chromium and chromium-driver" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2 ||
         { apt-get update -qq >&2 &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2; }
+}
+if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ]; then
+    phase chromium install_chromium
 fi
 
 # The dashboard page's pure logic (crates/cli/src/cmd/dashboard/assets/view.js).
 if command -v node >/dev/null; then
-    node --test crates/cli/src/cmd/dashboard/assets/
+    phase "dashboard page (node --test)" node --test crates/cli/src/cmd/dashboard/assets/
 elif [ "${CI:-}" = true ]; then
     echo "test.sh: node is needed for the dashboard page's tests" >&2
     exit 1
@@ -60,4 +76,14 @@ else
     echo "test.sh: WARNING: no node: the dashboard page's tests do not run" >&2
 fi
 
-cargo test --workspace --all-targets "$@"
+# Built first, then run, so that the table tells compiling from testing; the build's list of
+# executables names each test binary's package in the report.
+executables=$MWRS_HUB_DIR/test-executables.json
+test_log=$MWRS_HUB_DIR/test.log
+phase "cargo test: build" capture built \
+    cargo test --workspace --all-targets --no-run --message-format=json-render-diagnostics "$@"
+printf '%s\n' "$built" >"$executables"
+run_tests() { cargo test --workspace --all-targets "$@" 2>&1 | tee "$test_log"; }
+report() { python3 scripts/test-times.py "$executables" "$test_log"; }
+phase "cargo test: run" run_tests "$@" || { report; exit 1; }
+report
