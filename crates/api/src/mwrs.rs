@@ -198,6 +198,9 @@ pub mod condition {
     pub const PLUGIN_LOADED: &str = "PluginLoaded";
     pub const REASON_PLUGIN_AVAILABLE: &str = "Available";
     pub const REASON_PLUGIN_FAILED: &str = "Failed";
+    /// `PluginLoaded` before this replica has asked a plugin anything (and the status
+    /// said nothing of it before).
+    pub const REASON_PLUGIN_NOT_ASKED: &str = "NotAskedYet";
     /// `PluginLoaded` when the update revision rolls out without its plugins.
     pub const REASON_PLUGINS_SKIPPED: &str = "Skipped";
 

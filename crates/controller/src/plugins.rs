@@ -46,6 +46,11 @@ use crate::watch::GuardedMwrs;
 /// Questions in flight at once within one pass.
 const ASK_CONCURRENCY: usize = 16;
 
+/// Calls in flight at once to one plugin, across every pass and MWRS: many MWRS naming
+/// one plugin and changing together queue here instead of overloading it (time queued
+/// here is not the plugin's: a call's time bound starts when it is sent).
+pub const DEFAULT_CALLS_IN_FLIGHT: usize = 32;
+
 /// How often a cluster still Validating is asked again, and an unreachable plugin probed.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(10);
 
@@ -67,75 +72,141 @@ struct Judged {
     beginning: BTreeSet<(Arc<str>, String, bool)>,
 }
 
-/// A plugin's health, with what its last outage and recovery were: a flap shorter than
-/// two poll intervals restarts neither the unavailability clock nor the deadlines
-/// (SPEC §12.3).
+/// What a call to a plugin found out about it.
+#[derive(Clone, Debug)]
+enum Seen {
+    /// `Initialize` answered, with this description.
+    Initialized { description: String, at: Timestamp },
+    /// A call about a cluster was answered (an error status about that call included:
+    /// the plugin works).
+    Answered { at: Timestamp },
+    /// `Initialize`, or a call about a cluster (`about_a_cluster`), timed out or answered
+    /// a status saying the plugin does not work.
+    Down {
+        why: String,
+        at: Timestamp,
+        about_a_cluster: bool,
+    },
+}
+
+/// A plugin's health as this replica's own calls found it, with what its last outage and
+/// recovery were: a flap shorter than two poll intervals restarts neither the
+/// unavailability clock nor the deadlines (SPEC §12.3), and an outage that a call about a
+/// cluster took part in ends only when such a call succeeds (SPEC §12.6).
 #[derive(Clone, Debug)]
 struct Tracked {
     health: PluginHealth,
+    /// The description its last `Initialize` gave.
+    description: String,
     /// When it last became available.
     up_since: Option<Timestamp>,
     /// The last outage that ended: (start, end).
     last_outage: Option<(Timestamp, Timestamp)>,
+    /// A call about a cluster failed during the outage it is in.
+    calls_failed: bool,
 }
 
 impl Tracked {
-    fn new(health: PluginHealth) -> Self {
-        let up_since = match &health {
-            PluginHealth::Available { since, .. } => Some(*since),
-            PluginHealth::Unreachable { .. } => None,
-        };
+    /// Nothing asked yet.
+    fn unknown() -> Self {
         Self {
-            health,
-            up_since,
+            health: PluginHealth::Unknown,
+            description: String::new(),
+            up_since: None,
             last_outage: None,
+            calls_failed: false,
         }
     }
 
-    /// Takes in `seen` (its `since` is when it was seen); false when it says what was
-    /// known. A plugin that keeps answering keeps the time it started to; one that keeps
-    /// failing keeps the time its outage began; a recovery or an outage shorter than
-    /// `flap` restarts neither clock (SPEC §12.3).
-    fn settle(&mut self, seen: PluginHealth, flap: SignedDuration) -> bool {
-        use PluginHealth::{Available, Unreachable};
-        let short = |from: Timestamp, to: Timestamp| to.duration_since(from) < flap;
-        let settled = match (&self.health, seen) {
-            (
-                Available {
-                    description: old,
+    /// Takes in `seen`; true when the health the planner sees changed.
+    fn settle(&mut self, seen: Seen, flap: SignedDuration) -> bool {
+        use PluginHealth::{Available, Recovering, Unknown, Unreachable};
+        if let Seen::Initialized { description, .. } = &seen {
+            self.description.clone_from(description);
+        }
+        let next = match (&self.health, seen) {
+            (Unknown, Seen::Answered { .. }) => None,
+            (Unknown | Available { .. }, Seen::Initialized { at, .. }) => {
+                let since = self.up_since.unwrap_or(at);
+                self.up_since = Some(since);
+                Some(Available {
+                    description: self.description.clone(),
                     since,
+                })
+            }
+            (Available { .. }, Seen::Answered { .. }) => None,
+            (
+                Unknown | Available { .. },
+                Seen::Down {
+                    why,
+                    at,
+                    about_a_cluster,
                 },
-                Available { description, .. },
             ) => {
-                let since = *since;
-                (*old != description).then_some(Available { description, since })
-            }
-            (Unreachable { why: old, since }, Unreachable { why, .. }) => {
-                let since = *since;
-                (*old != why).then_some(Unreachable { why, since })
-            }
-            (Available { .. }, Unreachable { why, since: now }) => {
-                let since = match self.last_outage {
-                    Some((start, end)) if short(end, now) => start,
-                    _ => now,
-                };
+                let short = |(_, end): &(Timestamp, Timestamp)| at.duration_since(*end) < flap;
+                let since = self
+                    .last_outage
+                    .filter(short)
+                    .map_or(at, |(start, _)| start);
+                self.calls_failed = about_a_cluster;
                 Some(Unreachable { why, since })
             }
+            (Unreachable { since, .. }, Seen::Initialized { at, .. }) if !self.calls_failed => {
+                Some(self.recovered(*since, at, flap))
+            }
+            (Unreachable { why, since }, Seen::Initialized { .. }) => Some(Recovering {
+                why: why.clone(),
+                since: *since,
+            }),
+            (Recovering { .. }, Seen::Initialized { .. }) => None,
+            (Unreachable { since, .. } | Recovering { since, .. }, Seen::Answered { at }) => {
+                Some(self.recovered(*since, at, flap))
+            }
+            // Its Initialize answers and calls about clusters fail: it stays recovering,
+            // asked again at each poll.
             (
-                Unreachable { since: down, .. },
-                Available {
-                    description,
-                    since: now,
+                Recovering { since, .. },
+                Seen::Down {
+                    why,
+                    about_a_cluster: true,
+                    ..
+                },
+            ) => Some(Recovering { why, since: *since }),
+            (
+                Unreachable { since, .. } | Recovering { since, .. },
+                Seen::Down {
+                    why,
+                    about_a_cluster,
+                    ..
                 },
             ) => {
-                let down = *down;
-                self.last_outage = Some((down, now));
-                let since = self.up_since.filter(|_| short(down, now)).unwrap_or(now);
-                self.up_since = Some(since);
-                Some(Available { description, since })
+                self.calls_failed |= about_a_cluster;
+                Some(Unreachable { why, since: *since })
             }
         };
-        settled.map(|h| self.health = h).is_some()
+        match next {
+            Some(health) if health != self.health => {
+                self.health = health;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Available again at `at` after an outage since `down`: the time it has been up
+    /// counts from before the outage when the outage was a flap.
+    fn recovered(&mut self, down: Timestamp, at: Timestamp, flap: SignedDuration) -> PluginHealth {
+        self.last_outage = Some((down, at));
+        self.calls_failed = false;
+        let since = self
+            .up_since
+            .filter(|_| at.duration_since(down) < flap)
+            .unwrap_or(at);
+        self.up_since = Some(since);
+        PluginHealth::Available {
+            description: self.description.clone(),
+            since,
+        }
     }
 }
 
@@ -159,6 +230,9 @@ pub struct Plugins {
     news: Mutex<Option<UnboundedSender<ObjectRef<GuardedMwrs>>>>,
     poll: Duration,
     controller_version: String,
+    /// Per plugin, the permits of calls in flight ([`DEFAULT_CALLS_IN_FLIGHT`]).
+    in_flight: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
+    calls_in_flight: usize,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -184,6 +258,8 @@ impl Default for Plugins {
             news: Mutex::default(),
             poll: DEFAULT_POLL,
             controller_version: String::new(),
+            in_flight: Mutex::default(),
+            calls_in_flight: DEFAULT_CALLS_IN_FLIGHT,
         }
     }
 }
@@ -227,7 +303,8 @@ pub fn ephemeral_key() -> MarkKey {
 }
 
 impl Plugins {
-    /// The plugins `config` registers, each unreachable until its first `Initialize`.
+    /// The plugins `config` registers, each unknown until this replica asks it
+    /// something.
     pub fn new(
         config: &WorkConfig,
         poll: Duration,
@@ -238,17 +315,9 @@ impl Plugins {
             .iter()
             .map(|p| Ok((p.name.clone(), PluginClient::new(p)?)))
             .collect::<Result<BTreeMap<_, _>, SetupError>>()?;
-        let started = Timestamp::now();
         let health = clients
             .keys()
-            .map(|n| {
-                let why = "not initialized yet".to_string();
-                let health = PluginHealth::Unreachable {
-                    why,
-                    since: started,
-                };
-                (n.clone(), Tracked::new(health))
-            })
+            .map(|n| (n.clone(), Tracked::unknown()))
             .collect();
         let policies = config
             .plugins
@@ -289,6 +358,24 @@ impl Plugins {
     pub fn with_manifest_size_limit(mut self, limit: usize) -> Self {
         self.manifest_size_limit = limit;
         self
+    }
+
+    /// At most `n` calls in flight at once to each plugin.
+    pub fn with_calls_in_flight(mut self, n: usize) -> Self {
+        self.calls_in_flight = n.max(1);
+        self
+    }
+
+    /// A permit to call `plugin`, once fewer than the bound of its calls are in flight.
+    async fn permit(&self, plugin: &str) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let limit = {
+            let mut limits = self.in_flight.lock().ok()?;
+            limits
+                .entry(plugin.to_string())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.calls_in_flight)))
+                .clone()
+        };
+        limit.acquire_owned().await.ok()
     }
 
     /// Shorter time bounds on every call (tests).
@@ -386,38 +473,33 @@ impl Plugins {
                 plugin: name.clone(),
                 controller_version: self.controller_version.clone(),
             };
-            let now = Timestamp::now();
-            let health = match client.initialize(request).await {
-                Ok(r) => PluginHealth::Available {
+            let seen = match client.initialize(request).await {
+                Ok(r) => Seen::Initialized {
                     description: cut(r.description, PLUGIN_TEXT_MAX),
-                    since: now,
+                    at: Timestamp::now(),
                 },
-                Err(s) => PluginHealth::Unreachable {
+                Err(s) => Seen::Down {
                     why: format!("Initialize: {}", status_line(&s)),
-                    since: now,
+                    at: Timestamp::now(),
+                    about_a_cluster: false,
                 },
             };
-            changed |= self.set_health(name, health);
+            changed |= self.set_health(name, seen);
         }
         changed
     }
 
-    /// Records `health` (its `since` is when it was seen); false when it says what was
-    /// known ([`Tracked::settle`] has the rules).
-    fn set_health(&self, name: &str, health: PluginHealth) -> bool {
+    /// Takes in what a call to `name` found; false when the planner's view of it stays
+    /// the same ([`Tracked::settle`] has the rules).
+    fn set_health(&self, name: &str, seen: Seen) -> bool {
         let Ok(mut h) = self.health.write() else {
             return false;
         };
         let flap = SignedDuration::try_from(self.poll * 2).unwrap_or(SignedDuration::MAX);
-        let t = match h.get_mut(name) {
-            Some(t) => {
-                if !t.settle(health, flap) {
-                    return false;
-                }
-                t
-            }
-            None => h.entry(name.to_string()).or_insert(Tracked::new(health)),
-        };
+        let t = h.entry(name.to_string()).or_insert_with(Tracked::unknown);
+        if !t.settle(seen, flap) {
+            return false;
+        }
         match &t.health {
             PluginHealth::Available { description, .. } => {
                 tracing::info!(plugin = name, %description, "rollout plugin available")
@@ -425,6 +507,11 @@ impl Plugins {
             PluginHealth::Unreachable { why, .. } => {
                 tracing::warn!(plugin = name, %why, "rollout plugin unreachable")
             }
+            PluginHealth::Recovering { why, .. } => tracing::warn!(
+                plugin = name, %why,
+                "rollout plugin's Initialize answers again; down until a call about a cluster succeeds"
+            ),
+            PluginHealth::Unknown => {}
         }
         true
     }
@@ -566,6 +653,7 @@ impl Plugins {
         let ctx = to.ctx;
         let mut answers = futures::stream::iter(self.jobs(about, calls, specs))
             .map(|job| async move {
+                let _permit = self.permit(job.plugin()).await;
                 // A replica that lost its lease (or the CRD) since the pass asks nothing.
                 if ctx.gate_is_open_quietly() {
                     Ok(job.run().await)
@@ -636,38 +724,60 @@ impl Plugins {
     /// Records one answer; true when it differs from what was known.
     fn record_answer(&self, owner: &str, answer: Answer) -> bool {
         let now = Timestamp::now();
+        let answered = |plugin: &str| self.set_health(plugin, Seen::Answered { at: now });
         match answer {
             Answer::Validated(v, Ok(r)) => {
                 self.end_error_run(owner, &v.cluster);
-                self.record(owner, &v, r, now)
+                let back = answered(&v.target.plugin);
+                self.record(owner, &v, r, now) || back
             }
             Answer::Begun(b, Ok(mutation)) => {
                 self.end_error_run(owner, &b.cluster);
-                self.record_begun(owner, &b, mutation)
+                let back = answered(&b.target.plugin);
+                self.record_begun(owner, &b, mutation) || back
             }
-            Answer::Progressed(_, Ok(())) => false,
-            Answer::Validated(v, Err(s)) if is_about_the_call(&s) => {
+            Answer::Progressed(p, Ok(())) => answered(&p.target.plugin),
+            Answer::Validated(v, Err(s)) => {
                 let message = format!("{}: {}", v.call_name(), status_line(&s));
                 let about = (v.target.plugin.as_str(), v.revision.as_str());
+                // A down status counts in the cluster's run as any error does (SPEC §12.6).
                 let counted = self.extend_error_run(owner, &v.cluster, about, &message, now);
-                self.record_verdict(owner, &v, (Verdict::Erred, message), now) || counted
+                let health = self.health_after(&v.target.plugin, &s, &message, now);
+                let said = self.record_verdict(owner, &v, (Verdict::Erred, message), now);
+                said || counted || health
             }
-            Answer::Validated(v, Err(s)) => self.unreachable(&v.target.plugin, v.call_name(), &s),
-            Answer::Begun(b, Err((call, s))) if is_about_the_call(&s) => {
+            Answer::Begun(b, Err((call, s))) => {
                 // Left unanswered: sent again after the poll interval; the cluster waits,
                 // and its note says why, until the plugin's budget is spent.
                 let message = format!("{call}: {}", status_line(&s));
                 tracing::warn!(plugin = %b.target.plugin, cluster = %b.cluster, %message, "rollout plugin's answer refused");
                 let about = (b.target.plugin.as_str(), b.revision.as_str());
-                !b.aborting && self.extend_error_run(owner, &b.cluster, about, &message, now)
+                let counted =
+                    !b.aborting && self.extend_error_run(owner, &b.cluster, about, &message, now);
+                self.health_after(&b.target.plugin, &s, &message, now) || counted
             }
-            Answer::Begun(b, Err((call, s))) => self.unreachable(&b.target.plugin, call, &s),
             Answer::Progressed(p, Err(s)) => {
                 // Told again once the plugin is back.
                 self.forget_progress(owner, &p.target.placement);
-                self.unreachable(&p.target.plugin, "ProgressRollout", &s)
+                let message = format!("ProgressRollout: {}", status_line(&s));
+                self.health_after(&p.target.plugin, &s, &message, now)
             }
         }
+    }
+
+    /// What a call about a cluster that answered `s` says of `plugin`: it works when the
+    /// status is about the call (the call goes wrong, not the plugin), else it is down.
+    fn health_after(&self, plugin: &str, s: &tonic::Status, why: &str, at: Timestamp) -> bool {
+        let seen = if is_about_the_call(s) {
+            Seen::Answered { at }
+        } else {
+            Seen::Down {
+                why: why.to_string(),
+                at,
+                about_a_cluster: true,
+            }
+        };
+        self.set_health(plugin, seen)
     }
 
     /// The Event to publish about `answer`: a refused answer about a cluster, once per
@@ -735,12 +845,6 @@ impl Plugins {
         {
             j.errors.remove(cluster);
         }
-    }
-
-    fn unreachable(&self, plugin: &str, call: &str, s: &tonic::Status) -> bool {
-        let why = format!("{call}: {}", status_line(s));
-        let since = Timestamp::now();
-        self.set_health(plugin, PluginHealth::Unreachable { why, since })
     }
 
     /// Records that the plugin answered `b` and the MutateManifestWork after it; true
@@ -913,6 +1017,15 @@ enum Sent<'a> {
 }
 
 impl Job {
+    /// The plugin it calls.
+    fn plugin(&self) -> &str {
+        match self {
+            Job::Validate(_, v, _) => &v.target.plugin,
+            Job::Begin(_, b, ..) => &b.target.plugin,
+            Job::Progress(_, p, _) => &p.target.plugin,
+        }
+    }
+
     fn sent(&self) -> Sent<'_> {
         match self {
             Job::Validate(_, v, _) => Sent::Validation(v),
@@ -1208,58 +1321,142 @@ mod tests {
         }
     }
 
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap()
+    }
+
+    fn initialized(s: i64) -> Seen {
+        Seen::Initialized {
+            description: "judge 1.0".into(),
+            at: at(s),
+        }
+    }
+
+    /// `Initialize` (false) or a call about a cluster (true) found the plugin down.
+    fn down(s: i64, about_a_cluster: bool) -> Seen {
+        Seen::Down {
+            why: "gone".into(),
+            at: at(s),
+            about_a_cluster,
+        }
+    }
+
+    fn up_since(s: i64) -> PluginHealth {
+        PluginHealth::Available {
+            description: "judge 1.0".into(),
+            since: at(s),
+        }
+    }
+
+    fn down_since(s: i64) -> PluginHealth {
+        PluginHealth::Unreachable {
+            why: "gone".into(),
+            since: at(s),
+        }
+    }
+
     #[test]
     fn a_plugin_that_keeps_answering_keeps_the_time_it_started_to() {
         let p = Plugins::default();
-        let at = |s| Timestamp::from_second(s).unwrap();
-        let available = |since| PluginHealth::Available {
-            description: "judge 1.0".into(),
-            since,
-        };
-        assert!(p.set_health("judge", available(at(10))));
-        assert!(!p.set_health("judge", available(at(20))), "the same answer");
-        assert_eq!(p.inputs("ns/app").health["judge"], available(at(10)));
-        let down = |since| PluginHealth::Unreachable {
-            why: "gone".into(),
-            since,
-        };
-        assert!(p.set_health("judge", down(at(25))));
-        assert!(!p.set_health("judge", down(at(26))));
-        assert!(p.set_health("judge", available(at(60))));
-        assert_eq!(p.inputs("ns/app").health["judge"], available(at(60)));
+        assert!(p.set_health("judge", initialized(10)));
+        assert!(!p.set_health("judge", initialized(20)), "the same answer");
+        assert!(!p.set_health("judge", Seen::Answered { at: at(22) }));
+        assert_eq!(p.inputs("ns/app").health["judge"], up_since(10));
+        assert!(p.set_health("judge", down(25, false)));
+        assert!(!p.set_health("judge", down(26, false)));
+        assert!(p.set_health("judge", initialized(60)));
+        assert_eq!(p.inputs("ns/app").health["judge"], up_since(60));
     }
 
     #[test]
     fn a_flapping_plugin_restarts_neither_its_outage_clock_nor_the_deadlines() {
         // Poll 10 s: a flap is anything under 20 s.
         let p = Plugins::default();
-        let at = |s| Timestamp::from_second(s).unwrap();
-        let up = |since| PluginHealth::Available {
-            description: "judge 1.0".into(),
-            since,
-        };
-        let down = |since| PluginHealth::Unreachable {
-            why: "gone".into(),
-            since,
-        };
-        p.set_health("judge", up(at(0)));
-        p.set_health("judge", down(at(100)));
+        p.set_health("judge", initialized(0));
+        p.set_health("judge", down(100, false));
         // Back for 5 s, down again: the outage still counts from 100.
-        assert!(p.set_health("judge", up(at(110))));
+        assert!(p.set_health("judge", initialized(110)));
         assert_eq!(
             p.inputs("a").health["judge"],
-            up(at(0)),
+            up_since(0),
             "a short outage keeps deadlines"
         );
-        p.set_health("judge", down(at(115)));
-        assert_eq!(p.inputs("a").health["judge"], down(at(100)));
+        p.set_health("judge", down(115, false));
+        assert_eq!(p.inputs("a").health["judge"], down_since(100));
         // Back for long: a new outage starts its own clock.
-        p.set_health("judge", up(at(120)));
-        p.set_health("judge", down(at(500)));
-        assert_eq!(p.inputs("a").health["judge"], down(at(500)));
+        p.set_health("judge", initialized(120));
+        p.set_health("judge", down(500, false));
+        assert_eq!(p.inputs("a").health["judge"], down_since(500));
         // A long outage ends: deadlines count from the recovery.
-        p.set_health("judge", up(at(900)));
-        assert_eq!(p.inputs("a").health["judge"], up(at(900)));
+        p.set_health("judge", initialized(900));
+        assert_eq!(p.inputs("a").health["judge"], up_since(900));
+    }
+
+    /// SPEC §12.6: a plugin whose `Initialize` answers while its calls about clusters
+    /// fail (its own backend down) stays down from the first failed call until one of
+    /// those calls succeeds, however often `Initialize` answers meanwhile.
+    #[test]
+    fn an_outage_that_calls_took_part_in_ends_only_when_a_call_succeeds() {
+        let p = Plugins::default();
+        p.set_health("judge", initialized(0));
+        assert!(p.set_health("judge", down(100, true)));
+        assert_eq!(p.inputs("a").health["judge"], down_since(100));
+        let recovering = |why: &str| PluginHealth::Recovering {
+            why: why.into(),
+            since: at(100),
+        };
+        assert!(
+            p.set_health("judge", initialized(110)),
+            "calls are made again"
+        );
+        assert_eq!(p.inputs("a").health["judge"], recovering("gone"));
+        // Calls fail again: still the outage of 100, still asked at each poll.
+        let failed = Seen::Down {
+            why: "ValidateRolloutCompletion: Unavailable: backend down".into(),
+            at: at(115),
+            about_a_cluster: true,
+        };
+        assert!(p.set_health("judge", failed));
+        assert!(!p.set_health("judge", initialized(120)));
+        assert_eq!(
+            p.inputs("a").health["judge"],
+            recovering("ValidateRolloutCompletion: Unavailable: backend down")
+        );
+        // Initialize fails too: down, the same outage.
+        p.set_health("judge", down(125, false));
+        assert_eq!(p.inputs("a").health["judge"], down_since(100));
+        p.set_health("judge", initialized(130));
+        assert!(p.set_health("judge", Seen::Answered { at: at(140) }));
+        assert_eq!(p.inputs("a").health["judge"], up_since(140));
+    }
+
+    /// One bound on calls in flight per plugin, whichever pass or MWRS makes them.
+    #[tokio::test]
+    async fn calls_to_one_plugin_queue_past_its_bound() {
+        let p = Plugins::default().with_calls_in_flight(2);
+        let first = p.permit("judge").await;
+        let second = p.permit("judge").await;
+        assert!(first.is_some() && second.is_some());
+        let wait = Duration::from_millis(50);
+        let third = tokio::time::timeout(wait, p.permit("judge")).await;
+        assert!(third.is_err(), "a third call in flight");
+        assert!(
+            p.permit("other").await.is_some(),
+            "another plugin's own bound"
+        );
+        drop(first);
+        assert!(tokio::time::timeout(wait, p.permit("judge")).await.is_ok());
+    }
+
+    /// A replica asked nothing yet knows nothing: only its own calls tell it a plugin is
+    /// down, and the outage clock starts at the first of them, not at its start.
+    #[test]
+    fn a_plugin_is_unknown_until_this_replica_asks_it() {
+        let p = Plugins::default();
+        assert!(!p.set_health("judge", Seen::Answered { at: at(5) }));
+        assert_eq!(p.inputs("a").health["judge"], PluginHealth::Unknown);
+        assert!(p.set_health("judge", down(50, false)));
+        assert_eq!(p.inputs("a").health["judge"], down_since(50));
     }
 
     #[test]
@@ -1454,11 +1651,8 @@ mod tests {
     #[test]
     fn an_error_about_one_cluster_holds_that_cluster_not_the_plugin() {
         let p = Plugins::default();
-        let up = PluginHealth::Available {
-            description: "judge 1.0".into(),
-            since: Timestamp::from_second(10).unwrap(),
-        };
-        p.set_health("judge", up.clone());
+        let up = up_since(10);
+        p.set_health("judge", initialized(10));
         let internal = tonic::Status::internal("no metrics for c1");
         let news = p.record_answer("ns/app", Answer::Validated(validation("c1"), Err(internal)));
         assert!(news);

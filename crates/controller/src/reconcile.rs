@@ -406,14 +406,29 @@ async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::S
     if plugins.is_empty() {
         return;
     }
+    // Until a replica has asked a plugin, it knows nothing of it (SPEC §12.6): one that
+    // begins to lead asks at once instead of waiting for the next poll.
+    let mut began = std::pin::pin!(ctx.config.leading.began());
     loop {
         // A replica whose gate is closed (a standby, or the CRD lost) calls no plugin,
-        // not even Initialize (SPEC §12.4); it probes within a poll of taking over.
+        // not even Initialize (SPEC §12.4).
         if ctx.gate_is_open_quietly() && plugins.probe().await {
             // Full: a pass over every MWRS is already due.
             let _ = changed.try_send(());
         }
-        tokio::time::sleep(plugins.poll()).await;
+        tokio::select! {
+            () = tokio::time::sleep(plugins.poll()) => {}
+            Some(()) = began.next() => wait_gate_open(&ctx, plugins.poll()).await,
+        }
+    }
+}
+
+/// Waits until `ctx`'s write gate opens, at most `bound` (a replica's gate opens with its
+/// first renewal after it takes the Lease).
+async fn wait_gate_open(ctx: &Context, bound: Duration) {
+    let until = Instant::now() + bound;
+    while !ctx.gate_is_open_quietly() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -12,43 +12,16 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    current, spawn_controller_binary_logging, start_agent_succeeding, wait_complete, wait_mwrs,
+    current, signal, spawn_controller_binary_logging, start_agent_succeeding, wait_complete,
+    wait_holder, wait_mwrs,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use mwrs_testsupport::{ChildProcess, TestHub, configmap_template, mwrs, wait_for};
+use mwrs_testsupport::{TestHub, configmap_template, mwrs, wait_for};
 use serde_json::json;
 
 /// Logs every write the executor attempts (its DEBUG line "write").
 const WRITES_LOGGED: &str = "info,mwrs_controller::execute=debug";
-
-fn signal(child: &ChildProcess, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "kill {sig} {}", child.id());
-}
-
-/// Waits until the lease names the replica with process id `pid` (identity `host-pid`).
-async fn wait_holder(hub: &TestHub, pid: u32, timeout: Duration) {
-    let api: Api<Lease> = Api::namespaced(hub.client.clone(), &hub.namespace);
-    let suffix = format!("-{pid}");
-    wait_for(&format!("the lease held by pid {pid}"), timeout, || async {
-        let holder = api
-            .get_opt("mwrs-controller")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity);
-        match holder {
-            Some(h) if h.ends_with(&suffix) => Ok(()),
-            other => Err(format!("holder {other:?}")),
-        }
-    })
-    .await
-}
 
 /// Lines of the executor's write log (a write about to be sent). A "write refused" line is
 /// the gate stopping one: not a write.

@@ -41,6 +41,8 @@ struct Script {
     verdicts: Mutex<BTreeMap<String, api::Verdict>>,
     /// Every call answers UNAVAILABLE.
     down: AtomicBool,
+    /// Every call but Initialize answers UNAVAILABLE (the plugin's own backend is down).
+    calls_down: AtomicBool,
     /// (cluster, revision) of every ValidateRolloutCompletion, in order.
     asked: Mutex<Vec<(String, String)>>,
     /// ValidateRolloutCompletion takes this long to answer.
@@ -124,6 +126,15 @@ impl Script {
         }
         Ok(())
     }
+
+    /// `up`, for a call about a cluster.
+    fn answers(&self) -> Result<(), Status> {
+        self.up()?;
+        if self.calls_down.load(Ordering::SeqCst) {
+            return Err(Status::unavailable("scripted backend outage"));
+        }
+        Ok(())
+    }
 }
 
 struct Served(Arc<Script>);
@@ -145,7 +156,7 @@ impl RolloutPlugin for Served {
         &self,
         r: Request<api::RolloutRequest>,
     ) -> Result<Response<api::Ack>, Status> {
-        self.0.up()?;
+        self.0.answers()?;
         let r = r.into_inner();
         let update = r.revisions.clone().unwrap_or_default().update;
         self.0.log("BeginRollout", &r, &update);
@@ -156,7 +167,7 @@ impl RolloutPlugin for Served {
         &self,
         r: Request<api::RolloutRequest>,
     ) -> Result<Response<api::Ack>, Status> {
-        self.0.up()?;
+        self.0.answers()?;
         let r = r.into_inner();
         let update = r.revisions.clone().unwrap_or_default().update;
         self.0.log("ProgressRollout", &r, &update);
@@ -167,7 +178,7 @@ impl RolloutPlugin for Served {
         &self,
         r: Request<api::ValidateRequest>,
     ) -> Result<Response<api::ValidateResponse>, Status> {
-        self.0.up()?;
+        self.0.answers()?;
         let r = r.into_inner();
         let slow = *self.0.slow.lock().unwrap();
         if !slow.is_zero() {
@@ -206,7 +217,7 @@ impl RolloutPlugin for Served {
         &self,
         r: Request<api::MutateRequest>,
     ) -> Result<Response<api::MutateResponse>, Status> {
-        self.0.up()?;
+        self.0.answers()?;
         if let Some(answer) = self.0.mutate_answer.lock().unwrap().clone() {
             return Ok(Response::new(api::MutateResponse { spec_json: answer }));
         }
@@ -226,7 +237,7 @@ impl RolloutPlugin for Served {
         &self,
         r: Request<api::RolloutRequest>,
     ) -> Result<Response<api::Ack>, Status> {
-        self.0.up()?;
+        self.0.answers()?;
         let r = r.into_inner();
         let current = r.revisions.clone().unwrap_or_default().current;
         self.0.log("BeginAbort", &r, &current);
@@ -237,7 +248,7 @@ impl RolloutPlugin for Served {
         &self,
         r: Request<api::ValidateRequest>,
     ) -> Result<Response<api::ValidateResponse>, Status> {
-        self.0.up()?;
+        self.0.answers()?;
         let r = r.into_inner();
         let as_rollout = api::RolloutRequest {
             cluster: r.cluster.clone(),
@@ -1172,4 +1183,159 @@ async fn a_plugin_down_before_the_rollout_begins_fails_it_past_the_budget() {
             .iter()
             .all(|c| c.revision == stable)
     );
+}
+
+/// SPEC §12.6: a failover while a plugin judges a rollout spends no budget. Two replicas
+/// of the binary with leader election; the plugin answers every call (IN_PROGRESS about
+/// v2) and is registered with `unavailableFor: 3s`; the standby has been up longer than
+/// that when the leader is killed. The new leader has asked the plugin nothing yet: it
+/// must not count it down since its own start. No `PluginFailed`, no abort: v2 is
+/// promoted once the plugin says SUCCEEDED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_while_the_plugin_judges_spends_no_budget() {
+    let Some(hub) = TestHub::from_env("plugin-failover", CLUSTERS).await else {
+        return;
+    };
+    let script = Arc::new(Script::default());
+    let (work_config, _server) = serve(script.clone()).await;
+    let config_file = std::env::temp_dir().join(format!("{}-work-config.yaml", hub.namespace));
+    let policy = "    failurePolicy:\n      unavailableFor: 3s\n";
+    std::fs::write(&config_file, format!("{work_config}{policy}")).unwrap();
+    let config_file = config_file.to_string_lossy().to_string();
+    let ns = hub.namespace.clone();
+    let flags = [
+        "--leader-elect",
+        "--lease-namespace",
+        ns.as_str(),
+        "--work-config",
+        config_file.as_str(),
+        // The default poll: a replica that probes only at its next tick after taking
+        // over would see the plugin down for up to 10 s.
+        "--plugin-poll",
+        "10s",
+    ];
+    let mut leader = common::spawn_controller_binary(&hub, &flags).await;
+    common::wait_holder(&hub, leader.id(), common::WAIT).await;
+    hub.publish_all("p").await;
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(200));
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let strategy = judged(json!({"type": "All"}));
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
+
+    let standby = common::spawn_controller_binary(&hub, &flags).await;
+    let standby_started = tokio::time::Instant::now();
+    let v2 = v2_in_progress_everywhere(&hub, &script, &stable).await;
+    // The standby has been up longer than the plugin's unavailableFor.
+    wait_for(
+        "the standby up past unavailableFor",
+        common::WAIT,
+        || async {
+            let up = standby_started.elapsed();
+            (up > Duration::from_secs(5))
+                .then_some(())
+                .ok_or(format!("up {up:?}"))
+        },
+    )
+    .await;
+    let asked_before = script.asked.lock().unwrap().len();
+    leader.kill();
+    common::wait_holder(&hub, standby.id(), Duration::from_secs(90)).await;
+    // The new leader's passes have run and it has asked the plugin itself.
+    wait_for("the new leader asking the plugin", common::WAIT, || async {
+        let m = hub.get_mwrs("app").await.unwrap();
+        assert_eq!(
+            aborted(&m),
+            None,
+            "the new leader aborted: {}",
+            common::describe(&m)
+        );
+        let asked = script.asked.lock().unwrap().len();
+        (asked >= asked_before + CLUSTERS)
+            .then_some(())
+            .ok_or(format!("{asked} questions, {asked_before} before the kill"))
+    })
+    .await;
+    let m = hub.get_mwrs("app").await.unwrap();
+    assert_eq!(aborted(&m), None, "aborted: {}", common::describe(&m));
+    assert_eq!(update(&m).as_deref(), Some(v2.as_str()));
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let m = wait_complete(&hub, "app", Some(&stable)).await;
+    assert_eq!(current(&m).as_deref(), Some(v2.as_str()));
+    assert_eq!(aborted(&m), None);
+    let events = hub.events_of("app").await;
+    assert!(
+        !events.iter().any(|(_, note)| note.contains("PluginFailed")),
+        "{events:?}"
+    );
+}
+
+/// SPEC §12.6: a plugin whose `Initialize` answers while every call about a cluster
+/// answers UNAVAILABLE (its own backend is down) is down, not flapping: under
+/// `failurePolicy: Hold` its clusters stay held past their progress deadline (8 s here,
+/// from the agent's report) however often `Initialize` answers, and complete once it
+/// judges again. Calls are bounded at 15 s: a down status must not hide behind retries
+/// for that long while the deadline runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_backend_is_down_holds_under_hold() {
+    let strategy = judged(json!({"type": "All", "all": {"progressDeadline": "8s"}}));
+    let policy = "    failurePolicy:\n      policy: Hold\n";
+    let call_timeout = Duration::from_secs(15);
+    let Some((hub, script, _tasks)) = started_registering(
+        "plugin-backend-hold",
+        Config::default(),
+        call_timeout,
+        policy,
+    )
+    .await
+    else {
+        return;
+    };
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
+    let v2 = v2_in_progress_everywhere(&hub, &script, &stable).await;
+    script.calls_down.store(true, Ordering::SeqCst);
+    let initialized = script.initialized.load(Ordering::SeqCst);
+    let until = tokio::time::Instant::now() + Duration::from_secs(25);
+    wait_mwrs(&hub, "app", "25 s with the backend down", |m| {
+        assert_eq!(current(m).as_deref(), Some(stable.as_str()), "promoted");
+        assert_eq!(aborted(m), None, "{}", common::describe(m));
+        tokio::time::Instant::now() >= until
+    })
+    .await;
+    assert!(
+        script.initialized.load(Ordering::SeqCst) > initialized + 3,
+        "Initialize kept answering meanwhile"
+    );
+    script.calls_down.store(false, Ordering::SeqCst);
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let m = wait_complete(&hub, "app", Some(&stable)).await;
+    assert_eq!(current(&m).as_deref(), Some(v2.as_str()));
+}
+
+/// SPEC §12.6: the same outage under `failurePolicy: Fail` spends the budget within
+/// `unavailableFor` (3 s) and two polls of the first failed call, though `Initialize`
+/// keeps answering: the clusters count as failed and AbortAll reverts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_backend_is_down_spends_its_budget_under_fail() {
+    let strategy = judged(json!({"type": "All"}));
+    let policy = "    failurePolicy:\n      unavailableFor: 3s\n      consecutiveErrors: 1000\n";
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_then_v2("plugin-backend-fail", strategy, policy).await
+    else {
+        return;
+    };
+    v2_in_progress_everywhere(&hub, &script, &stable).await;
+    script.calls_down.store(true, Ordering::SeqCst);
+    let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
+    assert_eq!(current(&m).as_deref(), Some(stable.as_str()));
+    let events = hub.events_of("app").await;
+    assert!(
+        events.iter().any(|(_, note)| note.contains("PluginFailed")),
+        "{events:?}"
+    );
+    wait_all_on(&hub, &stable).await;
 }

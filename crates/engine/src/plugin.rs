@@ -160,9 +160,12 @@ impl ClusterVerdict {
     }
 }
 
-/// Whether a registered plugin answers.
+/// Whether a registered plugin answers, as this replica's own calls found (SPEC §12.6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PluginHealth {
+    /// This replica has asked it nothing yet (it started, or began to lead, since): it
+    /// knows nothing of it. Its clusters wait, no deadline runs and no budget is spent.
+    Unknown,
     /// Its `Initialize` answered (the description is the plugin's own), and has since
     /// this time: a Validating cluster's deadline counts from here at the earliest, so
     /// that an outage never times a cluster out.
@@ -170,9 +173,34 @@ pub enum PluginHealth {
         description: String,
         since: Timestamp,
     },
-    /// A call failed or timed out, or `Initialize` has not answered yet, since this
-    /// time (a recovery shorter than two poll intervals does not restart it: SPEC §12.3).
+    /// A call failed or timed out since this time (a recovery shorter than two poll
+    /// intervals does not restart it: SPEC §12.3). No call is made meanwhile but
+    /// `Initialize`.
     Unreachable { why: String, since: Timestamp },
+    /// Still down since `since`, as for [`PluginHealth::Unreachable`], but its
+    /// `Initialize` answers again after calls about clusters failed: those calls are
+    /// made again, and the outage ends only when one of them succeeds (SPEC §12.6).
+    Recovering { why: String, since: Timestamp },
+}
+
+impl PluginHealth {
+    /// When the outage it is in began, if it is in one.
+    pub fn down_since(&self) -> Option<(&str, Timestamp)> {
+        match self {
+            PluginHealth::Unreachable { why, since } | PluginHealth::Recovering { why, since } => {
+                Some((why, *since))
+            }
+            PluginHealth::Unknown | PluginHealth::Available { .. } => None,
+        }
+    }
+
+    /// May calls about clusters be made to it?
+    pub fn callable(&self) -> bool {
+        matches!(
+            self,
+            PluginHealth::Available { .. } | PluginHealth::Recovering { .. }
+        )
+    }
 }
 
 /// What a plugin's failures do to the clusters it holds (SPEC §12.3).
@@ -537,35 +565,44 @@ impl PluginInputs {
             }
             _ => {}
         }
-        match self.health.get(plugin) {
-            None => Gate::Held(format!("plugin {plugin} is not registered")),
+        let (since, recovering) = match self.health.get(plugin) {
+            None => return Gate::Held(format!("plugin {plugin} is not registered")),
+            Some(PluginHealth::Unknown) => return Gate::Held(not_asked_yet(plugin)),
             Some(PluginHealth::Unreachable { why, since }) => {
-                outage_gate((plugin, policy), (why, *since), now)
+                return outage_gate((plugin, policy), (why, *since), now);
             }
-            Some(PluginHealth::Available { since, .. }) => {
-                let erred = verdict.is_some_and(|v| v.verdict == Verdict::Erred);
-                let spent = self.spent_run((plugin, policy), cluster, revision);
-                if let Some(run) = spent.filter(|_| erred) {
-                    let words = spent_words(plugin, run);
-                    if policy.mode == FailureMode::Fail {
-                        return Gate::Failed(run.since, format!("{PLUGIN_FAILED}: {words}"));
-                    }
-                    return Gate::Validating {
-                        note: Some(format!("{words} (failurePolicy Hold: held)")),
-                        ask: self.ask_due(cluster, now).is_none(),
-                        since: *since,
-                        held: true,
-                    };
-                }
-                Gate::Validating {
-                    note: verdict
-                        .filter(|v| !v.message.is_empty())
-                        .map(|v| format!("plugin {plugin}: {}", v.message)),
-                    ask: self.ask_due(cluster, now).is_none(),
-                    since: *since,
-                    held: erred,
+            Some(PluginHealth::Recovering { why, since }) => {
+                match outage_gate((plugin, policy), (why, *since), now) {
+                    Gate::Held(note) => (*since, Some(note)),
+                    spent => return spent,
                 }
             }
+            Some(PluginHealth::Available { since, .. }) => (*since, None),
+        };
+        let erred = verdict.is_some_and(|v| v.verdict == Verdict::Erred);
+        let ask = self.ask_due(cluster, now).is_none();
+        let spent = self.spent_run((plugin, policy), cluster, revision);
+        if let Some(run) = spent.filter(|_| erred) {
+            let words = spent_words(plugin, run);
+            if policy.mode == FailureMode::Fail {
+                return Gate::Failed(run.since, format!("{PLUGIN_FAILED}: {words}"));
+            }
+            return Gate::Validating {
+                note: Some(format!("{words} (failurePolicy Hold: held)")),
+                ask,
+                since,
+                held: true,
+            };
+        }
+        // Recovering: asked again to learn whether it works, still down meanwhile.
+        let said = verdict
+            .filter(|v| !v.message.is_empty())
+            .map(|v| format!("plugin {plugin}: {}", v.message));
+        Gate::Validating {
+            held: erred || recovering.is_some(),
+            note: recovering.or(said),
+            ask,
+            since,
         }
     }
 
@@ -576,10 +613,8 @@ impl PluginInputs {
         (plugin, policy): (&str, FailurePolicy),
         now: Timestamp,
     ) -> Option<(Timestamp, String)> {
-        let Some(PluginHealth::Unreachable { why, since }) = self.health.get(plugin) else {
-            return None;
-        };
-        match outage_gate((plugin, policy), (why, *since), now) {
+        let (why, since) = self.health.get(plugin)?.down_since()?;
+        match outage_gate((plugin, policy), (why, since), now) {
             Gate::Failed(at, note) => Some((at, note)),
             _ => None,
         }
@@ -655,11 +690,9 @@ impl PluginInputs {
         (now < next).then_some(next)
     }
 
+    /// May calls about clusters be made to `plugin`?
     fn available(&self, plugin: &str) -> bool {
-        matches!(
-            self.health.get(plugin),
-            Some(PluginHealth::Available { .. })
-        )
+        self.health.get(plugin).is_some_and(PluginHealth::callable)
     }
 
     /// May `revision` be written to `cluster` behind `plugin`? Only once BeginRollout
@@ -781,6 +814,13 @@ fn outage_gate(
     }
 }
 
+/// What a cluster behind `plugin` says while this replica has not asked it anything.
+fn not_asked_yet(plugin: &str) -> String {
+    format!(
+        "plugin {plugin} not asked yet by this replica (it began to lead since): held until it answers, no budget spent"
+    )
+}
+
 /// What a spent run of errors says.
 pub(crate) fn spent_words(plugin: &str, run: &ErrorRun) -> String {
     format!(
@@ -878,6 +918,88 @@ mod tests {
         assert_eq!(
             judge(&p, ("app-1", 2), None, t(60)),
             Gate::Failed(t(50), "plugin judge: said FAILED".into())
+        );
+    }
+
+    /// SPEC §12.6: a replica that has asked a plugin nothing yet (it began to lead a
+    /// moment ago) holds its clusters and spends no budget, however long it has run.
+    #[test]
+    fn a_plugin_not_asked_yet_holds_and_spends_nothing() {
+        let mut p = inputs(PluginHealth::Unknown);
+        p.policies.insert(
+            "judge".into(),
+            FailurePolicy {
+                unavailable_for: SignedDuration::from_secs(10),
+                ..FailurePolicy::default()
+            },
+        );
+        let late = t(1_000_000);
+        let gate = judge(&p, ("app-1", 2), None, late);
+        assert!(
+            matches!(&gate, Gate::Held(why) if why.contains("not asked yet")),
+            "{gate:?}"
+        );
+        assert_eq!(p.outage_failure(("judge", p.policy("judge")), late), None);
+        assert_eq!(
+            p.begin_gate("judge", "c1", "app-1", late),
+            BeginGate::Wait(Some(t(1_000_010)))
+        );
+        // A final verdict it gave stands.
+        let v = verdict(Verdict::Succeeded, "app-1", 2);
+        assert_eq!(judge(&p, ("app-1", 2), Some(&v), late), Gate::Passed(t(50)));
+    }
+
+    /// SPEC §12.6: a plugin recovering (its Initialize answers, its calls about clusters
+    /// failed) is asked again, held with no deadline, and stays down since the first
+    /// failed call: under Fail its budget is spent `unavailableFor` after it.
+    #[test]
+    fn a_recovering_plugin_is_asked_and_still_down() {
+        let recovering = PluginHealth::Recovering {
+            why: "ValidateRolloutCompletion: Unavailable: backend down".into(),
+            since: t(100),
+        };
+        let fail = FailurePolicy {
+            unavailable_for: SignedDuration::from_secs(60),
+            consecutive_errors: 1000,
+            ..FailurePolicy::default()
+        };
+        let mut p = inputs(recovering);
+        p.policies.insert("judge".into(), fail);
+        let gate = judge(&p, ("app-1", 2), None, t(130));
+        let Gate::Validating {
+            ask, held, note, ..
+        } = &gate
+        else {
+            panic!("{gate:?}");
+        };
+        assert!(*ask && *held, "{gate:?}");
+        assert!(
+            note.as_deref().unwrap_or_default().contains("backend down"),
+            "{gate:?}"
+        );
+        assert_eq!(p.begin_gate("judge", "c1", "app-1", t(130)), BeginGate::Ask);
+        let spent = judge(&p, ("app-1", 2), None, t(161));
+        assert!(
+            matches!(&spent, Gate::Failed(at, why) if *at == t(160) && why.contains(PLUGIN_FAILED)),
+            "{spent:?}"
+        );
+        assert!(p.outage_failure(("judge", fail), t(161)).is_some());
+        // Under Hold: asked, held, never failed.
+        let hold = FailurePolicy {
+            mode: FailureMode::Hold,
+            ..fail
+        };
+        let held = p.gate(("judge", hold), "c1", ("app-1", 2), None, t(10_000));
+        assert!(
+            matches!(
+                held,
+                Gate::Validating {
+                    held: true,
+                    ask: true,
+                    ..
+                }
+            ),
+            "{held:?}"
         );
     }
 

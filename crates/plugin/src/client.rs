@@ -22,6 +22,11 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long a call is sent again after UNAVAILABLE (a connection refused while the plugin
+/// restarts). Past it the status is the answer: the plugin says it is down, and its
+/// outage counts from then (SPEC §12.6) instead of hiding behind retries for the whole
+/// time bound while deadlines run.
+const UNAVAILABLE_RETRY: Duration = Duration::from_secs(2);
 
 /// Why a connection to a plugin cannot even be set up (a bad URI or CA).
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +134,7 @@ impl PluginClient {
         .await
     }
 
-    /// One call, sent again after UNAVAILABLE until the time bound is spent; the
+    /// One call, sent again after UNAVAILABLE for a moment ([`UNAVAILABLE_RETRY`]); the
     /// remaining time travels with each attempt as its gRPC deadline.
     async fn call<Q, A, F, Fut>(&self, request: Q, send: F) -> Result<A, Status>
     where
@@ -137,16 +142,19 @@ impl PluginClient {
         F: Fn(RolloutPluginClient<Channel>, tonic::Request<Q>) -> Fut,
         Fut: Future<Output = Result<Response<A>, Status>>,
     {
-        let deadline = Instant::now() + self.timeout;
+        let start = Instant::now();
+        let deadline = start + self.timeout;
+        let retry_until = start + UNAVAILABLE_RETRY.min(self.timeout);
         let mut backoff = FIRST_BACKOFF;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut r = tonic::Request::new(request.clone());
             r.set_timeout(left);
             let answer = tokio::time::timeout(left, send(self.inner.clone(), r)).await;
+            let retry = Instant::now() + backoff < retry_until;
             match answer {
                 Ok(Ok(a)) => return Ok(a.into_inner()),
-                Ok(Err(s)) if s.code() == Code::Unavailable && backoff < left => {
+                Ok(Err(s)) if s.code() == Code::Unavailable && retry => {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }

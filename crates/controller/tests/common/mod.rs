@@ -781,3 +781,33 @@ pub fn readme_line(start: &str) -> Vec<String> {
     .unwrap_or_else(|| panic!("no line starting with {start:?} in the README or the book"));
     line.split_whitespace().map(str::to_string).collect()
 }
+
+/// Sends `sig` (e.g. "-KILL", "-STOP") to `child`.
+pub fn signal(child: &ChildProcess, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {}", child.id());
+}
+
+/// Waits until the lease names the replica with process id `pid` (identity `host-pid`).
+pub async fn wait_holder(hub: &TestHub, pid: u32, timeout: Duration) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api: kube::Api<Lease> = kube::Api::namespaced(hub.client.clone(), &hub.namespace);
+    let suffix = format!("-{pid}");
+    wait_for(&format!("the lease held by pid {pid}"), timeout, || async {
+        let holder = api
+            .get_opt("mwrs-controller")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity);
+        match holder {
+            Some(h) if h.ends_with(&suffix) => Ok(()),
+            other => Err(format!("holder {other:?}")),
+        }
+    })
+    .await
+}

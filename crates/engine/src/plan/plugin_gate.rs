@@ -12,7 +12,7 @@ use mwrs_api::labels;
 use mwrs_api::mwrs::condition as mwrs_condition;
 use serde_json::Value;
 
-use crate::conditions::{Cond, Status};
+use crate::conditions::{self, Cond, Status};
 use crate::marks::MarkPlace;
 use crate::plugin::{
     Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, FailureMode, FailurePolicy, Gate,
@@ -412,18 +412,26 @@ impl<'a> Pass<'a> {
         let health = &self.observed.plugins.health;
         let mut available = Vec::new();
         let mut failed = Vec::new();
+        let mut unknown = Vec::new();
         for name in named {
             match health.get(name) {
                 Some(PluginHealth::Available { description, .. }) => {
                     available.push(format!("{name} plugin is available ({description})"));
                 }
+                Some(PluginHealth::Unknown) => unknown.push(name),
                 Some(PluginHealth::Unreachable { why, .. }) => {
                     failed.push(format!("{name} plugin is unreachable: {why}"));
                 }
+                Some(PluginHealth::Recovering { why, .. }) => failed.push(format!(
+                    "{name} plugin is unreachable: {why} (its Initialize answers again; down until a call about a cluster succeeds)"
+                )),
                 None => failed.push(format!(
                     "{name} plugin is not registered in the controller's --work-config"
                 )),
             }
+        }
+        if failed.is_empty() && !unknown.is_empty() {
+            return Some(self.plugin_loaded_kept(&unknown));
         }
         Some(if failed.is_empty() {
             Cond::new(
@@ -447,6 +455,41 @@ impl<'a> Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// `PluginLoaded` while this replica has not asked the plugins `unknown` anything yet
+    /// (it began to lead since): what the status says already, so that a failover flips
+    /// nothing; Unknown when it says nothing.
+    fn plugin_loaded_kept(&self, unknown: &[&str]) -> Cond {
+        let old = self.old.conditions.as_deref();
+        let kept = old.and_then(|l| conditions::find(l, mwrs_condition::PLUGIN_LOADED));
+        let status = kept.map(|c| c.status.as_str());
+        let reason = kept.map(|c| c.reason.as_str());
+        let known = [
+            mwrs_condition::REASON_PLUGIN_AVAILABLE,
+            mwrs_condition::REASON_PLUGIN_FAILED,
+        ];
+        match (status, known.into_iter().find(|r| Some(*r) == reason)) {
+            (Some("True"), Some(reason)) | (Some("False"), Some(reason)) => Cond::new(
+                mwrs_condition::PLUGIN_LOADED,
+                if status == Some("True") {
+                    Status::True
+                } else {
+                    Status::False
+                },
+                reason,
+                kept.map(|c| c.message.clone()).unwrap_or_default(),
+            ),
+            _ => Cond::new(
+                mwrs_condition::PLUGIN_LOADED,
+                Status::Unknown,
+                mwrs_condition::REASON_PLUGIN_NOT_ASKED,
+                format!(
+                    "{} not asked yet by this replica; its clusters wait meanwhile.",
+                    unknown.join(", ")
+                ),
+            ),
+        }
+    }
+
     /// `a` with the spec a plugin returned in place of its revision's template, and the
     /// sealed digest of that spec, by which a ManifestWork carrying it is known to be
     /// current.
