@@ -14,6 +14,7 @@
 #                           fault soak's hub restart); prints the kubeconfig path
 #   scripts/hub.sh kubectl  build (cached) upstream's kubectl of the hub's version; prints
 #                           its path (the README walkthrough's script needs a kubectl)
+#   scripts/hub.sh build    build (cached) the hub without starting it; prints its path
 #
 # Environment:
 #   MWRS_HUB_DIR       state dir (default /tmp/mwrs-hub): hub.pid, hub.log, kubeconfig, data/
@@ -435,8 +436,9 @@ case "${1:-}" in
   status) cmd_status ;;
   crash-restart) cmd_crash_restart ;;
   kubectl) ensure_kubectl ;;
+  build) ensure_binary ;;
   *)
-    echo "usage: $0 up|down|env|status|crash-restart|kubectl" >&2
+    echo "usage: $0 up|down|env|status|crash-restart|kubectl|build" >&2
     exit 2
     ;;
 esac

@@ -6,6 +6,7 @@
 # and stops what it started.
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh -p mwrs-engine).
 # Prints a table of its phases at the end (and on failure) and the slowest test binaries.
+# MWRS_TEST_JOBS: test binaries run at once (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/phases.sh
@@ -56,14 +57,8 @@ PATH="$(dirname "$kubectl"):$PATH"
 
 # Chromium and its WebDriver, for the dashboard's browser test (crates/cli/tests/browser.rs):
 # Debian's packages, installed when run as root; elsewhere that test skips, and says so.
-install_chromium() {
-    echo "test.sh: installing chromium and chromium-driver" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2 ||
-        { apt-get update -qq >&2 &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2; }
-}
 if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ]; then
-    phase chromium install_chromium
+    phase chromium scripts/test-tools.sh chromium
 fi
 
 # The dashboard page's pure logic (crates/cli/src/cmd/dashboard/assets/view.js).
@@ -76,14 +71,16 @@ else
     echo "test.sh: WARNING: no node: the dashboard page's tests do not run" >&2
 fi
 
-# Built first, then run, so that the table tells compiling from testing; the build's list of
-# executables names each test binary's package in the report.
+# Built first, then run, so that the table tells compiling from testing. The whole suite
+# runs its binaries a few at a time (scripts/run-tests.py: the rules that keep some apart,
+# the slowest binaries at the end); with arguments, `cargo test` runs them as usual.
 executables=$MWRS_HUB_DIR/test-executables.json
-test_log=$MWRS_HUB_DIR/test.log
 phase "cargo test: build" capture built \
     cargo test --workspace --all-targets --no-run --message-format=json-render-diagnostics "$@"
 printf '%s\n' "$built" >"$executables"
-run_tests() { cargo test --workspace --all-targets "$@" 2>&1 | tee "$test_log"; }
-report() { python3 scripts/test-times.py "$executables" "$test_log"; }
-phase "cargo test: run" run_tests "$@" || { report; exit 1; }
-report
+if (($#)); then
+    phase "cargo test: run" cargo test --workspace --all-targets "$@"
+else
+    phase "cargo test: run" python3 scripts/run-tests.py "$executables" \
+        --jobs "${MWRS_TEST_JOBS:-3}" --times "${XDG_CACHE_HOME:-$HOME/.cache}/mwrs-test-times.json"
+fi

@@ -113,9 +113,30 @@ async fn handover_renames_only_when_safe_and_a_second_run_writes_nothing() {
     assert_eq!(works(&hub).await, ours, "nothing written");
     api.delete("app", &Default::default()).await.unwrap();
 
+    // A ManifestWork carrying app's owner label but another MWRS's owner annotation (SPEC
+    // §11.4): not app's, so never copied nor deleted, and named in a note.
+    let impostors: Api<ManifestWork> = Api::namespaced(hub.client.clone(), &hub.clusters[0]);
+    let impostor: ManifestWork = serde_json::from_value(json!({
+        "metadata": {"name": "impostor", "labels": {labels::MWRS_OWNER: dotted},
+            "annotations": {labels::MWRS_OWNER_ANNOTATION: "elsewhere/app"}},
+        "spec": configmap_template("other"),
+    }))
+    .unwrap();
+    let impostor = impostors
+        .create(&PostParams::default(), &impostor)
+        .await
+        .unwrap();
+
     // The handover: each cluster ends with one ManifestWork named `app`.
     let r = mwrs(&hub, &handover(&["--timeout", "60s"])).await;
     assert_eq!(r.code, 0, "{r:?}");
+    let kept = impostors.get_opt("impostor").await.unwrap();
+    assert_eq!(kept.and_then(|w| w.uid()), impostor.uid(), "{r:?}");
+    assert!(r.err.contains("impostor carries"), "{r:?}");
+    impostors
+        .delete("impostor", &Default::default())
+        .await
+        .unwrap();
     let handed = works(&hub).await;
     assert_eq!(handed.len(), 3, "{handed:?}");
     for (c, w) in &handed {

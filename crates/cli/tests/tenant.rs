@@ -10,6 +10,8 @@
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`).
 
+// run-tests: alone (changes cluster-wide objects of the shared test hub)
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

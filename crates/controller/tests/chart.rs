@@ -8,6 +8,8 @@
 //! Needs `MWRS_HELM` (the helm binary; `scripts/test.sh` builds it) and
 //! `MWRS_TEST_KUBECONFIG`; skipped without them.
 
+// run-tests: alone (changes cluster-wide objects of the shared test hub)
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -5,9 +5,11 @@
 //! MWRS; once the CRD is restored it resumes on fresh stores and the hold is intact.
 //!
 //! The CRD is cluster-wide: this file holds this one test, so no other test of its
-//! binary runs meanwhile (cargo runs test binaries one after another).
+//! binary runs meanwhile, and no other binary either (scripts/run-tests.py runs it alone).
 //!
 //! Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`); skipped without it unless CI=true.
+
+// run-tests: alone (changes cluster-wide objects of the shared test hub)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

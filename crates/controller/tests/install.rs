@@ -15,6 +15,8 @@
 //! Needs `MWRS_HELM` (`scripts/helm.sh`), kubectl on PATH, Go (upstream's CRD is read from
 //! its module) and `MWRS_TEST_KUBECONFIG`; skipped without the hub or Helm.
 
+// run-tests: alone (changes cluster-wide objects of the shared test hub)
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -12,6 +12,8 @@
 //! skipped without it unless CI=true, and Go (the operator is built on first use and
 //! cached; `MWRS_OCM_OPERATOR` names a prebuilt binary instead).
 
+// run-tests: alone (changes cluster-wide objects of the shared test hub)
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

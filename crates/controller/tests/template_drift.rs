@@ -7,6 +7,8 @@
 //! Changes the cluster-wide ManifestWork CRD (and puts it back), so this file holds this one
 //! test. Needs `MWRS_TEST_KUBECONFIG` (see `scripts/hub.sh`).
 
+// run-tests: alone (changes cluster-wide objects of the shared test hub)
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

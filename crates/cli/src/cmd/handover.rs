@@ -143,8 +143,12 @@ pub fn copy_of(w: &ManifestWork, name: &str) -> ManifestWork {
     }
 }
 
-/// Has the cluster's agent applied `w`'s spec (Applied True at its generation)?
+/// Has the cluster's agent applied `w`'s spec (Applied True at its generation), and is it
+/// not being deleted (a copy the agent is cleaning up still says Applied)?
 pub fn applied(w: &ManifestWork) -> bool {
+    if w.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
     let conditions = w.status.as_ref().and_then(|s| s.conditions.as_deref());
     conditions
         .and_then(|cs| mwrs_engine::conditions::find(cs, "Applied"))
@@ -294,11 +298,24 @@ async fn owned_works(
     if let Some(name) = name {
         lp = lp.fields(&format!("metadata.name={name}"));
     }
-    Api::<ManifestWork>::all(hub.client.clone())
+    let listed = Api::<ManifestWork>::all(hub.client.clone())
         .list(&lp)
         .await
-        .map(|l| l.items)
-        .map_err(|e| format!("listing its ManifestWorks: {e}"))
+        .map_err(|e| format!("listing its ManifestWorks: {e}"))?;
+    // The controller's own rule (SPEC §11.4): the selector label alone proves nothing.
+    let (owned, foreign): (Vec<_>, Vec<_>) = listed
+        .items
+        .into_iter()
+        .partition(|w| owner.owns(w.labels(), w.annotations()));
+    for w in &foreign {
+        eprintln!(
+            "note: ManifestWork {}/{} carries {k}={v} but another owner's marks: not {}'s, left alone",
+            w.namespace().unwrap_or_default(),
+            w.name_any(),
+            owner.slashed()
+        );
+    }
+    Ok(owned)
 }
 
 /// Refuses, before anything is written, when a ManifestWork not `owner`'s already has
@@ -561,5 +578,10 @@ mod tests {
         assert!(!applied(&w), "an older generation");
         w.status = serde_json::from_value(cond(3)).unwrap();
         assert!(applied(&w));
+        // Being deleted (the agent cleans up; Applied stays True meanwhile): not applied.
+        w.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(!applied(&w), "a copy being deleted");
     }
 }
