@@ -152,7 +152,8 @@ MWRS, handover creates `<name>` beside ours with the same spec and labels, waits
 cluster's agent has applied it (the spoke objects are then owned by both), and deletes ours:
 the agent only drops that owner, so no spoke object is deleted or re-created.
 
-It refuses while this controller's leader Lease (--controller-lease) is held, and an MWRS
+It refuses while this controller's leader Lease (--controller-lease) is held, or missing or
+unreadable unless --controller-stopped says it is stopped, and an MWRS
 whose rollout is not Complete (upstream's controller would roll its template out to every
 cluster at once) unless --force. Run it again after an interruption: copies already made are
 reused. Nothing is deleted before its copy is applied.
@@ -368,6 +369,11 @@ pub struct HandoverArgs {
         value_name = "NS/NAME"
     )]
     pub controller_lease: String,
+    /// The controller is stopped though no Lease can say so (it ran without leader
+    /// election, or its Lease cannot be read): hand over anyway. A Lease held and renewed
+    /// still refuses.
+    #[arg(long)]
+    pub controller_stopped: bool,
 }
 
 #[derive(Args, Debug)]

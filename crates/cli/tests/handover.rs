@@ -77,8 +77,18 @@ async fn handover_renames_only_when_safe_and_a_second_run_writes_nothing() {
         args
     };
 
-    // A controller that holds its Lease would delete the copies as duplicates.
+    // No Lease proves nothing: the controller may run in another namespace, or without
+    // leader election.
+    let r = mwrs(&hub, &handover(&[])).await;
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.err.contains("--controller-stopped"), "{r:?}");
+    assert_eq!(works(&hub).await, ours, "nothing written");
+
+    // A controller that holds its Lease would delete the copies as duplicates, whatever
+    // --controller-stopped says.
     lease(&hub, "replica-1", Duration::from_secs(2)).await;
+    let r = mwrs(&hub, &handover(&["--controller-stopped"])).await;
+    assert_eq!(r.code, 7, "{r:?}");
     let r = mwrs(&hub, &handover(&[])).await;
     assert_eq!(r.code, 7, "{r:?}");
     assert!(r.err.contains("held by replica-1"), "{r:?}");

@@ -157,7 +157,7 @@ pub fn applied(w: &ManifestWork) -> bool {
 
 pub async fn run(hub: &HubClient, g: &Global, a: &HandoverArgs) -> Result<Exit> {
     let timeout = parse_timeout(&a.timeout, "--timeout")?.unwrap_or(Duration::MAX);
-    controller_stopped(hub, &a.controller_lease, Timestamp::now()).await?;
+    controller_stopped(hub, a).await?;
     let items = hub.list_mwrs(a.name.as_deref(), g.all_namespaces).await?;
     let mut refused = 0;
     for m in &items {
@@ -181,27 +181,41 @@ pub async fn run(hub: &HubClient, g: &Global, a: &HandoverArgs) -> Result<Exit> 
     }
 }
 
-/// Refuses while the controller's leader Lease (`namespace/name`) is held and fresh: it
-/// would delete the copies as duplicates.
-async fn controller_stopped(hub: &HubClient, lease: &str, now: Timestamp) -> Result<()> {
+/// Refuses unless the controller is known to be stopped: its leader Lease
+/// (`--controller-lease`) expired, or (`--controller-stopped`) the user says so and no
+/// fresh Lease says otherwise. A running controller would delete the copies as duplicates.
+async fn controller_stopped(hub: &HubClient, a: &HandoverArgs) -> Result<()> {
+    let lease = a.controller_lease.as_str();
     let Some((ns, name)) = lease.split_once('/') else {
         return Err(CliError::usage(format!(
             "--controller-lease {lease:?}: want NAMESPACE/NAME"
         )));
     };
     let api: Api<Lease> = Api::namespaced(hub.client.clone(), ns);
+    let unknown = |why: String| {
+        if a.controller_stopped {
+            eprintln!("note: {why}; handing over on --controller-stopped");
+            return Ok(());
+        }
+        Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "cannot tell that the controller is stopped: {why}. Installed in another \
+                 namespace? pass --controller-lease NAMESPACE/mwrs-controller. Run without \
+                 leader election? stop it (helm uninstall, or scale its Deployment to 0), \
+                 then pass --controller-stopped"
+            ),
+        ))
+    };
     let l = match api.get_opt(name).await {
         Ok(Some(l)) => l,
-        Ok(None) => return Ok(()),
+        Ok(None) => return unknown(format!("no Lease {lease}")),
         Err(kube::Error::Api(s)) if s.code == 403 => {
-            eprintln!(
-                "note: cannot read Lease {lease} ({}): make sure the controller is stopped",
-                s.message
-            );
-            return Ok(());
+            return unknown(format!("cannot read Lease {lease} ({})", s.message));
         }
         Err(e) => return Err(CliError::kube(&format!("reading Lease {lease}"), e)),
     };
+    let now = Timestamp::now();
     let spec = l.spec.unwrap_or_default();
     let holder = spec.holder_identity.unwrap_or_default();
     let renewed = spec.renew_time.map(|t| t.0);
@@ -276,7 +290,11 @@ async fn hand_over(
     .try_collect::<Vec<()>>()
     .await?;
     wait_applied(hub, &owner, &name, &clusters, timeout).await?;
-    futures::stream::iter(moves.iter().map(|mv| delete_original(hub, mv)))
+    // The controller may have come back meanwhile (a GitOps tool scaling it up).
+    controller_stopped(hub, a)
+        .await
+        .map_err(|e| e.to_string())?;
+    futures::stream::iter(moves.iter().map(|mv| delete_original(hub, mv, &name)))
         .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<()>>()
         .await?;
@@ -424,13 +442,29 @@ async fn wait_applied(
     }
 }
 
-/// Deletes our ManifestWork of `mv`, only if its spec is unchanged since it was read. The
-/// agent writes its status meanwhile, so the read before the delete is repeated when the
-/// delete meets a newer resourceVersion.
-async fn delete_original(hub: &HubClient, mv: &Move) -> std::result::Result<(), String> {
+/// Deletes our ManifestWork of `mv`, only if its spec is unchanged since it was read and
+/// its copy `name` is there and applied, read again just before. The agent writes its
+/// status meanwhile, so the reads before the delete are repeated when the delete meets a
+/// newer resourceVersion.
+async fn delete_original(
+    hub: &HubClient,
+    mv: &Move,
+    name: &str,
+) -> std::result::Result<(), String> {
     let api: Api<ManifestWork> = Api::namespaced(hub.client.clone(), &mv.cluster);
     let what = format!("{}/{}", mv.cluster, mv.from);
     for _ in 0..5 {
+        let copy = api
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("reading {}/{name}: {e}", mv.cluster))?;
+        if !copy.as_ref().is_some_and(applied) {
+            return Err(format!(
+                "{}/{name} is gone or no longer applied (is a controller running?); {what} is \
+                 kept: run handover again",
+                mv.cluster
+            ));
+        }
         let Some(w) = api
             .get_opt(&mv.from)
             .await

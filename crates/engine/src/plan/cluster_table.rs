@@ -131,19 +131,7 @@ impl Facts {
             available: w.is_true(work_condition::AVAILABLE),
             progressing: w.is_true(work_condition::PROGRESSING),
             degraded: w.is_true(work_condition::DEGRADED),
-            content: if w.written_generation.is_some_and(|g| g == w.generation)
-                || wanted.is_some_and(|d| e.plugin_named[d.placement] && carries_plugin_spec(w, e))
-            {
-                // Written by this controller and unchanged since, or holding the spec a
-                // rollout plugin returned for it: the revision its label names, even when
-                // the server's defaults make the digest differ.
-                Content::of(w.hash().and_then(|h| e.ids.id(h)))
-            } else {
-                match w.spec_digest {
-                    Some(d) => Content::of(e.ids.with_content(d)),
-                    None => Content::Unread,
-                }
-            },
+            content: content(w, e, wanted.is_some_and(|d| e.plugin_named[d.placement])),
             labelled,
         }
     }
@@ -390,18 +378,37 @@ impl<'a, V> ClusterIndex<'a, V> {
     }
 }
 
-/// Is `w`'s spec the one a rollout plugin returned for the revision its label names, as
-/// this controller wrote it? Only a mark sealed by this controller says so: anyone who
-/// may patch the ManifestWork can write one over a hand edit (SPEC §12.2).
-fn carries_plugin_spec(w: &WorkView, e: &Expected<'_>) -> bool {
-    let (Some(value), Some(revision)) = (w.annotation(labels::PLUGIN_SPEC_DIGEST), w.hash()) else {
-        return false;
-    };
+/// What `w`'s spec holds. Written by this controller and unchanged since, or holding the
+/// spec a rollout plugin returned for it (`plugin_named`: its placementRef names one): the
+/// revision its label names, even when the server's defaults make the digest differ. A
+/// plugin's spec marked there and another spec in its place is an edit, even one back to
+/// the revision's own template (security review G1). Else the revision whose content the
+/// digest is.
+fn content(w: &WorkView, e: &Expected<'_>, plugin_named: bool) -> Content {
+    let labelled = || Content::of(w.hash().and_then(|h| e.ids.id(h)));
+    if w.written_generation.is_some_and(|g| g == w.generation) {
+        return labelled();
+    }
+    match plugin_named.then(|| plugin_spec_mark(w, e)).flatten() {
+        Some(marked) if w.spec_digest == Some(marked) => return labelled(),
+        Some(_) if w.spec_digest.is_some() => return Content::Other,
+        _ => {}
+    }
+    match w.spec_digest {
+        Some(d) => Content::of(e.ids.with_content(d)),
+        None => Content::Unread,
+    }
+}
+
+/// The digest of the spec a rollout plugin returned for the revision `w`'s label names, as
+/// this controller wrote it there. Only a mark sealed by this controller says so: anyone
+/// who may patch the ManifestWork can write one over a hand edit (SPEC §12.2).
+fn plugin_spec_mark(w: &WorkView, e: &Expected<'_>) -> Option<crate::hash::Digest> {
+    let value = w.annotation(labels::PLUGIN_SPEC_DIGEST)?;
     let place = MarkPlace {
         mwrs_uid: e.mwrs_uid,
         cluster: &w.cluster,
         work: &w.name,
     };
-    let written = read_spec_mark(value, e.marks, place, revision);
-    written.is_some() && written == w.spec_digest
+    read_spec_mark(value, e.marks, place, w.hash()?)
 }

@@ -517,6 +517,7 @@ impl Pass<'_> {
         let marked = w
             .annotation(labels::PLUGIN_SPEC_DIGEST)
             .and_then(|v| read_spec_mark(v, &self.observed.plugins.marks, place, revision));
-        marked == Some(m.digest)
+        // The mark and the live spec both (a hand edit keeps the mark: G1).
+        marked == Some(m.digest) && w.spec_digest.is_none_or(|d| d == m.digest)
     }
 }

@@ -675,6 +675,48 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
     }
 }
 
+/// Security review G1: the plugin's spec set back by hand to the revision's raw template
+/// is an edit too. The sealed mark says the plugin's spec belongs there, so the cluster
+/// does not carry the revision until the plugin's spec is written again.
+#[test]
+fn a_hand_edit_back_to_the_raw_template_is_written_over() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    let mutation = mutation_of(&f);
+    let mut p = plugins(available());
+    p.begun.insert(
+        "c1".into(),
+        Begun {
+            acked: true,
+            mutation: Some(mutation.clone()),
+            ..sent(&update, false, 1)
+        },
+    );
+    let out = plan_with(&f, &p);
+    let WorkChange::Apply(a) = &out.works[0] else {
+        panic!("{:?}", out.works)
+    };
+    let mark = a.annotations[labels::PLUGIN_SPEC_DIGEST].clone();
+    // The ManifestWork keeps the sealed mark; its spec digest is the raw template's.
+    f.work("c1", &update, secs(30), Reported::Done);
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    assert_ne!(w.spec_digest, Some(mutation.digest));
+    let mut annotations = (*w.annotations).clone();
+    annotations.insert(labels::PLUGIN_SPEC_DIGEST.into(), mark);
+    w.annotations = std::sync::Arc::new(annotations);
+    let out = plan_with(&f, &p);
+    assert_eq!(
+        specs(&out),
+        [("c1".to_string(), Some(mutation.digest.to_hex()))],
+        "the plugin's spec written again"
+    );
+    let out = plan_with(&f, &plugins(available()));
+    assert_eq!(
+        out.plugin_calls.begins.len(),
+        1,
+        "asked again, to write again"
+    );
+}
+
 #[test]
 fn a_forged_succeeded_verdict_does_not_promote() {
     let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
