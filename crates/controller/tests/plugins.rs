@@ -754,13 +754,18 @@ async fn v1_complete_then_v2(
     strategy: serde_json::Value,
     registration: &str,
 ) -> Option<(TestHub, Arc<Script>, Running, String)> {
-    let (hub, script, tasks) = started_registering(
-        test,
-        Config::default(),
-        Duration::from_secs(2),
-        registration,
-    )
-    .await?;
+    v1_complete_bounded(test, strategy, registration, Duration::from_secs(2)).await
+}
+
+/// [`v1_complete_then_v2`], each plugin call bounded by `call_timeout`.
+async fn v1_complete_bounded(
+    test: &str,
+    strategy: serde_json::Value,
+    registration: &str,
+    call_timeout: Duration,
+) -> Option<(TestHub, Arc<Script>, Running, String)> {
+    let (hub, script, tasks) =
+        started_registering(test, Config::default(), call_timeout, registration).await?;
     script.set_all(&hub.clusters, api::Verdict::Succeeded);
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
@@ -964,16 +969,22 @@ async fn a_huge_failed_message_still_aborts_and_reverts() {
 /// returns the fleet to v1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_down_past_its_budget_fails_its_clusters() {
-    let strategy = judged(json!({"type": "All"}));
     let policy = "    failurePolicy:\n      unavailableFor: 3s\n";
-    let Some((hub, script, _tasks, stable)) =
-        v1_complete_then_v2("plugin-budget", strategy, policy).await
+    fails_past_the_budget("plugin-budget", policy, |s| &s.down).await;
+}
+
+/// v2 judged IN_PROGRESS everywhere, then the outage `outage` of `script` starts: past the
+/// budget of `policy` every held cluster counts failed (`PluginFailed`) and AbortAll
+/// reverts them all, without waiting for the plugin.
+async fn fails_past_the_budget(test: &str, policy: &str, outage: fn(&Script) -> &AtomicBool) {
+    let strategy = judged(json!({"type": "All"}));
+    let Some((hub, script, _tasks, stable)) = v1_complete_then_v2(test, strategy, policy).await
     else {
         return;
     };
     v2_in_progress_everywhere(&hub, &script, &stable).await;
     assert_eq!(aborted(&hub.get_mwrs("app").await.unwrap()), None);
-    script.down.store(true, Ordering::SeqCst);
+    outage(&script).store(true, Ordering::SeqCst);
     let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
     assert_eq!(current(&m).as_deref(), Some(stable.as_str()));
     let failed = common::status(&m).last_abort.map(|a| a.failed_count);
@@ -1282,20 +1293,11 @@ async fn a_plugin_whose_backend_is_down_holds_under_hold() {
     let strategy = judged(json!({"type": "All", "all": {"progressDeadline": "8s"}}));
     let policy = "    failurePolicy:\n      policy: Hold\n";
     let call_timeout = Duration::from_secs(15);
-    let Some((hub, script, _tasks)) = started_registering(
-        "plugin-backend-hold",
-        Config::default(),
-        call_timeout,
-        policy,
-    )
-    .await
+    let Some((hub, script, _tasks, stable)) =
+        v1_complete_bounded("plugin-backend-hold", strategy, policy, call_timeout).await
     else {
         return;
     };
-    script.set_all(&hub.clusters, api::Verdict::Succeeded);
-    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
-        .await;
-    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
     let v2 = v2_in_progress_everywhere(&hub, &script, &stable).await;
     script.calls_down.store(true, Ordering::SeqCst);
     let initialized = script.initialized.load(Ordering::SeqCst);
@@ -1321,21 +1323,6 @@ async fn a_plugin_whose_backend_is_down_holds_under_hold() {
 /// keeps answering: the clusters count as failed and AbortAll reverts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_whose_backend_is_down_spends_its_budget_under_fail() {
-    let strategy = judged(json!({"type": "All"}));
     let policy = "    failurePolicy:\n      unavailableFor: 3s\n      consecutiveErrors: 1000\n";
-    let Some((hub, script, _tasks, stable)) =
-        v1_complete_then_v2("plugin-backend-fail", strategy, policy).await
-    else {
-        return;
-    };
-    v2_in_progress_everywhere(&hub, &script, &stable).await;
-    script.calls_down.store(true, Ordering::SeqCst);
-    let m = wait_mwrs(&hub, "app", "the abort", |m| aborted(m).is_some()).await;
-    assert_eq!(current(&m).as_deref(), Some(stable.as_str()));
-    let events = hub.events_of("app").await;
-    assert!(
-        events.iter().any(|(_, note)| note.contains("PluginFailed")),
-        "{events:?}"
-    );
-    wait_all_on(&hub, &stable).await;
+    fails_past_the_budget("plugin-backend-fail", policy, |s| &s.calls_down).await;
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::conditions;
 use crate::marks::{MarkKey, MarkPlace, Marks};
-use crate::plan::WorkChange;
+use crate::plan::{WorkApply, WorkChange};
 use crate::plugin::{
     Begin, Begun, CallTarget, ClusterVerdict, ErrorRun, Mutation, PluginHealth, PluginInputs,
     Validation, Verdict,
@@ -599,9 +599,11 @@ fn specs(p: &crate::Plan) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-#[test]
-fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
-    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+/// An MWRS over `c1` whose plugin answered BeginRollout and MutateManifestWork with
+/// [`mutation_of`]: the fixture, the update revision, the mutation, the plugins that know
+/// the answer, and the plan's first write.
+fn written_with_the_plugins_spec() -> (Fixture, String, Mutation, PluginInputs, WorkApply) {
+    let (f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
     let mutation = mutation_of(&f);
     let mut p = plugins(available());
     p.begun.insert(
@@ -613,11 +615,21 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
         },
     );
     let out = plan_with(&f, &p);
-    let hex = mutation.digest.to_hex();
-    assert_eq!(specs(&out), [("c1".to_string(), Some(hex.clone()))]);
-    let WorkChange::Apply(a) = &out.works[0] else {
+    let Some(WorkChange::Apply(a)) = out.works.first() else {
         panic!("{:?}", out.works)
     };
+    let a = a.clone();
+    (f, update, mutation, p, a)
+}
+
+#[test]
+fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
+    let (mut f, update, mutation, p, a) = written_with_the_plugins_spec();
+    let hex = mutation.digest.to_hex();
+    assert_eq!(
+        a.spec.as_deref().map(|s| crate::hash::digest(s).to_hex()),
+        Some(hex.clone())
+    );
     let mark = a.annotations[labels::PLUGIN_SPEC_DIGEST].clone();
     assert!(
         mark.starts_with(&format!("{hex}.")),
@@ -680,21 +692,7 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
 /// does not carry the revision until the plugin's spec is written again.
 #[test]
 fn a_hand_edit_back_to_the_raw_template_is_written_over() {
-    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
-    let mutation = mutation_of(&f);
-    let mut p = plugins(available());
-    p.begun.insert(
-        "c1".into(),
-        Begun {
-            acked: true,
-            mutation: Some(mutation.clone()),
-            ..sent(&update, false, 1)
-        },
-    );
-    let out = plan_with(&f, &p);
-    let WorkChange::Apply(a) = &out.works[0] else {
-        panic!("{:?}", out.works)
-    };
+    let (mut f, update, mutation, p, a) = written_with_the_plugins_spec();
     let mark = a.annotations[labels::PLUGIN_SPEC_DIGEST].clone();
     // The ManifestWork keeps the sealed mark; its spec digest is the raw template's.
     f.work("c1", &update, secs(30), Reported::Done);
