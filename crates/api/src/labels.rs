@@ -72,9 +72,10 @@ pub const PLUGIN_VERDICT: &str = "mwrs.rollout.open-cluster-management.io/plugin
 /// ManifestWork's label names, when the seal is the controller's (SPEC §12.2).
 pub const PLUGIN_SPEC_DIGEST: &str = "mwrs.rollout.open-cluster-management.io/plugin-spec-digest";
 
-/// On an MWRS: the hash of a revision to roll out without asking its rollout plugins
-/// (`mwrs rollout undo|retry --skip-plugins`, SPEC §12.3). It counts while that revision
-/// is the update revision.
+/// On an MWRS: `REVISION@GENERATION`, the hash of a revision to roll out without asking
+/// its rollout plugins and the MWRS generation the request was made at (`mwrs rollout
+/// undo|retry --skip-plugins`, SPEC §12.3). It counts while that revision is the update
+/// revision and the MWRS is at that generation: once, for the request that asked.
 pub const SKIP_PLUGINS: &str = "mwrs.rollout.open-cluster-management.io/skip-plugins";
 
 /// Longest valid label value.

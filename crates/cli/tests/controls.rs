@@ -619,6 +619,23 @@ async fn skip_plugins_rolls_out_past_a_plugin_that_holds_the_rollout() {
     assert_eq!(r.code, 0, "{r:?}");
     all_on(hub, &v1, "every cluster back on v1").await;
     let m = hub.get_mwrs("app").await.unwrap();
+    let generation = m.metadata.generation.unwrap();
     let skip = m.metadata.annotations.unwrap_or_default()[labels::SKIP_PLUGINS].clone();
-    assert_eq!(skip, v1);
+    assert_eq!(skip, format!("{v1}@{generation}"));
+
+    // The skip is spent with its request (security review U1): v3, then v1 again by hand
+    // (a GitOps revert), and v1 waits for its plugin like any revision.
+    for version in ["v3", "v1"] {
+        hub.set_template("app", configmap_template(version)).await;
+    }
+    let v1 = &v1;
+    wait_for("v1 held by its plugin again", WAIT, || async move {
+        let m = hub.get_mwrs("app").await.unwrap();
+        let held = has_condition(&m, "PluginLoaded", "False", "Failed");
+        match status(&m).update_revision {
+            Some(u) if held && u == *v1 => Ok(()),
+            _ => Err(describe(&m)),
+        }
+    })
+    .await;
 }

@@ -155,7 +155,9 @@ pub async fn retry(
                 format!("mwrs/{name} has no update revision yet: nothing to skip plugins for"),
             ));
         };
-        annotations[labels::SKIP_PLUGINS] = json!(update);
+        // Honoured at this generation only (a retry leaves the spec as it is).
+        let generation = m.metadata.generation.unwrap_or_default();
+        annotations[labels::SKIP_PLUGINS] = json!(format!("{update}@{generation}"));
         notes.push(format!(
             "revision {update} rolls out without asking its rollout plugins (annotation {})",
             labels::SKIP_PLUGINS

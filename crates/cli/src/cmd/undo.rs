@@ -176,7 +176,12 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
         Some(rv) => Guard::ResourceVersion(rv.clone()),
         None => Guard::Spec(generation),
     };
-    let skip = a.skip_plugins.then(|| skip_plugins_op(&m, &target.hash));
+    // The write changes the template (guarded on the generation read), so the generation
+    // the skip is honoured at is the next one.
+    let skip = a.skip_plugins.then(|| {
+        let at = format!("{}@{}", target.hash, generation + 1);
+        skip_plugins_op(&m, &at)
+    });
     write_template(hub, &a.name, &guard, &target.template, skip).await?;
     let mut done = Done::said(format!("mwrs/{} rolled back to {}", a.name, label(target)));
     if a.skip_plugins {
@@ -189,15 +194,15 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
     Ok(done)
 }
 
-/// The JSON patch op that names `hash` in the skip-plugins annotation of `m`.
-fn skip_plugins_op(m: &ManifestWorkReplicaSet, hash: &str) -> serde_json::Value {
+/// The JSON patch op that sets the skip-plugins annotation of `m` to `value`.
+fn skip_plugins_op(m: &ManifestWorkReplicaSet, value: &str) -> serde_json::Value {
     match &m.metadata.annotations {
         Some(_) => {
             let key = labels::SKIP_PLUGINS.replace('~', "~0").replace('/', "~1");
-            json!({"op": "add", "path": format!("/metadata/annotations/{key}"), "value": hash})
+            json!({"op": "add", "path": format!("/metadata/annotations/{key}"), "value": value})
         }
         None => json!({"op": "add", "path": "/metadata/annotations",
-            "value": {labels::SKIP_PLUGINS: hash}}),
+            "value": {labels::SKIP_PLUGINS: value}}),
     }
 }
 

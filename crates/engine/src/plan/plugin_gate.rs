@@ -159,13 +159,22 @@ impl<'a> Pass<'a> {
         (!self.skips_plugins()).then_some(plugin)
     }
 
-    /// Is the update revision to roll out without asking any plugin?
+    /// Is the update revision to roll out without asking any plugin? Only for the request
+    /// that asked: the annotation names the revision and the MWRS generation it was asked
+    /// at (`REVISION@GENERATION`), so a skip is spent once the spec changes, even if the
+    /// revision comes back later (security review U1).
     pub(super) fn skips_plugins(&self) -> bool {
-        let annotations = self.observed.mwrs.metadata.annotations.as_ref();
-        annotations
+        let metadata = &self.observed.mwrs.metadata;
+        let Some((revision, generation)) = metadata
+            .annotations
+            .as_ref()
             .and_then(|a| a.get(labels::SKIP_PLUGINS))
-            .map(String::as_str)
-            == Some(self.resolution.hash())
+            .and_then(|v| v.split_once('@'))
+        else {
+            return false;
+        };
+        revision == self.resolution.hash()
+            && generation.parse::<i64>().ok() == Some(metadata.generation.unwrap_or_default())
     }
 
     /// The failure budget of `plugin` for the placementRef at `placement`: its

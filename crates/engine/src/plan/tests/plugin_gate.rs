@@ -809,10 +809,22 @@ fn skip_plugins_rolls_the_named_revision_out_without_asking() {
             .get_or_insert_default()
             .insert(labels::SKIP_PLUGINS.into(), revision.into());
     };
-    skip(&mut f, "another-revision");
+    let generation = f.mwrs.metadata.generation.unwrap_or_default();
+    skip(&mut f, &format!("another-revision@{generation}"));
     let out = plan_with(&f, &plugins(unreachable()));
     assert_eq!(applies(&out), [], "held: the skip names another revision");
-    skip(&mut f, &update);
+    // Security review U1: a skip asked for at another generation of the MWRS (the
+    // revision left and came back since, by an undo or a GitOps revert) is spent.
+    for stale in [update.clone(), format!("{update}@{}", generation - 1)] {
+        skip(&mut f, &stale);
+        let out = plan_with(&f, &plugins(unreachable()));
+        assert_eq!(
+            applies(&out),
+            [],
+            "held: the skip {stale} is not this request's"
+        );
+    }
+    skip(&mut f, &format!("{update}@{generation}"));
     let out = plan_with(&f, &plugins(unreachable()));
     assert_eq!(applies(&out), [("c1".to_string(), update.clone())]);
     assert!(out.plugin_calls.is_empty(), "{:?}", out.plugin_calls);
