@@ -9,8 +9,9 @@ the test hub, agents and timers, so running a few at once keeps two cores busy; 
 them one after another.
 
 Two rules keep them apart where they would meet:
-- a binary whose test source has the line `// run-tests: alone` (it changes cluster-wide
-  objects of the shared test hub: CRDs, ClusterRoles) runs with no other binary;
+- a binary whose test source has a line starting `// run-tests: alone` (it changes
+  cluster-wide objects of the shared test hub, CRDs or ClusterRoles, or needs the hub's
+  controllers free of other tests' work) runs with no other binary, before the others;
 - the binaries of one package listed in ONE_AT_A_TIME share one environment (the e2e
   hub and spokes) and run one at a time.
 

@@ -2,6 +2,10 @@
 //! keeps every field (upstream's and ours), accepts what upstream accepts, rejects invalid
 //! new fields at admission, and owner references / namespace deletion really cascade.
 
+// run-tests: alone (waits for the hub's namespace controller, which the namespaces other
+// tests delete, thousands of cluster namespaces at a time, would hold up; run alone, it
+// runs first, on a fresh hub)
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
