@@ -17,8 +17,10 @@ Two rules keep them apart where they would meet:
 
 Each binary runs in its package's directory, as cargo runs it; its output is printed whole
 when it ends, under cargo's own "Running" line, so that its `test result:` line reads as
-cargo's. Ends with the slowest binaries, a closing `N passed, N failed` line and a non-zero
-exit when any binary failed. --times FILE: each binary's last time, read to start the
+cargo's. A binary that fails beside others is run once more alone: it has failed only if it
+fails there too (one that passes alone is named at the end, to be made robust). Ends with the
+slowest binaries, a closing `N passed, N failed` line and a non-zero exit when any binary
+failed. --times FILE: each binary's last time, read to start the
 longest first and written back.
 """
 
@@ -162,16 +164,36 @@ def main():
         w.start()
     for w in workers:
         w.join()
+    retried = retry_alone([b for b in found if not b.ok])
     wall = time.monotonic() - start
     if args.times:
         os.makedirs(os.path.dirname(os.path.abspath(args.times)), exist_ok=True)
         with open(args.times, "w", encoding="utf-8") as f:
             json.dump({b.name: round(b.secs, 1) for b in found}, f, indent=0, sort_keys=True)
-    report(found, wall, args.jobs)
+    report(found, wall, args.jobs, retried)
     sys.exit(0 if all(b.ok for b in found) else 1)
 
 
-def report(found, wall, jobs):
+def retry_alone(failed):
+    """Runs each failed binary once more, alone: a test that fails beside others and
+    passes alone waits on time the others took (it is named at the end, to be made
+    robust); one that fails alone too has failed."""
+    passed_alone = []
+    for b in failed:
+        first = b.output
+        b.passed = b.failed = 0
+        print(f"\n==== {b.name} failed beside other binaries; run again alone", flush=True)
+        b.run()
+        sys.stdout.write(b.report())
+        sys.stdout.flush()
+        if b.ok:
+            passed_alone.append(b)
+        else:
+            b.output = first + b.output
+    return passed_alone
+
+
+def report(found, wall, jobs, retried):
     slowest = sorted(found, key=lambda b: -b.secs)[:15]
     print(f"\n==== the {len(slowest)} slowest of {len(found)} test binaries ({jobs} at once)")
     for b in slowest:
@@ -179,6 +201,8 @@ def report(found, wall, jobs):
         print(f"{b.secs:8.1f} s  {b.name}{' (alone)' if b.alone else ''}{mark}")
     print(f"{sum(b.secs for b in found):8.1f} s  all {len(found)} binaries, one after another")
     print(f"{wall:8.1f} s  all {len(found)} binaries, as run")
+    for b in retried:
+        print(f"PASSED ALONE after failing beside others (to be made robust): {b.name}")
     for b in found:
         if not b.ok:
             print(f"FAILED: {b.name} ({os.path.relpath(b.executable)})")

@@ -567,7 +567,9 @@ async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
     let Some((hub, script, _tasks)) = started("plugin-down").await else {
         return;
     };
-    let strategy = judged(json!({"type": "All", "all": {"progressDeadline": "3s"}}));
+    // Once the plugin is back, each cluster has its whole deadline to be written, done and
+    // judged: 6 s leaves room for a loaded machine.
+    let strategy = judged(json!({"type": "All", "all": {"progressDeadline": "6s"}}));
     script.set_all(&hub.clusters, api::Verdict::Succeeded);
     hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
         .await;
@@ -578,9 +580,9 @@ async fn an_unreachable_plugin_holds_the_rollout_until_it_answers() {
         plugin_loaded(m) == Some(("False".into(), "Failed".into()))
     })
     .await;
-    // Past the deadline many times over: still neither promoted nor aborted.
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    let m = wait_mwrs(&hub, "app", "10 s held", |m| {
+    // Past the deadline more than twice over: still neither promoted nor aborted.
+    let until = tokio::time::Instant::now() + Duration::from_secs(15);
+    let m = wait_mwrs(&hub, "app", "15 s held", |m| {
         assert_eq!(current(m).as_deref(), Some(stable.as_str()), "promoted");
         assert_eq!(aborted(m), None, "aborted while the plugin was down");
         tokio::time::Instant::now() >= until
