@@ -492,6 +492,20 @@ impl Plugins {
     /// Takes in what a call to `name` found; false when the planner's view of it stays
     /// the same ([`Tracked::settle`] has the rules).
     fn set_health(&self, name: &str, seen: Seen) -> bool {
+        // Every answer says the plugin works; a read settles it without the write lock
+        // while that is what is known.
+        if matches!(seen, Seen::Answered { .. })
+            && self.health.read().is_ok_and(|h| {
+                h.get(name).is_some_and(|t| {
+                    matches!(
+                        t.health,
+                        PluginHealth::Available { .. } | PluginHealth::Unknown
+                    )
+                })
+            })
+        {
+            return false;
+        }
         let Ok(mut h) = self.health.write() else {
             return false;
         };
@@ -750,7 +764,9 @@ impl Plugins {
                 // Left unanswered: sent again after the poll interval; the cluster waits,
                 // and its note says why, until the plugin's budget is spent.
                 let message = format!("{call}: {}", status_line(&s));
-                tracing::warn!(plugin = %b.target.plugin, cluster = %b.cluster, %message, "rollout plugin's answer refused");
+                if is_about_the_call(&s) {
+                    tracing::warn!(plugin = %b.target.plugin, cluster = %b.cluster, %message, "rollout plugin's answer refused");
+                }
                 let about = (b.target.plugin.as_str(), b.revision.as_str());
                 let counted =
                     !b.aborting && self.extend_error_run(owner, &b.cluster, about, &message, now);

@@ -470,24 +470,26 @@ impl Pass<'_> {
     fn plugin_loaded_kept(&self, unknown: &[&str]) -> Cond {
         let old = self.old.conditions.as_deref();
         let kept = old.and_then(|l| conditions::find(l, mwrs_condition::PLUGIN_LOADED));
-        let status = kept.map(|c| c.status.as_str());
-        let reason = kept.map(|c| c.reason.as_str());
         let known = [
             mwrs_condition::REASON_PLUGIN_AVAILABLE,
             mwrs_condition::REASON_PLUGIN_FAILED,
         ];
-        match (status, known.into_iter().find(|r| Some(*r) == reason)) {
-            (Some("True"), Some(reason)) | (Some("False"), Some(reason)) => Cond::new(
+        kept.and_then(|c| {
+            let reason = known.into_iter().find(|r| *r == c.reason)?;
+            let status = match c.status.as_str() {
+                "True" => Status::True,
+                "False" => Status::False,
+                _ => return None,
+            };
+            Some(Cond::new(
                 mwrs_condition::PLUGIN_LOADED,
-                if status == Some("True") {
-                    Status::True
-                } else {
-                    Status::False
-                },
+                status,
                 reason,
-                kept.map(|c| c.message.clone()).unwrap_or_default(),
-            ),
-            _ => Cond::new(
+                c.message.clone(),
+            ))
+        })
+        .unwrap_or_else(|| {
+            Cond::new(
                 mwrs_condition::PLUGIN_LOADED,
                 Status::Unknown,
                 mwrs_condition::REASON_PLUGIN_NOT_ASKED,
@@ -495,8 +497,8 @@ impl Pass<'_> {
                     "{} not asked yet by this replica; its clusters wait meanwhile.",
                     unknown.join(", ")
                 ),
-            ),
-        }
+            )
+        })
     }
 
     /// `a` with the spec a plugin returned in place of its revision's template, and the
