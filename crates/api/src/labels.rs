@@ -78,6 +78,12 @@ pub const PLUGIN_SPEC_DIGEST: &str = "mwrs.rollout.open-cluster-management.io/pl
 /// revision and the MWRS is at that generation: once, for the request that asked.
 pub const SKIP_PLUGINS: &str = "mwrs.rollout.open-cluster-management.io/skip-plugins";
 
+/// On a Secret: `"true"` marks it as holding the key that seals this controller's marks
+/// (data `key`, at least 32 bytes, type Opaque). The controller reads no other Secret as
+/// its key: a Secret of that name made by someone else without the label is refused
+/// (SPEC §12.2).
+pub const MARK_KEY: &str = "mwrs.rollout.open-cluster-management.io/mark-key";
+
 /// Longest valid label value.
 pub const MAX_LABEL_VALUE_LEN: usize = 63;
 

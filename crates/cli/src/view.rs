@@ -210,6 +210,7 @@ fn judged(
     let plugins = PluginInputs::from_status(m);
     let observed = Observed {
         plugins: &plugins,
+        sight: mwrs_engine::plan::Sight::Clear,
         ..snap.observed()
     };
     let Progress { clusters, budgets } = progress(&observed, now, &PlanConfig::default());

@@ -652,6 +652,7 @@ async fn the_page_budget_line_is_the_engines() {
     let plugins = mwrs_engine::plugin::PluginInputs::from_status(&read.snapshot.mwrs);
     let observed = mwrs_engine::Observed {
         plugins: &plugins,
+        sight: mwrs_engine::plan::Sight::Clear,
         ..read.snapshot.observed()
     };
     let engine = mwrs_engine::plan::progress(

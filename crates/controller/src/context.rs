@@ -53,6 +53,9 @@ pub struct Config {
     /// How long the MWRS CRD may go unread (every read refused or failing) before its
     /// state counts as unknown and every write stops (SPEC §11.6).
     pub crd_stale_after: Duration,
+    /// How long a watch may keep failing before the replica is not ready and no deadline
+    /// runs ([`crate::watch_health`]).
+    pub blind_after: Duration,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             leading: Leading::default(),
             plugins: Arc::default(),
             crd_stale_after: Duration::from_secs(30),
+            blind_after: crate::watch_health::DEFAULT_BLIND_AFTER,
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Set once every store has synced.
     pub ready: Arc<AtomicBool>,
+    /// Set while a watch keeps failing past its bound: not ready meanwhile.
+    pub blind: Arc<AtomicBool>,
 }
 
 pub struct Context {

@@ -98,7 +98,7 @@ async fn metrics(State(e): State<Endpoints>, headers: HeaderMap) -> axum::respon
 }
 
 async fn readyz(State(e): State<Endpoints>) -> impl IntoResponse {
-    if e.shared.ready.load(Ordering::Acquire) {
+    if e.shared.ready.load(Ordering::Acquire) && !e.shared.blind.load(Ordering::Acquire) {
         (StatusCode::OK, "ready")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "stores not synced")

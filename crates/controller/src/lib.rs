@@ -46,6 +46,7 @@ pub mod store_view;
 pub mod tls;
 pub mod unreadable;
 pub mod watch;
+pub mod watch_health;
 pub mod work_cache;
 
 pub use context::{Config, Context, Shared};

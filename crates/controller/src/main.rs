@@ -70,11 +70,17 @@ struct Args {
     /// Namespace of the leader lease, and of the Secret `--mark-key-secret`.
     #[arg(long, default_value = "open-cluster-management-hub")]
     lease_namespace: String,
-    /// The Secret (made when missing) holding the key that seals this controller's marks
-    /// on ManifestWorks (rollout plugin verdicts and specs); read only when plugins are
-    /// registered.
+    /// The Secret holding the key that seals this controller's marks on ManifestWorks
+    /// (rollout plugin verdicts and specs): Opaque, labelled
+    /// `mwrs.rollout.open-cluster-management.io/mark-key=true`, the key in `data.key`. Made
+    /// when missing if this controller may create Secrets (the chart makes it instead);
+    /// read again every minute; read only when plugins are registered.
     #[arg(long, default_value = "mwrs-controller-marks")]
     mark_key_secret: String,
+    /// After the key in `--mark-key-secret` changes, how long marks sealed with the
+    /// previous key are still believed (a Go duration).
+    #[arg(long, default_value = "24h", value_parser = parse_settle)]
+    mark_key_grace: jiff::SignedDuration,
     /// Largest total size of a template's manifests, in bytes.
     #[arg(long, default_value_t = mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT)]
     manifest_size_limit: usize,
@@ -105,6 +111,10 @@ struct Args {
     /// Initialize called to see that it answers.
     #[arg(long, default_value = "10s", value_parser = parse_settle)]
     plugin_poll: jiff::SignedDuration,
+    /// How long a watch may keep failing before this replica turns not ready, exports
+    /// mwrs_controller_watch_failing and runs no deadline until every watch works again.
+    #[arg(long, default_value = "2m", value_parser = parse_settle)]
+    watch_blind_after: jiff::SignedDuration,
 }
 
 /// The rollout plugins `--work-config` registers (none without it).
@@ -130,26 +140,41 @@ fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
     Ok(Plugins::new(&config, poll, VERSION)?)
 }
 
-/// `plugins` sealing marks with the key in `--mark-key-secret`; without one (RBAC, an
-/// unusable Secret) with a key of this process only, which costs a verdict asked again
-/// and a spec written again after each restart or failover, and says so.
+/// `plugins` sealing marks with the key in `--mark-key-secret`, read with retries, and
+/// the task that reads it again while the process runs. Without a usable key (RBAC, an
+/// unusable Secret) marks are sealed with a key of this process meanwhile, which costs
+/// a verdict asked again and a spec written again after a restart or failover; the log
+/// and `mwrs_controller_mark_key_own` say so.
 async fn with_mark_key(
     plugins: mwrs_controller::plugins::Plugins,
     args: &Args,
     client: &kube::Client,
-) -> mwrs_controller::plugins::Plugins {
+    metrics: std::sync::Arc<mwrs_controller::metrics::Metrics>,
+) -> std::sync::Arc<mwrs_controller::plugins::Plugins> {
+    use mwrs_controller::mark_key::{self, KeyHolding, KeySecret};
     let plugins = plugins.with_manifest_size_limit(args.manifest_size_limit);
     if plugins.is_empty() {
-        return plugins;
+        return std::sync::Arc::new(plugins);
     }
-    let (namespace, name) = (&args.lease_namespace, &args.mark_key_secret);
-    match mwrs_controller::mark_key::load_or_create(client.clone(), namespace, name).await {
-        Ok(key) => plugins.with_mark_key(key),
+    let secret = KeySecret::new(client.clone(), &args.lease_namespace, &args.mark_key_secret);
+    let holding = match secret.read_with_retries(5).await {
+        Ok(key) => KeyHolding::shared(key),
         Err(e) => {
-            tracing::warn!(error = %e, "no shared mark key: using one of this process only; plugin verdicts are asked again and plugin specs written again after a restart or failover");
-            plugins
+            tracing::error!(error = %e, "no shared mark key: sealing with a key of this process until it can be read; plugin verdicts are asked again and plugin specs written again after a restart or failover");
+            KeyHolding::own()
         }
-    }
+    };
+    plugins.set_marks(holding.marks());
+    let plugins = std::sync::Arc::new(plugins);
+    let every = (mark_key::DEFAULT_REREAD, args.mark_key_grace);
+    tokio::spawn(mark_key::keep(
+        secret,
+        holding,
+        plugins.clone(),
+        metrics,
+        every,
+    ));
+    plugins
 }
 
 fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
@@ -292,7 +317,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     let plugins = plugins(&args)?;
     let shared = Shared::default();
     let client = client(&args, &shared.metrics).await?;
-    let plugins = std::sync::Arc::new(with_mark_key(plugins, &args, &client).await);
+    let plugins = with_mark_key(plugins, &args, &client, shared.metrics.clone()).await;
     if !args.skip_crd_check {
         crd::check(&client).await?;
     }
@@ -319,6 +344,8 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         },
         instance: identity.clone(),
         plugins,
+        blind_after: std::time::Duration::try_from(args.watch_blind_after)
+            .context("--watch-blind-after must not be negative")?,
         ..Config::default()
     };
 

@@ -48,6 +48,18 @@ pub struct VerbLabels {
     pub verb: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    /// What the watch lists, e.g. `ManifestWorks labelled …`.
+    pub watch: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// The plugin's name in `--work-config`.
+    pub plugin: String,
+}
+
 /// One series per MWRS, always 1: what it is now (Argo Rollouts' `rollout_info`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InfoLabels {
@@ -87,6 +99,12 @@ pub struct Metrics {
     pub crd_usable: Gauge,
     /// Fields of the hub's ManifestWork spec the MWRS template schema lacks, at start.
     pub template_fields_missing: Gauge,
+    /// 1 while marks are sealed with a key of this process only ([`crate::mark_key`]).
+    pub mark_key_own: Gauge,
+    /// 1 while a watch has kept failing past its bound ([`crate::watch_health`]).
+    pub watch_failing: Family<WatchLabels, Gauge>,
+    /// When the client certificate presented to each plugin expires.
+    pub plugin_client_cert_expiry: Family<PluginLabels, Gauge>,
 }
 
 /// Registers `metric` under `name` and returns it (a handle to the same series).
@@ -111,6 +129,24 @@ impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("mwrs_controller");
         Self {
+            watch_failing: registered(
+                &mut r,
+                "watch_failing",
+                "1 while this watch has kept failing past --watch-blind-after: its store may be stale, the replica is not ready and no deadline runs",
+                Family::default(),
+            ),
+            plugin_client_cert_expiry: registered(
+                &mut r,
+                "plugin_client_cert_expiry_timestamp_seconds",
+                "When the client certificate this controller presents to each rollout plugin expires (its notAfter, seconds since the epoch); re-read when its files change. Days left: (this - time()) / 86400",
+                Family::default(),
+            ),
+            mark_key_own: registered(
+                &mut r,
+                "mark_key_own",
+                "1 while this replica seals its marks with a key of its own (the shared mark key's Secret cannot be read, or is not a mark key): another replica, or this one after a restart, asks the plugins again and writes their specs again",
+                Gauge::default(),
+            ),
             template_fields_missing: registered(
                 &mut r,
                 "template_fields_missing",
@@ -287,6 +323,12 @@ pub fn reference_markdown() -> String {
     m.api_requests
         .get_or_create(&VerbLabels { verb: any() })
         .inc();
+    m.watch_failing
+        .get_or_create(&WatchLabels { watch: any() })
+        .set(0);
+    m.plugin_client_cert_expiry
+        .get_or_create(&PluginLabels { plugin: any() })
+        .set(0);
     m.aborts
         .get_or_create(&AbortLabels {
             trigger: any(),

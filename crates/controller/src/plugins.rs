@@ -222,8 +222,9 @@ pub struct Plugins {
     namespaces: BTreeMap<String, BTreeSet<String>>,
     /// The limit a plugin's spec is held to, as a user's template is.
     manifest_size_limit: usize,
-    /// How marks on ManifestWorks are sealed and checked.
-    marks: Marks,
+    /// How marks on ManifestWorks are sealed and checked; replaced when the key changes
+    /// ([`crate::mark_key::keep`]).
+    marks: RwLock<Marks>,
     /// By MWRS (`namespace/name`).
     judged: Mutex<HashMap<String, Judged>>,
     /// Where answers that change something are announced ([`Plugins::answers_to`]).
@@ -253,7 +254,7 @@ impl Default for Plugins {
             allow_removal: BTreeSet::new(),
             namespaces: BTreeMap::new(),
             manifest_size_limit: mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT,
-            marks: Marks::Sealed(ephemeral_key()),
+            marks: RwLock::new(Marks::sealed(ephemeral_key())),
             judged: Mutex::default(),
             news: Mutex::default(),
             poll: DEFAULT_POLL,
@@ -349,9 +350,17 @@ impl Plugins {
     }
 
     /// Marks sealed with `key` (the controller's, kept in a Secret: [`crate::mark_key`]).
-    pub fn with_mark_key(mut self, key: MarkKey) -> Self {
-        self.marks = Marks::Sealed(key);
+    pub fn with_mark_key(self, key: MarkKey) -> Self {
+        self.set_marks(Marks::sealed(key));
         self
+    }
+
+    /// Seal and check marks so from the next pass on.
+    pub fn set_marks(&self, marks: Marks) {
+        match self.marks.write() {
+            Ok(mut m) => *m = marks,
+            Err(poisoned) => *poisoned.into_inner() = marks,
+        }
     }
 
     /// A plugin's spec is held to `limit`, as a template is (`--manifest-size-limit`).
@@ -411,7 +420,11 @@ impl Plugins {
             health,
             poll,
             policies: self.policies.clone(),
-            marks: self.marks.clone(),
+            // Never the default (marks taken as written), even from a poisoned lock.
+            marks: match self.marks.read() {
+                Ok(m) => m.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            },
             ..PluginInputs::default()
         };
         let Ok(judged) = self.judged.lock() else {
@@ -462,6 +475,14 @@ impl Plugins {
         if let Ok(mut j) = self.judged.lock() {
             j.remove(owner);
         }
+    }
+
+    /// Each plugin presenting a client certificate, with when the one in use expires (or
+    /// why that cannot be read).
+    pub fn client_cert_expiries(&self) -> Vec<(&str, Result<i64, String>)> {
+        (self.clients.iter())
+            .filter_map(|(name, c)| Some((name.as_str(), c.client_cert_not_after()?)))
+            .collect()
     }
 
     /// `Initialize` on every plugin, to learn which answer; true when any plugin's health

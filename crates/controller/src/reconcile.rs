@@ -21,9 +21,10 @@ use mwrs_engine::rollout::RolloutStatus;
 
 use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
-use crate::metrics::InfoLabels;
+use crate::metrics::{InfoLabels, WatchLabels};
 use crate::store_view::StoreView;
 use crate::watch::{self, GuardedMwrs};
+use crate::watch_health::WatchFailures;
 use crate::{crd, execute, unreadable};
 use kube::Resource as _;
 
@@ -335,6 +336,11 @@ async fn run_while(
             tracing::info!("stores synced; ready");
         });
     }
+    let sight = tokio::spawn(keep_sight(
+        stores.ready.failures.clone(),
+        shared.clone(),
+        ctx.config.blind_after,
+    ));
     let (plugin_health, health_changes) = futures::channel::mpsc::channel(1);
     let prober = tokio::spawn(probe_plugins(ctx.clone(), plugin_health));
     let (plugin_news, answered) = futures::channel::mpsc::unbounded();
@@ -389,6 +395,8 @@ async fn run_while(
         })
         .await;
     prober.abort();
+    sight.abort();
+    shared.blind.store(false, Ordering::Release);
     shared.ready.store(false, Ordering::Release);
     if let Err(why) = schema.state() {
         for m in stores.mwrs.state() {
@@ -410,6 +418,7 @@ async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::S
     // begins to lead asks at once instead of waiting for the next poll.
     let mut began = std::pin::pin!(ctx.config.leading.began());
     loop {
+        record_client_certs(&ctx);
         // A replica whose gate is closed (a standby, or the CRD lost) calls no plugin,
         // not even Initialize (SPEC §12.4).
         if ctx.gate_is_open_quietly() && plugins.probe().await {
@@ -420,6 +429,78 @@ async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::S
             () = tokio::time::sleep(plugins.poll()) => {}
             Some(()) = began.next() => wait_gate_open(&ctx, plugins.poll()).await,
         }
+    }
+}
+
+/// When each plugin's client certificate expires, as a metric; a warning an hour in its
+/// last week (security review X1: a certificate renewed on disk is taken at the next call).
+fn record_client_certs(ctx: &Context) {
+    static WARNED_AT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = jiff::Timestamp::now().as_second();
+    let warned = WARNED_AT.load(std::sync::atomic::Ordering::Relaxed);
+    let warn = now - warned >= 3600;
+    for (plugin, expiry) in ctx.config.plugins.client_cert_expiries() {
+        let labels = crate::metrics::PluginLabels {
+            plugin: plugin.to_string(),
+        };
+        match expiry {
+            Ok(at) => {
+                ctx.metrics
+                    .plugin_client_cert_expiry
+                    .get_or_create(&labels)
+                    .set(at);
+                let days = (at - now) / 86_400;
+                if days < 7 && warn {
+                    WARNED_AT.store(now, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(
+                        plugin,
+                        days_left = days,
+                        "the client certificate presented to this plugin expires soon"
+                    );
+                }
+            }
+            Err(why) if warn => {
+                WARNED_AT.store(now, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(plugin, %why, "the client certificate's expiry cannot be read");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Looks at the watches every two seconds: one failing past `bound` makes the replica not
+/// ready, sets its metric, says so in the log, and blinds the planner
+/// ([`crate::watch_health`]).
+async fn keep_sight(failures: Arc<WatchFailures>, shared: Shared, bound: Duration) {
+    let mut shown: Vec<usize> = Vec::new();
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let judged = failures.judge(Instant::now(), jiff::Timestamp::now(), bound);
+        let now: Vec<usize> = judged.failing.iter().map(|(i, _)| *i).collect();
+        for (i, failing_for) in &judged.failing {
+            if !shown.contains(i) {
+                let watch = watch::watcher_name(*i);
+                tracing::error!(%watch, seconds = failing_for.as_secs(), "a watch keeps failing: its store may be stale; not ready, and no deadline runs until it works again");
+            }
+        }
+        for i in shown.iter().filter(|i| !now.contains(i)) {
+            tracing::info!(watch = %watch::watcher_name(*i), "the watch works again");
+        }
+        for i in now.iter().chain(&shown) {
+            let labels = WatchLabels {
+                watch: watch::watcher_name(*i),
+            };
+            shared
+                .metrics
+                .watch_failing
+                .get_or_create(&labels)
+                .set(i64::from(now.contains(i)));
+        }
+        shared.blind.store(!now.is_empty(), Ordering::Release);
+        if judged.changed {
+            tracing::info!(sight = ?failures.sight(), "the planner's sight of the hub changed");
+        }
+        shown = now;
     }
 }
 

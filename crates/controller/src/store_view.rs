@@ -9,7 +9,7 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_engine::Observed;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::placement::PlacementView;
-use mwrs_engine::plan::BlockedWrite;
+use mwrs_engine::plan::{BlockedWrite, Sight};
 use mwrs_engine::plugin::PluginInputs;
 use mwrs_engine::revision::RevisionView;
 use mwrs_engine::snapshot::Snapshot as EngineSnapshot;
@@ -27,6 +27,8 @@ pub struct StoreView {
     pub blocked: Vec<BlockedWrite>,
     /// Revision names of the namespace other objects hold.
     pub taken_revision_names: Vec<String>,
+    /// Whether the stores are current ([`crate::watch_health`]).
+    pub sight: Sight,
 }
 
 impl StoreView {
@@ -84,6 +86,7 @@ impl StoreView {
             owner,
             blocked,
             taken_revision_names,
+            sight: stores.ready.failures.sight(),
             placements,
             works: inner.works,
             revisions: inner.revisions,
@@ -103,6 +106,7 @@ impl StoreView {
             blocked: &self.blocked,
             taken_revision_names: &self.taken_revision_names,
             plugins,
+            sight: self.sight,
         }
     }
 }

@@ -34,6 +34,7 @@ use mwrs_engine::owner::OwnerKey;
 
 use crate::changes::{LastChanges, fingerprint};
 use crate::index::{ObjKey, SharedIndex};
+use crate::watch_health::WatchFailures;
 use crate::work_cache::{PatchBase, WorkCache};
 use mwrs_engine::stored_work::StoredWork;
 
@@ -146,6 +147,8 @@ impl Stores {
 #[derive(Clone)]
 pub struct Readiness {
     tx: Arc<tokio::sync::watch::Sender<u8>>,
+    /// Each watcher's errors since its last event ([`crate::watch_health`]).
+    pub failures: Arc<WatchFailures>,
 }
 
 /// The watchers whose initial lists make the stores ready. Revisions have one watcher
@@ -171,15 +174,27 @@ impl Watcher {
 
     /// This watcher's bit in the readiness mask.
     fn bit(self) -> u8 {
-        let index = match self {
+        1 << self.index()
+    }
+
+    fn index(self) -> usize {
+        match self {
             Watcher::Mwrs => 0,
             Watcher::Works => 1,
             Watcher::Revisions(key) => 2 + key,
             Watcher::Placements => 4,
             Watcher::Decisions => 5,
-        };
-        1 << index
+        }
     }
+}
+
+/// What the watcher at `index` ([`Readiness::failures`]) watches, as its log lines and
+/// metric name it.
+pub fn watcher_name(index: usize) -> String {
+    Watcher::ALL
+        .iter()
+        .find(|w| w.index() == index)
+        .map_or_else(|| format!("watcher {index}"), ToString::to_string)
 }
 
 impl std::fmt::Display for Watcher {
@@ -252,6 +267,7 @@ impl Readiness {
     fn new() -> Self {
         Self {
             tx: Arc::new(tokio::sync::watch::channel(0).0),
+            failures: Arc::default(),
         }
     }
 
@@ -284,7 +300,12 @@ impl Readiness {
         let me = self.clone();
         let mut progress = ListProgress::default();
         move |ev| {
-            let Ok(ev) = ev else { return };
+            let Ok(ev) = ev else {
+                me.failures
+                    .failed(watcher.index(), std::time::Instant::now());
+                return;
+            };
+            me.failures.saw(watcher.index());
             match progress.see(ev, std::time::Instant::now()) {
                 Some(ListReport::UnderWay { listed, seconds }) => {
                     tracing::info!(%watcher, listed, seconds, "list under way");

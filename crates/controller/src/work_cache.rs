@@ -26,7 +26,7 @@ use kube::runtime::watcher;
 use mwrs_api::labels;
 use mwrs_engine::hash::Digest;
 use mwrs_engine::owner::OwnerKey;
-use mwrs_engine::work::{CondView, WorkView};
+use mwrs_engine::work::{CondView, WorkUid, WorkView};
 
 use mwrs_engine::stored_work::StoredWork;
 
@@ -47,6 +47,7 @@ const KEPT_ANNOTATIONS: [&str; 4] = [
 /// One ManifestWork as the cache holds it.
 #[derive(Clone, Debug)]
 struct Entry {
+    uid: Option<WorkUid>,
     generation: i64,
     /// Shared with the views a pass takes, which copy no string of the cache.
     resource_version: Option<Sym>,
@@ -597,6 +598,7 @@ impl Entry {
         let annotations = strings.map(&kept);
         let conditions = view.conditions;
         Self {
+            uid: view.uid,
             generation: view.generation,
             resource_version: view.resource_version,
             labels,
@@ -618,6 +620,7 @@ impl Entry {
         WorkView {
             cluster: namespace.clone(),
             name: name.clone(),
+            uid: self.uid,
             generation: self.generation,
             resource_version: self.resource_version.clone(),
             labels: self.labels.clone(),

@@ -21,7 +21,7 @@ use common::{create_app_for_all, helm, run_in_repo, start_agent_succeeding, wait
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::{self, Scope};
 use mwrs_testsupport::{ChildProcess, TestHub};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const CHART: &str = "deploy/helm/mwrs-controller";
 const CRD: &str = include_str!(
@@ -185,9 +185,33 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
         .find(|r| r["metadata"]["name"] == "mwrs-mwrs-controller-marks")
         .expect("the marks Role");
     assert_eq!(
-        marks["rules"][0]["resourceNames"][0],
-        "mwrs-mwrs-controller-marks"
+        marks["rules"],
+        json!([{"apiGroups": [""], "resources": ["secrets"],
+                "resourceNames": ["mwrs-mwrs-controller-marks"], "verbs": ["get"]}]),
+        "that one Secret, read only: no create of Secrets (security review K1)"
     );
+    let key = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == "mwrs-mwrs-controller-marks")
+        .expect("the chart makes the key's Secret");
+    assert_eq!(key["type"], "Opaque");
+    assert_eq!(
+        key["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    assert_eq!(
+        key["metadata"]["labels"]["mwrs.rollout.open-cluster-management.io/mark-key"],
+        "true"
+    );
+    assert!(key["data"]["key"].as_str().is_some_and(|k| k.len() >= 44));
+    let named = with_a_plugin(&helm_bin, &["--set", "controller.markKeySecret=own-key"]);
+    assert!(
+        named.iter().all(|d| d["kind"] != "Secret"),
+        "a named one is not made"
+    );
+    let args =
+        find(&named, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("--mark-key-secret=own-key"), "{args}");
     let without = documents(&helm(&helm_bin, &["template", "mwrs", CHART]));
     assert!(
         without.iter().all(|d| d["kind"] != "ConfigMap"),

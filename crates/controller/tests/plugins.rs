@@ -1021,27 +1021,59 @@ async fn the_mark_key_is_made_once_and_shared() {
         mwrs_uid: "u",
         cluster: "c",
         work: "w",
+        work_uid: None,
+        at_creation: false,
     };
-    let seal = |k| Marks::Sealed(k).seal(place, &[b"x"]);
+    let seal = |k| Marks::sealed(k).seal(place, &[b"x"]);
     let (first, second) = (seal(first.unwrap()), seal(second.unwrap()));
     assert_eq!(first, second, "two replicas starting at once share one key");
     let again = load_or_create(hub.client.clone(), &hub.namespace, "marks").await;
     assert_eq!(seal(again.unwrap()), first, "a restart reads the same key");
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
         kube::Api::namespaced(hub.client.clone(), &hub.namespace);
-    let short = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "short"},
-        "data": {"key": base64::engine::general_purpose::STANDARD.encode([1u8; 8])}});
-    secrets
-        .create(&Default::default(), &serde_json::from_value(short).unwrap())
-        .await
-        .unwrap();
-    let e = load_or_create(hub.client.clone(), &hub.namespace, "short").await;
-    assert!(matches!(e, Err(KeyError::Unusable { .. })), "{e:?}");
-    let message = e.unwrap_err().to_string();
-    assert!(
-        message.contains("short") && message.contains("delete it"),
-        "{message}"
-    );
+    // Security review K1: under a name the controller reads, only an Opaque Secret with
+    // its label and a long enough key counts; none of these is replaced either.
+    let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![1u8; n]);
+    let label = json!({"mwrs.rollout.open-cluster-management.io/mark-key": "true"});
+    let refused = [
+        (
+            "short",
+            json!({"metadata": {"name": "short", "labels": label},
+            "data": {"key": b64(8)}}),
+            "data.key",
+        ),
+        (
+            "unlabelled",
+            json!({"metadata": {"name": "unlabelled"},
+            "data": {"key": b64(32)}}),
+            "no label",
+        ),
+        (
+            "token",
+            json!({"metadata": {"name": "token", "labels": label,
+            "annotations": {"kubernetes.io/service-account.name": "default"}},
+            "type": "kubernetes.io/service-account-token",
+            "data": {"key": b64(32), "token": b64(32)}}),
+            "not Opaque",
+        ),
+    ];
+    for (name, mut body, why) in refused {
+        body["apiVersion"] = json!("v1");
+        body["kind"] = json!("Secret");
+        secrets
+            .create(&Default::default(), &serde_json::from_value(body).unwrap())
+            .await
+            .unwrap();
+        let e = load_or_create(hub.client.clone(), &hub.namespace, name).await;
+        assert!(matches!(e, Err(KeyError::Unusable { .. })), "{e:?}");
+        let message = e.unwrap_err().to_string();
+        assert!(message.contains(name) && message.contains(why), "{message}");
+        let kept = secrets.get(name).await.unwrap();
+        assert_eq!(
+            kept.data.unwrap()["key"].0.len(),
+            if name == "short" { 8 } else { 32 }
+        );
+    }
 }
 
 /// Item 7 of #31: a plugin may answer only the controller. The controller presents the

@@ -5,15 +5,24 @@
 //! Anyone allowed to patch ManifestWorks in a cluster namespace (the cluster's own work
 //! agent is) can write annotations. A mark is therefore trusted only with a valid seal:
 //! an HMAC-SHA256, under a key only the controller holds, over the mark and what it is
-//! about (the MWRS's uid, the cluster, the ManifestWork's name, and the mark's own
-//! fields), so that a seal copied to another ManifestWork, MWRS or revision does not
-//! verify. A mark without a valid seal is treated as absent: a verdict is asked for
-//! again, a spec is written again.
+//! about (the MWRS's uid, the cluster, the ManifestWork's name and uid, and the mark's
+//! own fields), so that a seal copied to another ManifestWork, MWRS or revision, or to a
+//! ManifestWork deleted and made again under the same name, does not verify. A mark
+//! without a valid seal is treated as absent: a verdict is asked for again, a spec is
+//! written again.
+//!
+//! A seal names the key it was made with (`KEYID:TAG`), so that after a rotation the
+//! previous key still vouches for its marks while the controller holds it (a grace the
+//! controller bounds). A seal without a key id was made before seals named keys or
+//! ManifestWork uids; it is checked as it was made (SPEC §12.6: an upgrade changes no
+//! outcome).
 
 use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest as _, Sha256};
+
+use crate::work::WorkUid;
 
 /// Shortest key accepted: the MAC's own output size.
 pub const MIN_KEY_LEN: usize = 32;
@@ -45,6 +54,16 @@ impl MarkKey {
             return Err(ShortKey(bytes.len()));
         }
         Ok(Self(Arc::from(bytes)))
+    }
+
+    /// A short public name of the key (8 hex digits of a digest of it), written in its
+    /// seals so that a reader holding several keys knows which one to check with.
+    pub fn id(&self) -> String {
+        let d = Sha256::new()
+            .chain_update(b"mwrs mark key id")
+            .chain_update(&self.0)
+            .finalize();
+        d.iter().take(4).map(|b| format!("{b:02x}")).collect()
     }
 
     fn mac(&self, fields: &[&[u8]]) -> Hmac<Sha256> {
@@ -84,12 +103,52 @@ fn from_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The keys a controller holds: the one it seals with, and the one it sealed with before
+/// a rotation, still believed until the controller drops it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyRing {
+    current: MarkKey,
+    previous: Option<MarkKey>,
+}
+
+impl KeyRing {
+    pub fn new(current: MarkKey) -> Self {
+        Self {
+            current,
+            previous: None,
+        }
+    }
+
+    /// This ring with `previous` believed too (a key the same as the current one is not
+    /// kept twice).
+    pub fn with_previous(mut self, previous: MarkKey) -> Self {
+        self.previous = (previous != self.current).then_some(previous);
+        self
+    }
+
+    pub fn current(&self) -> &MarkKey {
+        &self.current
+    }
+
+    pub fn previous(&self) -> Option<&MarkKey> {
+        self.previous.as_ref()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &MarkKey> {
+        std::iter::once(&self.current).chain(self.previous.as_ref())
+    }
+
+    fn by_id(&self, id: &str) -> Option<&MarkKey> {
+        self.keys().find(|k| k.id() == id)
+    }
+}
+
 /// How a pass takes the marks it finds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Marks {
-    /// The controller: a mark counts only with a seal `key` verifies, and the marks it
-    /// writes are sealed with it.
-    Sealed(MarkKey),
+    /// The controller: a mark counts only with a seal one of its keys verifies, and the
+    /// marks it writes are sealed with the current one.
+    Sealed(KeyRing),
     /// A reader that decides nothing and holds no key (the CLI, simulations): marks are
     /// taken as written, to show what the controller most likely decided. Marks planned
     /// here are never written.
@@ -103,27 +162,74 @@ pub struct MarkPlace<'a> {
     pub mwrs_uid: &'a str,
     pub cluster: &'a str,
     pub work: &'a str,
+    /// The ManifestWork's uid; None in a write that creates it (the server has not given
+    /// one yet).
+    pub work_uid: Option<WorkUid>,
+    /// The ManifestWork is at the generation it was created with: a mark written in its
+    /// create (which names no uid) counts. No later spec edit brings a ManifestWork back
+    /// to that generation, and a ManifestWork made again gets its create's own marks.
+    pub at_creation: bool,
 }
 
 impl Marks {
+    /// Marks sealed with `key` alone.
+    pub fn sealed(key: MarkKey) -> Self {
+        Marks::Sealed(KeyRing::new(key))
+    }
+
     /// The seal for `fields` about `place` (empty when there is no key).
     pub fn seal(&self, place: MarkPlace<'_>, fields: &[&[u8]]) -> String {
         match self {
-            Marks::Sealed(key) => key.seal(&with_place(place, fields)),
+            Marks::Sealed(ring) => {
+                let key = ring.current();
+                let uid = place.work_uid.map(|u| u.0);
+                let tag = key.seal(&covered(&place, uid_bytes(&uid), fields));
+                format!("{}:{tag}", key.id())
+            }
             Marks::AsWritten => String::new(),
         }
     }
 
     /// Is a mark with `fields` about `place`, sealed with `seal`, to be believed?
     pub fn trusts(&self, place: MarkPlace<'_>, fields: &[&[u8]], seal: &str) -> bool {
-        match self {
-            Marks::Sealed(key) => key.verifies(&with_place(place, fields), seal),
-            Marks::AsWritten => true,
-        }
+        let Marks::Sealed(ring) = self else {
+            return true;
+        };
+        let Some((id, tag)) = seal.split_once(':') else {
+            let legacy = legacy_covered(&place, fields);
+            return ring.keys().any(|k| k.verifies(&legacy, seal));
+        };
+        let Some(key) = ring.by_id(id) else {
+            return false;
+        };
+        let uid = place.work_uid.map(|u| u.0);
+        key.verifies(&covered(&place, uid_bytes(&uid), fields), tag)
+            || (place.at_creation
+                && uid.is_some()
+                && key.verifies(&covered(&place, &[], fields), tag))
     }
 }
 
-fn with_place<'a>(place: MarkPlace<'a>, fields: &[&'a [u8]]) -> Vec<&'a [u8]> {
+fn uid_bytes(uid: &Option<[u8; 16]>) -> &[u8] {
+    uid.as_ref().map_or(&[], |u| u.as_slice())
+}
+
+/// What a seal covers: a version tag, the place (with `work_uid`: empty when None) and
+/// the mark's fields.
+fn covered<'a>(place: &MarkPlace<'a>, work_uid: &'a [u8], fields: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let mut all = vec![
+        b"v2".as_slice(),
+        place.mwrs_uid.as_bytes(),
+        place.cluster.as_bytes(),
+        place.work.as_bytes(),
+        work_uid,
+    ];
+    all.extend_from_slice(fields);
+    all
+}
+
+/// What a seal without a key id covers (seals made before they named keys and uids).
+fn legacy_covered<'a>(place: &MarkPlace<'a>, fields: &[&'a [u8]]) -> Vec<&'a [u8]> {
     let mut all = vec![
         place.mwrs_uid.as_bytes(),
         place.cluster.as_bytes(),
@@ -147,17 +253,19 @@ mod tests {
         mwrs_uid: "uid-1",
         cluster: "c1",
         work: "ns.app",
+        work_uid: Some(WorkUid([1; 16])),
+        at_creation: false,
     };
 
     #[test]
     fn a_seal_verifies_only_under_its_key_place_and_fields() {
-        let marks = Marks::Sealed(key(1));
+        let marks = Marks::sealed(key(1));
         let fields: [&[u8]; 2] = [b"rev-a", b"SUCCEEDED"];
         let seal = marks.seal(HERE, &fields);
-        assert_eq!(seal.len(), 64);
+        assert_eq!(seal.len(), 8 + 1 + 64, "{seal}");
         assert!(marks.trusts(HERE, &fields, &seal));
         assert!(
-            !Marks::Sealed(key(2)).trusts(HERE, &fields, &seal),
+            !Marks::sealed(key(2)).trusts(HERE, &fields, &seal),
             "another key"
         );
         assert!(
@@ -178,9 +286,84 @@ mod tests {
             ..HERE
         };
         assert!(!marks.trusts(recreated, &fields, &seal), "another MWRS");
-        for forged in ["", "zz", &seal[..62], &"0".repeat(64)] {
+        for forged in ["", "zz", &seal[..70], &"0".repeat(64), &seal[9..]] {
             assert!(!marks.trusts(HERE, &fields, forged), "{forged:?}");
         }
+    }
+
+    /// Security review K3: a ManifestWork deleted and made again under the same name is
+    /// another place; a seal made in the write that created it (no uid yet) counts only
+    /// while it is at its first generation.
+    #[test]
+    fn a_seal_names_the_manifestwork_not_only_its_name() {
+        let marks = Marks::sealed(key(1));
+        let fields: [&[u8]; 1] = [b"SUCCEEDED"];
+        let seal = marks.seal(HERE, &fields);
+        let made_again = MarkPlace {
+            work_uid: Some(WorkUid([2; 16])),
+            ..HERE
+        };
+        assert!(!marks.trusts(made_again, &fields, &seal));
+        assert!(
+            !marks.trusts(
+                MarkPlace {
+                    at_creation: true,
+                    ..made_again
+                },
+                &fields,
+                &seal
+            ),
+            "a seal about a uid is no create's"
+        );
+        let in_create = MarkPlace {
+            work_uid: None,
+            ..HERE
+        };
+        let created = marks.seal(in_create, &fields);
+        assert!(marks.trusts(
+            MarkPlace {
+                at_creation: true,
+                ..HERE
+            },
+            &fields,
+            &created
+        ));
+        assert!(
+            !marks.trusts(HERE, &fields, &created),
+            "past its first generation"
+        );
+    }
+
+    /// Security review K2: a seal names its key; after a rotation the previous key still
+    /// vouches for its marks while the ring holds it, and a seal made before seals named
+    /// keys and uids is checked as it was made.
+    #[test]
+    fn a_rotation_keeps_the_previous_keys_marks_while_it_is_held() {
+        let fields: [&[u8]; 1] = [b"SUCCEEDED"];
+        let old = Marks::sealed(key(1)).seal(HERE, &fields);
+        let rotated = Marks::Sealed(KeyRing::new(key(2)).with_previous(key(1)));
+        assert!(rotated.trusts(HERE, &fields, &old));
+        let new = rotated.seal(HERE, &fields);
+        assert!(new.starts_with(&format!("{}:", key(2).id())), "{new}");
+        assert!(!Marks::sealed(key(1)).trusts(HERE, &fields, &new));
+        assert!(
+            !Marks::sealed(key(2)).trusts(HERE, &fields, &old),
+            "dropped"
+        );
+        let forged_id = format!("{}:{}", key(2).id(), &old[9..]);
+        assert!(!rotated.trusts(HERE, &fields, &forged_id));
+
+        let legacy = key(1).seal(&[b"uid-1", b"c1", b"ns.app", b"SUCCEEDED"]);
+        assert!(rotated.trusts(HERE, &fields, &legacy));
+        assert!(!rotated.trusts(
+            MarkPlace {
+                cluster: "c2",
+                ..HERE
+            },
+            &fields,
+            &legacy
+        ));
+        assert!(!Marks::sealed(key(3)).trusts(HERE, &fields, &legacy));
     }
 
     #[test]

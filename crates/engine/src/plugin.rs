@@ -132,6 +132,8 @@ impl ClusterVerdict {
             mwrs_uid: "",
             cluster: "",
             work: "",
+            work_uid: None,
+            at_creation: false,
         };
         Self::from_annotation(value, &Marks::AsWritten, nowhere)
     }
@@ -1007,10 +1009,12 @@ mod tests {
         mwrs_uid: "uid-1",
         cluster: "c1",
         work: "ns.app",
+        work_uid: None,
+        at_creation: false,
     };
 
     fn sealed() -> Marks {
-        Marks::Sealed(crate::marks::MarkKey::new(&[7; 32]).unwrap())
+        Marks::sealed(crate::marks::MarkKey::new(&[7; 32]).unwrap())
     }
 
     #[test]

@@ -130,6 +130,7 @@ impl Snapshot {
             blocked: &self.blocked,
             taken_revision_names: &[],
             plugins: &crate::plugin::NO_PLUGINS,
+            sight: crate::plan::Sight::Clear,
         }
     }
 }

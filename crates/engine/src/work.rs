@@ -25,6 +25,22 @@ pub struct CondView {
     pub last_transition_time: Timestamp,
 }
 
+/// Who a ManifestWork is, whatever its name: 16 bytes of a digest of its
+/// `metadata.uid`, so that a cache of a large fleet keeps 16 bytes, not the 36-character
+/// string. A ManifestWork deleted and made again under the same name has another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WorkUid(pub [u8; 16]);
+
+impl WorkUid {
+    pub fn of(uid: &str) -> Self {
+        use sha2::Digest as _;
+        let d = sha2::Sha256::digest(uid.as_bytes());
+        let mut out = [0; 16];
+        out.copy_from_slice(&d[..16]);
+        Self(out)
+    }
+}
+
 /// A ManifestWork as the planner needs it: metadata, the revision it carries, its
 /// conditions; never its manifests.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +50,8 @@ pub struct WorkView {
     /// fleet copies none of them (issue #16).
     pub cluster: Arc<str>,
     pub name: Arc<str>,
+    /// None when not known (a simulation, a view made before the object was).
+    pub uid: Option<WorkUid>,
     pub generation: i64,
     pub resource_version: Option<Arc<str>>,
     /// Shared: a cache hands the same map to every ManifestWork that has it, and a
@@ -137,6 +155,7 @@ impl WorkView {
         Self {
             cluster: meta.namespace.as_deref().unwrap_or_default().into(),
             name: meta.name.as_deref().unwrap_or_default().into(),
+            uid: meta.uid.as_deref().map(WorkUid::of),
             generation,
             resource_version: meta.resource_version.as_deref().map(Into::into),
             labels: Arc::new(meta.labels.clone().unwrap_or_default()),
@@ -189,6 +208,7 @@ impl WorkView {
         Self {
             cluster: cluster.into(),
             name: name.into(),
+            uid: None,
             generation: 0,
             resource_version: None,
             labels: Arc::default(),

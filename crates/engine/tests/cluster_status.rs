@@ -32,6 +32,7 @@ fn work(generation: i64, conditions: Vec<CondView>) -> WorkView {
     WorkView {
         cluster: "c1".into(),
         name: "default.app".into(),
+        uid: None,
         generation,
         resource_version: None,
         labels: Arc::default(),

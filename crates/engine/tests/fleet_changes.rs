@@ -228,6 +228,7 @@ fn legacy_work(cluster: &str, name: &str, version: &str, created: &str) -> WorkV
     WorkView {
         cluster: cluster.into(),
         name: name.into(),
+        uid: None,
         generation: 1,
         resource_version: Some("1".into()),
         labels: Arc::new(BTreeMap::from([
@@ -290,6 +291,7 @@ fn duplicate_works_are_removed_once_the_survivor_carries_the_target() {
         blocked: &[],
         taken_revision_names: &[],
         plugins: &mwrs_engine::plugin::NO_PLUGINS,
+        sight: mwrs_engine::plan::Sight::Clear,
     };
     let p = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert_eq!(
@@ -356,6 +358,7 @@ fn the_plan_does_not_depend_on_the_order_manifestworks_come_in() {
             blocked: &[],
             taken_revision_names: &[],
             plugins: &mwrs_engine::plugin::NO_PLUGINS,
+            sight: mwrs_engine::plan::Sight::Clear,
         };
         mwrs_engine::plan(&observed, h.now, &h.cfg)
     };

@@ -423,6 +423,7 @@ fn a_taken_name_counts_as_a_failed_cluster() {
         blocked: &taken,
         taken_revision_names: &[],
         plugins: &mwrs_engine::plugin::NO_PLUGINS,
+        sight: mwrs_engine::plan::Sight::Clear,
     };
     let plan = mwrs_engine::plan(&observed, h.now, &h.cfg);
     assert!(

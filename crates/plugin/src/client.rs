@@ -1,15 +1,18 @@
 //! The controller's side of a plugin connection: one lazily connected channel per plugin,
 //! every call bounded by [`CALL_TIMEOUT`] (retries included) and retried with backoff
-//! while the plugin answers UNAVAILABLE.
+//! while the plugin answers UNAVAILABLE. A client certificate is read again when its
+//! files change (a renewal by cert-manager or any other rotation), so that the process
+//! never presents one past its expiry while a renewed one sits on disk.
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Response, Status};
 
-use crate::config::PluginConfig;
+use crate::config::{ClientCertificate, PluginConfig};
 use crate::v1alpha1::rollout_plugin_client::RolloutPluginClient;
 use crate::v1alpha1::{
     Ack, InitializeRequest, InitializeResponse, MutateRequest, MutateResponse, RolloutRequest,
@@ -36,46 +39,81 @@ pub struct SetupError {
     pub reason: String,
 }
 
+/// How often the client certificate's files are read again to see whether they changed.
+pub const CERT_RECHECK: Duration = Duration::from_secs(30);
+
 /// A registered plugin, ready to call.
 #[derive(Clone, Debug)]
 pub struct PluginClient {
     name: String,
-    inner: RolloutPluginClient<Channel>,
+    dial: Arc<Mutex<Dial>>,
     timeout: Duration,
+    cert_recheck: Duration,
+}
+
+/// The channel calls go through, and the client certificate it was made with.
+#[derive(Debug)]
+struct Dial {
+    cfg: PluginConfig,
+    inner: RolloutPluginClient<Channel>,
+    /// The PEM pair the channel presents (None: no client certificate).
+    pair: Option<(Vec<u8>, Vec<u8>)>,
+    checked: Instant,
 }
 
 impl PluginClient {
     /// The client of `cfg`'s plugin; nothing is dialled until the first call.
     pub fn new(cfg: &PluginConfig) -> Result<Self, SetupError> {
-        let fail = |reason: String| SetupError {
-            plugin: cfg.name.clone(),
-            reason,
+        let pair = match &cfg.client_certificate {
+            Some(c) => Some(read_pair(c).map_err(|reason| setup_error(cfg, reason))?),
+            None => None,
         };
-        let mut endpoint = Endpoint::from_shared(cfg.uri.clone())
-            .map_err(|e| fail(format!("endpoint {}: {e}", cfg.uri)))?
-            .connect_timeout(CONNECT_TIMEOUT);
-        if let (Some(domain), Some(pem)) = (&cfg.tls_domain, &cfg.ca_pem) {
-            let mut tls = ClientTlsConfig::new()
-                .ca_certificate(Certificate::from_pem(pem))
-                .domain_name(domain.clone());
-            if let Some(c) = &cfg.client_certificate {
-                let read = |p: &std::path::Path| {
-                    std::fs::read(p).map_err(|e| {
-                        fail(format!("clientCertificate: reading {}: {e}", p.display()))
-                    })
-                };
-                let identity = Identity::from_pem(read(&c.cert_file)?, read(&c.key_file)?);
-                tls = tls.identity(identity);
-            }
-            endpoint = endpoint
-                .tls_config(tls)
-                .map_err(|e| fail(format!("TLS: {e}")))?;
-        }
+        let inner = channel(cfg, pair.as_ref()).map_err(|reason| setup_error(cfg, reason))?;
+        let dial = Dial {
+            cfg: cfg.clone(),
+            inner,
+            pair,
+            checked: Instant::now(),
+        };
         Ok(Self {
             name: cfg.name.clone(),
-            inner: RolloutPluginClient::new(endpoint.connect_lazy()),
+            dial: Arc::new(Mutex::new(dial)),
             timeout: CALL_TIMEOUT,
+            cert_recheck: CERT_RECHECK,
         })
+    }
+
+    /// The channel to call through: a new one when the client certificate's files hold
+    /// another pair than the one in use (looked at most every [`CERT_RECHECK`]). A pair
+    /// that cannot be read or used keeps the channel in use, and says why.
+    fn channel(&self) -> RolloutPluginClient<Channel> {
+        let mut dial = match self.dial.lock() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if dial.checked.elapsed() >= self.cert_recheck {
+            dial.checked = Instant::now();
+            if let Err(reason) = dial.reload() {
+                tracing::warn!(plugin = %self.name, %reason, "client certificate not reloaded; the one in use stays");
+            }
+        }
+        dial.inner.clone()
+    }
+
+    /// When the client certificate in use expires (its notAfter), if there is one.
+    pub fn client_cert_not_after(&self) -> Option<Result<i64, String>> {
+        let dial = match self.dial.lock() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let (cert, _) = dial.pair.as_ref()?;
+        Some(not_after(cert))
+    }
+
+    /// The same client looking at its certificate's files every `every` (tests).
+    pub fn with_cert_recheck(mut self, every: Duration) -> Self {
+        self.cert_recheck = every;
+        self
     }
 
     /// The same client with a shorter bound on each call (tests).
@@ -150,7 +188,7 @@ impl PluginClient {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut r = tonic::Request::new(request.clone());
             r.set_timeout(left);
-            let answer = tokio::time::timeout(left, send(self.inner.clone(), r)).await;
+            let answer = tokio::time::timeout(left, send(self.channel(), r)).await;
             let retry = Instant::now() + backoff < retry_until;
             match answer {
                 Ok(Ok(a)) => return Ok(a.into_inner()),
@@ -168,4 +206,77 @@ impl PluginClient {
             }
         }
     }
+}
+
+impl Dial {
+    /// A new channel when the files hold another pair than the one in use.
+    fn reload(&mut self) -> Result<(), String> {
+        let Some(files) = &self.cfg.client_certificate else {
+            return Ok(());
+        };
+        let pair = read_pair(files)?;
+        if self.pair.as_ref() == Some(&pair) {
+            return Ok(());
+        }
+        not_after(&pair.0)?;
+        self.inner = channel(&self.cfg, Some(&pair))?;
+        tracing::info!(plugin = %self.cfg.name, "client certificate changed on disk: new connections present it");
+        self.pair = Some(pair);
+        Ok(())
+    }
+}
+
+fn setup_error(cfg: &PluginConfig, reason: String) -> SetupError {
+    SetupError {
+        plugin: cfg.name.clone(),
+        reason,
+    }
+}
+
+/// The certificate and key files' contents, as one pair: read again when the certificate
+/// changed while the key was read (a rotation between the two reads).
+fn read_pair(c: &ClientCertificate) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("clientCertificate: reading {}: {e}", p.display()))
+    };
+    let mut cert = read(&c.cert_file)?;
+    for _ in 0..3 {
+        let key = read(&c.key_file)?;
+        let again = read(&c.cert_file)?;
+        if again == cert {
+            return Ok((cert, key));
+        }
+        cert = again;
+    }
+    Err("clientCertificate: the files keep changing while read".into())
+}
+
+/// A lazily connected channel to `cfg`'s plugin presenting `pair`.
+fn channel(
+    cfg: &PluginConfig,
+    pair: Option<&(Vec<u8>, Vec<u8>)>,
+) -> Result<RolloutPluginClient<Channel>, String> {
+    let mut endpoint = Endpoint::from_shared(cfg.uri.clone())
+        .map_err(|e| format!("endpoint {}: {e}", cfg.uri))?
+        .connect_timeout(CONNECT_TIMEOUT);
+    if let (Some(domain), Some(pem)) = (&cfg.tls_domain, &cfg.ca_pem) {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(pem))
+            .domain_name(domain.clone());
+        if let Some((cert, key)) = pair {
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        endpoint = endpoint.tls_config(tls).map_err(|e| format!("TLS: {e}"))?;
+    }
+    Ok(RolloutPluginClient::new(endpoint.connect_lazy()))
+}
+
+/// The notAfter of the first certificate in `pem`, in seconds since the epoch.
+pub fn not_after(pem: &[u8]) -> Result<i64, String> {
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem)
+        .map_err(|e| format!("clientCertificate: not PEM: {e}"))?;
+    let cert = block
+        .parse_x509()
+        .map_err(|e| format!("clientCertificate: not an X.509 certificate: {e}"))?;
+    Ok(cert.validity().not_after.timestamp())
 }

@@ -150,3 +150,70 @@ async fn nothing_listening_is_unavailable_within_the_bound() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// Security review X1: the client certificate is read again when its files change. A
+/// plugin that trusts only certificate B refuses the controller while the files hold A,
+/// and answers it once B is written there (as the kubelet does when cert-manager renews
+/// the Secret), with no new client; the expiry the metric reports is B's.
+#[tokio::test]
+async fn a_client_certificate_renewed_on_disk_is_presented_without_a_restart() {
+    use base64::Engine as _;
+    let server = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (a, b) = (
+        rcgen::generate_simple_self_signed(vec!["controller-a".into()]).unwrap(),
+        rcgen::generate_simple_self_signed(vec!["controller-b".into()]).unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tls = tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(
+            server.cert.pem(),
+            server.signing_key.serialize_pem(),
+        ))
+        .client_ca_root(tonic::transport::Certificate::from_pem(b.cert.pem()));
+    let service = RolloutPluginServer::new(Flaky {
+        calls: Arc::default(),
+        failures: 0,
+        fail: Code::Ok,
+    });
+    let router = tonic::transport::Server::builder()
+        .tls_config(tls)
+        .unwrap()
+        .add_service(service);
+    tokio::spawn(router.serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)));
+    let dir = std::env::temp_dir().join(format!("mwrs-client-cert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |c: &rcgen::CertifiedKey<rcgen::KeyPair>| {
+        std::fs::write(dir.join("tls.crt"), c.cert.pem()).unwrap();
+        std::fs::write(dir.join("tls.key"), c.signing_key.serialize_pem()).unwrap();
+    };
+    write(&a);
+    let bundle = base64::engine::general_purpose::STANDARD.encode(server.cert.pem());
+    let config = WorkConfig::parse(&format!(
+        "plugins:\n  - name: flaky\n    endpoint: localhost:{port}\n    caCertificate:\n      caBundle: {bundle}\n    clientCertificate:\n      certFile: {}\n      keyFile: {}\n",
+        dir.join("tls.crt").display(),
+        dir.join("tls.key").display(),
+    ))
+    .unwrap();
+    let client = PluginClient::new(&config.plugins[0])
+        .unwrap()
+        .with_timeout(Duration::from_secs(3))
+        .with_cert_recheck(Duration::from_millis(100));
+    let refused = client.initialize(init()).await;
+    assert!(refused.is_err(), "a stranger's certificate: {refused:?}");
+    write(&b);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.initialize(init()).await {
+            Ok(_) => break,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                eprintln!("not yet: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the renewed certificate was never presented: {e}"),
+        }
+    }
+    let b_expires = mwrs_plugin::client::not_after(b.cert.pem().as_bytes()).unwrap();
+    assert_eq!(client.client_cert_not_after(), Some(Ok(b_expires)));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -149,6 +149,7 @@ impl<'a> Pass<'a> {
                 note,
                 held,
             } = self.gate(&name, row, d, target, observed, &mut questions);
+            let (since, held) = self.observed.sight.bound(since, held);
             if status != RolloutStatus::ToApply {
                 on_target[d.placement].push(ClusterRolloutStatus {
                     cluster: name.clone(),

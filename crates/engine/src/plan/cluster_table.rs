@@ -409,6 +409,8 @@ fn plugin_spec_mark(w: &WorkView, e: &Expected<'_>) -> Option<crate::hash::Diges
         mwrs_uid: e.mwrs_uid,
         cluster: &w.cluster,
         work: &w.name,
+        work_uid: w.uid,
+        at_creation: w.generation == 1,
     };
     read_spec_mark(value, e.marks, place, w.hash()?)
 }

@@ -54,7 +54,7 @@ mod writes;
 pub use forward::{PlacementRollout, RollForward};
 pub use output::*;
 use pass::Pass;
-pub use pass::{DEFAULT_SETTLE, Observed, PlanConfig};
+pub use pass::{DEFAULT_SETTLE, Observed, PlanConfig, Sight};
 
 /// Every desired cluster's place in the rollout and each placementRef's budget, as the
 /// planner's first three stages see them, without deciding or writing anything: for

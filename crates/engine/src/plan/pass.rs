@@ -65,6 +65,35 @@ pub struct Observed<'a> {
     pub taken_revision_names: &'a [String],
     /// Rollout plugins' health and verdicts ([`crate::plugin::NO_PLUGINS`]: none).
     pub plugins: &'a PluginInputs,
+    /// Whether the stores these views come from can be trusted to be current.
+    pub sight: Sight,
+}
+
+/// How well the controller sees the hub (SPEC §12.6, security review W1): a watch that
+/// keeps failing leaves its store stale, and a deadline must not run on what the
+/// controller cannot see (an agent's report that never reached it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sight {
+    /// Every watch works, and none has kept failing since the process started.
+    #[default]
+    Clear,
+    /// Every watch works again since this time, after one kept failing: an in-flight
+    /// cluster's deadline counts from then at the earliest.
+    ClearSince(Timestamp),
+    /// A watch has kept failing past its bound: no deadline runs, as behind a plugin
+    /// that holds.
+    Blind,
+}
+
+impl Sight {
+    /// A cluster's (`since`, `held`) as this sight lets its deadline run.
+    pub(super) fn bound(self, since: Option<Timestamp>, held: bool) -> (Option<Timestamp>, bool) {
+        match self {
+            Sight::Clear => (since, held),
+            Sight::ClearSince(at) => (since.map(|s| s.max(at)), held),
+            Sight::Blind => (since, true),
+        }
+    }
 }
 
 pub(super) struct Pass<'a> {

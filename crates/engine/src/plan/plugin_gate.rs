@@ -91,7 +91,7 @@ impl<'a> Pass<'a> {
         };
         let plugins = self.observed.plugins;
         let about = (revision, work.generation);
-        let place = self.mark_place(&work.cluster, &work.name);
+        let place = self.mark_place(work);
         let persisted = work
             .annotation(labels::PLUGIN_VERDICT)
             .and_then(|v| ClusterVerdict::from_annotation(v, &plugins.marks, place));
@@ -186,8 +186,23 @@ impl<'a> Pass<'a> {
             .over(registered)
     }
 
-    /// Where a mark on the ManifestWork `work` of `cluster` is about.
-    pub(super) fn mark_place<'p>(&'p self, cluster: &'p str, work: &'p str) -> MarkPlace<'p> {
+    /// Where a mark on `work` is about.
+    pub(super) fn mark_place<'p>(&'p self, work: &'p WorkView) -> MarkPlace<'p> {
+        MarkPlace {
+            work_uid: work.uid,
+            at_creation: work.generation == 1,
+            ..self.write_place(&work.cluster, &work.name, None)
+        }
+    }
+
+    /// Where a mark written into the ManifestWork `work` of `cluster` is about: `existing`,
+    /// or one this write creates (it has no uid yet).
+    fn write_place<'p>(
+        &'p self,
+        cluster: &'p str,
+        work: &'p str,
+        existing: Option<&WorkView>,
+    ) -> MarkPlace<'p> {
         MarkPlace {
             mwrs_uid: self
                 .observed
@@ -198,6 +213,8 @@ impl<'a> Pass<'a> {
                 .unwrap_or_default(),
             cluster,
             work,
+            work_uid: existing.and_then(|w| w.uid),
+            at_creation: false,
         }
     }
 
@@ -506,7 +523,10 @@ impl Pass<'_> {
     /// current.
     pub(super) fn mutated(&self, mut a: WorkApply, mutation: Option<&Mutation>) -> WorkApply {
         if let Some(m) = mutation {
-            let place = self.mark_place(&a.cluster, &a.name);
+            let existing = (self.clusters.get(&a.cluster))
+                .and_then(|r| r.work)
+                .filter(|w| !a.create && *w.name == *a.name);
+            let place = self.write_place(&a.cluster, &a.name, existing);
             let mark = spec_mark(&self.observed.plugins.marks, place, &a.revision, &m.digest);
             a.spec = Some(m.spec.clone());
             Arc::make_mut(&mut a.annotations).insert(labels::PLUGIN_SPEC_DIGEST.into(), mark);
@@ -524,7 +544,7 @@ impl Pass<'_> {
     ) -> bool {
         let Some(m) = mutation else { return true };
         let Some(w) = work else { return false };
-        let place = self.mark_place(&w.cluster, &w.name);
+        let place = self.mark_place(w);
         let marked = w
             .annotation(labels::PLUGIN_SPEC_DIGEST)
             .and_then(|v| read_spec_mark(v, &self.observed.plugins.marks, place, revision));

@@ -394,6 +394,7 @@ impl<'f> Sim<'f> {
             blocked: &[],
             taken_revision_names: &[],
             plugins: &self.plugins,
+            sight: crate::plan::Sight::Clear,
         }
     }
 

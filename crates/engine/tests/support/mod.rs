@@ -166,6 +166,7 @@ impl MemoryHub {
             blocked: &[],
             taken_revision_names: &[],
             plugins: &mwrs_engine::plugin::NO_PLUGINS,
+            sight: mwrs_engine::plan::Sight::Clear,
         };
         let plan = mwrs_engine::plan(&observed, self.now, &self.cfg);
         // Read-only views classify with the planner's own stages, nothing else.

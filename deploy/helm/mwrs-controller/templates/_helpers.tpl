@@ -55,10 +55,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not $.Values.leaderElection.enabled }}
 - --lease-namespace={{ $.Release.Namespace }}
 {{- end }}
-- --mark-key-secret={{ include "mwrs.fullname" $ }}-marks
+- --mark-key-secret={{ include "mwrs.markKeySecret" $ }}
 {{- end }}
 {{- range .extraArgs }}
 - {{ . }}
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The Secret holding the key that seals the controller's marks. */}}
+{{- define "mwrs.markKeySecret" -}}
+{{- .Values.controller.markKeySecret | default (printf "%s-marks" (include "mwrs.fullname" .)) -}}
+{{- end }}

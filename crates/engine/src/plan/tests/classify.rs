@@ -109,6 +109,37 @@ fn deadlines_and_soaks_apply_to_what_the_agent_reports() {
     assert_eq!(rows(&c), want);
 }
 
+/// Security review W1: while a watch keeps failing the stores may be stale (an agent's
+/// report that never arrived), so no deadline runs; once every watch works again, a
+/// deadline counts from then at the earliest.
+#[test]
+fn no_deadline_runs_on_what_the_controller_cannot_see() {
+    use crate::plan::Sight;
+    let strategy = json!({"type": "All", "all": {"progressDeadline": "1m"}});
+    let mut f = Fixture::new(mwrs_with(strategy, Some(STABLE)), &["c1", "c2"]);
+    let update = f.store_update();
+    f.work("c1", &update, secs(120), Reported::Progressing);
+    f.work("c2", &update, secs(30), Reported::Progressing);
+    let status_in = |sight| {
+        let o = crate::Observed {
+            sight,
+            ..f.observed()
+        };
+        let c = f.pass(&o).classified(&f.update());
+        let r = rows(&c);
+        (r["c1"].0, r["c1"].1, r["c2"].0)
+    };
+    use RolloutStatus::*;
+    assert_eq!(status_in(Sight::Clear).0, TimeOut, "seen all along");
+    assert_eq!(status_in(Sight::Blind).0, Progressing, "blind");
+    let back = t0() - secs(10);
+    assert_eq!(
+        status_in(Sight::ClearSince(back)),
+        (Progressing, Some(back), Progressing),
+        "seen again 10 s ago: the minute counts from then"
+    );
+}
+
 #[test]
 fn a_placement_without_decisions_is_not_evaluated() {
     let mut f = Fixture::new(mwrs(Some(STABLE)), &["c1"]);

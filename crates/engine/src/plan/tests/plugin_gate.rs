@@ -33,7 +33,7 @@ fn plugins(health: PluginHealth) -> PluginInputs {
     PluginInputs {
         health: BTreeMap::from([("judge".to_string(), health)]),
         poll: secs(10),
-        marks: Marks::Sealed(MarkKey::new(&[7; 32]).unwrap()),
+        marks: Marks::sealed(MarkKey::new(&[7; 32]).unwrap()),
         ..Default::default()
     }
 }
@@ -184,10 +184,13 @@ fn a_final_verdict_is_written_onto_its_manifestwork_once() {
     said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
     said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(30));
     let out = plan_with(&f, &p);
+    let w = f.works.iter().find(|w| &*w.cluster == "c1").unwrap();
     let place = MarkPlace {
         mwrs_uid: "",
         cluster: "c1",
-        work: &f.works.iter().find(|w| &*w.cluster == "c1").unwrap().name,
+        work: &w.name,
+        work_uid: w.uid,
+        at_creation: w.generation == 1,
     };
     let value = p.verdicts["c1"].to_annotation(&p.marks, place).unwrap();
     let writes: Vec<(String, Option<String>)> = out
@@ -726,6 +729,8 @@ fn a_forged_succeeded_verdict_does_not_promote() {
         mwrs_uid: "",
         cluster: "c1",
         work: &w.name,
+        work_uid: w.uid,
+        at_creation: w.generation == 1,
     };
     let v = ClusterVerdict {
         plugin: "judge".into(),
@@ -737,7 +742,7 @@ fn a_forged_succeeded_verdict_does_not_promote() {
     };
     let forged = v.to_annotation(&Marks::AsWritten, place).unwrap();
     let under_other_key = v
-        .to_annotation(&Marks::Sealed(MarkKey::new(&[9; 32]).unwrap()), place)
+        .to_annotation(&Marks::sealed(MarkKey::new(&[9; 32]).unwrap()), place)
         .unwrap();
     for value in [forged, under_other_key] {
         let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
@@ -753,6 +758,60 @@ fn a_forged_succeeded_verdict_does_not_promote() {
             "not promoted"
         );
     }
+}
+
+/// Security review K3: a sealed SUCCEEDED verdict copied onto a ManifestWork deleted and
+/// made again under the same name, brought to the same generation, promotes nothing: the
+/// seal names the ManifestWork's uid.
+#[test]
+fn a_verdict_sealed_for_a_manifestwork_made_again_does_not_promote() {
+    use crate::work::WorkUid;
+    use mwrs_api::work::condition as work_condition;
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    let at_generation_2 = |f: &mut Fixture, uid: u8| {
+        let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+        w.uid = Some(WorkUid([uid; 16]));
+        w.generation = 2;
+        let at = t0() - secs(60);
+        w.set_condition(work_condition::APPLIED, "True", 2, at);
+        w.set_condition(work_condition::AVAILABLE, "True", 2, at);
+        w.set_condition(work_condition::PROGRESSING, "False", 2, at);
+        w.set_condition(work_condition::DEGRADED, "False", 2, at);
+    };
+    at_generation_2(&mut f, 1);
+    let p = plugins(available());
+    let w = f.works.iter().find(|w| &*w.cluster == "c1").unwrap();
+    let place = MarkPlace {
+        mwrs_uid: "",
+        cluster: "c1",
+        work: &w.name,
+        work_uid: w.uid,
+        at_creation: false,
+    };
+    let sealed = ClusterVerdict {
+        plugin: "judge".into(),
+        revision: update.clone(),
+        generation: 2,
+        verdict: Verdict::Succeeded,
+        message: "healthy".into(),
+        at: t0() - secs(10),
+    }
+    .to_annotation(&p.marks, place)
+    .unwrap();
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    let mut annotations = (*w.annotations).clone();
+    annotations.insert(labels::PLUGIN_VERDICT.into(), sealed);
+    w.annotations = Arc::new(annotations);
+    let out = plan_with(&f, &p);
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded, "its own");
+
+    at_generation_2(&mut f, 2);
+    let out = plan_with(&f, &p);
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Validating);
+    assert_eq!(out.plugin_calls.validations.len(), 1, "asked again");
+    let status = out.status.as_ref().unwrap();
+    assert_eq!(status.current_revision.as_deref(), Some(STABLE));
 }
 
 #[test]
