@@ -168,6 +168,11 @@ Examples:
   kubectl mwrs handover app -n team-a
   kubectl mwrs handover -A --timeout 15m")]
     Handover(HandoverArgs),
+    /// Rollout plugins: check one against the contract the controller holds it to.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
@@ -374,6 +379,68 @@ pub struct HandoverArgs {
     /// still refuses.
     #[arg(long)]
     pub controller_stopped: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCommand {
+    /// Drive a rollout plugin through every call of the contract and say what the
+    /// controller makes of each answer (a conformance kit for plugin authors).
+    #[command(after_help = "\
+The plugin is registered as the controller's --work-config registers it (the same endpoint
+and certificate rules) and called with the controller's own client: Initialize, then a
+simulated rollout of one cluster from revision v1 to v2 (BeginRollout, MutateManifestWork,
+ProgressRollout, ValidateRolloutCompletion asked again while it answers IN_PROGRESS), then
+its abort (BeginAbort, MutateManifestWork, ValidateAbortCompletion). Each line gives the
+call, how long it took, what the plugin answered (cut as the controller cuts it) and what
+the controller makes of it: a spec refused and why, a status that counts as the plugin
+being down or as an error of the cluster, an empty verdict asked again for ever, a call
+that took the whole time bound. Exit 0 when the controller can use every answer, 1 when
+not. The hub is not involved: a plugin that reads it answers about a cluster it may not
+know (IN_PROGRESS is a usable answer).
+
+Examples:
+  kubectl mwrs plugin check localhost:9443 --ca-file ca.pem
+  kubectl mwrs plugin check judge.plugins.svc:443 --ca-file ca.pem --client-cert tls.crt --client-key tls.key
+  kubectl mwrs plugin check 127.0.0.1:8080 -o json")]
+    Check(PluginCheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PluginCheckArgs {
+    /// host:port, as a --work-config entry's endpoint (plaintext only on loopback).
+    pub endpoint: String,
+    /// The plugin's name (sent in Initialize).
+    #[arg(long, default_value = "check")]
+    pub name: String,
+    /// PEM of the CA the plugin's certificate chains to (TLS; required off loopback).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) to present, as clientCertificate.certFile.
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<std::path::PathBuf>,
+    /// Its key (PEM), as clientCertificate.keyFile.
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<std::path::PathBuf>,
+    /// Check specs as for a plugin registered with allowManifestRemoval: true.
+    #[arg(long)]
+    pub allow_manifest_removal: bool,
+    /// Bound on each call, retries included (Go duration; the controller's is 30s).
+    #[arg(long, default_value = "30s", value_name = "D", value_parser = go_duration)]
+    pub timeout: jiff::SignedDuration,
+    /// How long to ask a Validate call again while it answers IN_PROGRESS.
+    #[arg(long, default_value = "10s", value_name = "D", value_parser = go_duration)]
+    pub validate_for: jiff::SignedDuration,
+    /// Pause between those questions (the controller's --plugin-poll is 10s).
+    #[arg(long, default_value = "1s", value_name = "D", value_parser = go_duration)]
+    pub interval: jiff::SignedDuration,
+}
+
+fn go_duration(s: &str) -> Result<jiff::SignedDuration, String> {
+    let d = mwrs_engine::rollout::parse_go_duration(s)?;
+    if d.is_negative() || d.is_zero() {
+        return Err("must be positive".into());
+    }
+    Ok(d)
 }
 
 #[derive(Args, Debug)]

@@ -302,6 +302,7 @@ mod tests {
                 "rollout",
                 "dashboard",
                 "handover",
+                "plugin",
                 "completion",
                 "version"
             ]

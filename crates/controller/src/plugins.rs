@@ -1300,31 +1300,14 @@ fn cluster_state(c: &ClusterState) -> api::ClusterState {
 }
 
 /// Is `s` the plugin's answer about this one call (it works, but refuses or cannot do
-/// it), rather than a sign that the plugin does not work (unreachable, too slow, not
-/// implementing the API, refusing us)? The first holds one cluster; the second, every
-/// cluster behind the plugin.
+/// it)? Else the plugin does not work ([`mwrs_plugin::client::is_down`]).
 fn is_about_the_call(s: &tonic::Status) -> bool {
-    use tonic::Code;
-    !matches!(
-        s.code(),
-        Code::Unavailable
-            | Code::DeadlineExceeded
-            | Code::Cancelled
-            | Code::Unknown
-            | Code::Unimplemented
-            | Code::Unauthenticated
-            | Code::PermissionDenied
-    )
+    !mwrs_plugin::client::is_down(s)
 }
 
 /// `CODE: message` of a gRPC status, in a line, cut to [`PLUGIN_TEXT_MAX`].
 fn status_line(s: &tonic::Status) -> String {
-    let message = s.message().lines().next().unwrap_or_default();
-    let line = match message {
-        "" => format!("{:?}", s.code()),
-        m => format!("{:?}: {m}", s.code()),
-    };
-    cut(line, PLUGIN_TEXT_MAX)
+    cut(mwrs_plugin::client::status_text(s), PLUGIN_TEXT_MAX)
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tonic::Response;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
-use tonic::{Code, Response, Status};
+pub use tonic::{Code, Status};
 
 use crate::config::{ClientCertificate, PluginConfig};
 use crate::v1alpha1::rollout_plugin_client::RolloutPluginClient;
@@ -37,6 +38,31 @@ const UNAVAILABLE_RETRY: Duration = Duration::from_secs(2);
 pub struct SetupError {
     pub plugin: String,
     pub reason: String,
+}
+
+/// Does `s` say the plugin does not work (unreachable, too slow, not implementing the
+/// API, refusing the controller), rather than that it works and refuses or cannot do this
+/// one call? The first holds every cluster behind the plugin and runs its outage clock;
+/// the second counts in that cluster's run of errors.
+pub fn is_down(s: &Status) -> bool {
+    matches!(
+        s.code(),
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::Unknown
+            | Code::Unimplemented
+            | Code::Unauthenticated
+            | Code::PermissionDenied
+    )
+}
+
+/// `CODE: message` of a gRPC status, its first line only (uncut).
+pub fn status_text(s: &Status) -> String {
+    match s.message().lines().next().unwrap_or_default() {
+        "" => format!("{:?}", s.code()),
+        m => format!("{:?}: {m}", s.code()),
+    }
 }
 
 /// How often the client certificate's files are read again to see whether they changed.

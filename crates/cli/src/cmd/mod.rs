@@ -7,12 +7,13 @@ pub mod get;
 pub mod handover;
 pub mod history;
 pub mod plan;
+pub mod plugin;
 pub mod status;
 pub mod undo;
 
 use clap::CommandFactory;
 
-use crate::args::{Cli, Command, Rollout, VERSION};
+use crate::args::{Cli, Command, PluginCommand, Rollout, VERSION};
 use crate::error::{Exit, Result};
 use crate::hub::HubClient;
 use crate::output::Out;
@@ -39,6 +40,9 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
         Command::Get(a) => get::run(&HubClient::connect(g, false).await?, g, out, a).await,
         Command::Handover(a) => handover::run(&HubClient::connect(g, false).await?, g, a).await,
         Command::Dashboard(a) => dashboard::run(HubClient::connect(g, false).await?, g, a).await,
+        Command::Plugin {
+            command: PluginCommand::Check(a),
+        } => plugin::run(out, a).await,
         Command::Rollout { command } => {
             let watch = matches!(command, Rollout::Status(s) if s.watch);
             let hub = HubClient::connect(g, watch).await?;
