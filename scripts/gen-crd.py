@@ -156,8 +156,10 @@ def main():
         "MaxFailuresExceeded when it stopped; RolloutAborted when an abort holds it; "
         "AbortFailed when there was no stable revision to go back to; InvalidSpec when the "
         "spec cannot be acted on), Unknown while paused (RolloutPaused). PluginLoaded, only "
-        "where a placementRef names a rollout plugin: Available, Failed (naming each plugin "
-        "that does not answer) or Skipped (rolled out past its plugins).")
+        "where a placementRef names a rollout plugin: Available, Unknown (NotAskedYet: this "
+        "replica has not asked it yet, e.g. just after it began to lead; its clusters wait, "
+        "no deadline runs), Failed (naming each plugin that does not answer) or Skipped "
+        "(rolled out past its plugins).")
     version["additionalPrinterColumns"] += [
         {"name": "Current", "type": "string", "jsonPath": ".status.currentRevision",
          "description": "Stable revision"},

@@ -54,10 +54,21 @@ pub enum Fault {
     PluginErring,
     /// For 20–40 s, the plugin goes down and comes back every few seconds.
     PluginFlapping,
+    /// The leader killed once the standby has been up longer than the plugin's
+    /// `unavailableFor`, as a `helm upgrade` or a node drain does: the new leader must
+    /// not count the plugin down since its own start (SPEC §12.6). Not a plugin fault:
+    /// the judged rollout must end as it would have.
+    PluginFailover,
+    /// For 10–40 s every call about a cluster answers UNAVAILABLE while Initialize still
+    /// answers (the plugin's own backend down), through the plugin's front ([`super::front`]).
+    PluginBackendDown,
+    /// A new key written into the mark key's Secret: the replicas take it within their
+    /// re-read, and what was sealed with the previous one stays believed.
+    MarkKeyRotated,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 17] = [
         Fault::KillLeader,
         Fault::KillStandby,
         Fault::FreezeLeader,
@@ -72,6 +83,9 @@ impl Fault {
         Fault::PluginSlow,
         Fault::PluginErring,
         Fault::PluginFlapping,
+        Fault::PluginFailover,
+        Fault::PluginBackendDown,
+        Fault::MarkKeyRotated,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -90,6 +104,9 @@ impl Fault {
             Fault::PluginSlow => "plugin slow",
             Fault::PluginErring => "plugin erring on a group",
             Fault::PluginFlapping => "plugin flapping",
+            Fault::PluginFailover => "leader killed, the standby up past unavailableFor",
+            Fault::PluginBackendDown => "plugin's backend down, Initialize answering",
+            Fault::MarkKeyRotated => "mark key rotated",
         }
     }
 
@@ -97,7 +114,11 @@ impl Fault {
     pub fn is_plugin(&self) -> bool {
         matches!(
             self,
-            Fault::PluginDown | Fault::PluginSlow | Fault::PluginErring | Fault::PluginFlapping
+            Fault::PluginDown
+                | Fault::PluginSlow
+                | Fault::PluginErring
+                | Fault::PluginFlapping
+                | Fault::PluginBackendDown
         )
     }
 }
@@ -126,6 +147,8 @@ pub struct Kept {
     pub proc: Option<Proc>,
     pub starts: u32,
     down_until: Option<Instant>,
+    /// When the running process was started.
+    pub since: Instant,
 }
 
 impl Kept {
@@ -136,6 +159,7 @@ impl Kept {
             proc: Some(proc),
             starts: 1,
             down_until: None,
+            since: Instant::now(),
         })
     }
 
@@ -156,6 +180,7 @@ impl Kept {
         self.down_until = None;
         let proc = self.launch.spawn(self.starts)?;
         self.starts += 1;
+        self.since = Instant::now();
         let pid = proc.pid().ok();
         self.proc = Some(proc);
         Ok(pid)
@@ -188,6 +213,8 @@ pub struct Cast {
     pub hub_pid: Option<u32>,
     /// Replica starts after the first (exits after a lost lease, kills).
     pub restarts: u32,
+    /// The plugin's front's switch ([`Fault::PluginBackendDown`]).
+    pub backend: super::front::BackendDown,
 }
 
 impl Cast {
@@ -211,6 +238,7 @@ impl Cast {
             behaviour,
             hub_pid,
             restarts: 0,
+            backend: super::front::BackendDown::default(),
         };
         cast.agents = (0..cast.groups.len())
             .map(|g| Some(cast.agent(g)))
@@ -342,6 +370,16 @@ impl Cast {
                 r?;
                 Ok(format!("group {g} for {held:.0?}"))
             }
+            Fault::PluginFailover => self.failover(rng).await,
+            Fault::PluginBackendDown => {
+                let held = rng.secs(10.0, 40.0);
+                self.backend.set(true);
+                let r = self.tend_for(held).await;
+                self.backend.set(false);
+                r?;
+                Ok(format!("for {held:.0?}"))
+            }
+            Fault::MarkKeyRotated => self.rotate_mark_key(rng).await,
             Fault::PluginFlapping => {
                 let until = Instant::now() + rng.secs(20.0, 40.0);
                 let mut flaps = 0;
@@ -353,6 +391,50 @@ impl Cast {
                 }
                 Ok(format!("{flaps} times"))
             }
+        }
+    }
+
+    /// Kills the leader once the standby has been up longer than the plugin's
+    /// `unavailableFor` (waiting for that if need be).
+    async fn failover(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let past = super::PLUGIN_UNAVAILABLE_FOR + Duration::from_secs(2);
+        let Some(standby) = self.leader().await.map(|l| 1 - l) else {
+            return Ok("no replica holds the lease".into());
+        };
+        let up = self.replicas[standby].since.elapsed();
+        if up < past {
+            self.tend_for(past - up).await?;
+        }
+        let Some(leader) = self.leader().await else {
+            return Ok("no replica holds the lease".into());
+        };
+        let up = self.replicas[1 - leader].since.elapsed();
+        self.replicas[leader].kill(rng.secs(1.0, 5.0));
+        self.tend_for(Duration::from_secs(6)).await?;
+        Ok(format!(
+            "{}, the standby up {up:.0?}",
+            self.replicas[leader].launch.name
+        ))
+    }
+
+    /// Writes 32 new bytes into the mark key's Secret.
+    async fn rotate_mark_key(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
+        use kube::api::{Patch, PatchParams};
+        let key: Vec<u8> = (0..32).map(|_| rng.below(256) as u8).collect();
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let patch = serde_json::json!({"data": {"key": ByteString(key)}});
+        match secrets
+            .patch(
+                super::MARK_KEY_SECRET,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(format!("{}/{}", self.namespace, super::MARK_KEY_SECRET)),
+            Err(e) => Ok(format!("not rotated: {e}")),
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod access;
 mod cast;
+mod front;
 mod invariants;
 mod log;
 mod rng;
@@ -41,6 +42,11 @@ pub const LEASE: &str = "mwrs-controller";
 pub const PLACEMENT: &str = "fleet";
 /// The plugin's name in the controllers' `--work-config`.
 const PLUGIN: &str = "feedback";
+/// The plugin's `failurePolicy.unavailableFor`: short, so that a standby is often up
+/// longer (the failover of issue #50) and an outage spends a budget within a round.
+pub const PLUGIN_UNAVAILABLE_FOR: Duration = Duration::from_secs(20);
+/// The mark key's Secret (the controller's default name, in the Lease's namespace).
+pub const MARK_KEY_SECRET: &str = "mwrs-controller-marks";
 
 /// What the soak is told.
 pub struct SoakArgs {
@@ -113,8 +119,11 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
     let log: SharedLog = Arc::new(Mutex::new(Log::default()));
     let fixed: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
     let behaviour = fleet_behaviour(&groups, fixed.clone(), args.seed);
-    // One port for the whole run: the controllers' --work-config names it.
+    // One port for the whole run, and one for the front the controllers' --work-config
+    // names (it passes every call on, but while the plugin's backend is "down").
     let plugin_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
+    let front_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
+    let backend = front::serve(&front_addr, &plugin_addr).await?;
     access::grant_plugin(&client, &names).await?;
     let plugin_kubeconfig =
         access::account_kubeconfig(&client, &args.kubeconfig, access::PLUGIN_ACCOUNT).await?;
@@ -122,10 +131,10 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
     wait_listening(&plugin_addr).await?;
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
-        let launch = replica_launch(&client, &args, name, &plugin_addr).await?;
+        let launch = replica_launch(&client, &args, name, &front_addr).await?;
         replicas.push(Kept::start(launch)?);
     }
-    let cast = Cast::new(
+    let mut cast = Cast::new(
         client.clone(),
         NS,
         replicas,
@@ -134,6 +143,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
         behaviour,
         args.hub_pid,
     );
+    cast.backend = backend;
     let watches = watch::start(&client, NS, &log).await;
 
     // No fault until both MWRS have rolled out once: the soak starts from a settled fleet.
@@ -279,7 +289,10 @@ async fn replica_launch(
     let work_config = args.workdir.join("work-config.yaml");
     std::fs::write(
         &work_config,
-        format!("plugins:\n  - name: {PLUGIN}\n    endpoint: http://{plugin_addr}\n"),
+        format!(
+            "plugins:\n  - name: {PLUGIN}\n    endpoint: http://{plugin_addr}\n    failurePolicy:\n      unavailableFor: {}s\n",
+            PLUGIN_UNAVAILABLE_FOR.as_secs()
+        ),
     )?;
     let port = crate::process::free_port()?;
     Ok(Launch {

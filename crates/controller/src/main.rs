@@ -4,6 +4,8 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
@@ -141,20 +143,23 @@ fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
 }
 
 /// `plugins` sealing marks with the key in `--mark-key-secret`, read with retries, and
-/// the task that reads it again while the process runs. Without a usable key (RBAC, an
-/// unusable Secret) marks are sealed with a key of this process meanwhile, which costs
-/// a verdict asked again and a spec written again after a restart or failover; the log
-/// and `mwrs_controller_mark_key_own` say so.
+/// the keeper that reads it again while the process runs (None without plugins). Without
+/// a usable key (RBAC, an unusable Secret) marks are sealed with a key of this process
+/// meanwhile, which costs a verdict asked again and a spec written again after a restart
+/// or failover; the log and `mwrs_controller_mark_key_own` say so.
 async fn with_mark_key(
     plugins: mwrs_controller::plugins::Plugins,
     args: &Args,
     client: &kube::Client,
-    metrics: std::sync::Arc<mwrs_controller::metrics::Metrics>,
-) -> std::sync::Arc<mwrs_controller::plugins::Plugins> {
-    use mwrs_controller::mark_key::{self, KeyHolding, KeySecret};
+    metrics: Arc<mwrs_controller::metrics::Metrics>,
+) -> (
+    Arc<mwrs_controller::plugins::Plugins>,
+    Option<Arc<mwrs_controller::mark_key::KeyKeeper>>,
+) {
+    use mwrs_controller::mark_key::{self, KeyHolding, KeyKeeper, KeySecret};
     let plugins = plugins.with_manifest_size_limit(args.manifest_size_limit);
     if plugins.is_empty() {
-        return std::sync::Arc::new(plugins);
+        return (Arc::new(plugins), None);
     }
     let secret = KeySecret::new(client.clone(), &args.lease_namespace, &args.mark_key_secret);
     let holding = match secret.read_with_retries(5).await {
@@ -164,17 +169,17 @@ async fn with_mark_key(
             KeyHolding::own()
         }
     };
-    plugins.set_marks(holding.marks());
-    let plugins = std::sync::Arc::new(plugins);
-    let every = (mark_key::DEFAULT_REREAD, args.mark_key_grace);
-    tokio::spawn(mark_key::keep(
+    let plugins = Arc::new(plugins);
+    let keeper = KeyKeeper::new(
         secret,
         holding,
         plugins.clone(),
         metrics,
-        every,
-    ));
-    plugins
+        args.mark_key_grace,
+    );
+    let keeper = Arc::new(keeper);
+    tokio::spawn(keeper.clone().keep(mark_key::DEFAULT_REREAD));
+    (plugins, Some(keeper))
 }
 
 fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
@@ -221,7 +226,7 @@ async fn client(args: &Args, metrics: &Metrics) -> anyhow::Result<Client> {
 async fn lead_while_elected(
     args: &Args,
     client: Client,
-    config: Config,
+    (config, keeper): (Config, Option<Arc<mwrs_controller::mark_key::KeyKeeper>>),
     shared: Shared,
     identity: &str,
 ) -> anyhow::Result<()> {
@@ -251,6 +256,11 @@ async fn lead_while_elected(
             return Ok(());
         }
     };
+    if let Some(keeper) = &keeper {
+        // Before the first pass as leader (bounded: a hub that does not answer delays
+        // nothing for long, and the keys held stay).
+        let _ = tokio::time::timeout(Duration::from_secs(5), keeper.refresh()).await;
+    }
     let _ = lead.send(true);
     tokio::select! {
         _ = lease.lost() => tracing::warn!("lost leadership; stopping"),
@@ -317,7 +327,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     let plugins = plugins(&args)?;
     let shared = Shared::default();
     let client = client(&args, &shared.metrics).await?;
-    let plugins = with_mark_key(plugins, &args, &client, shared.metrics.clone()).await;
+    let (plugins, keeper) = with_mark_key(plugins, &args, &client, shared.metrics.clone()).await;
     if !args.skip_crd_check {
         crd::check(&client).await?;
     }
@@ -350,7 +360,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     };
 
     if args.leader_elect {
-        lead_while_elected(&args, client, config, shared, &identity).await?;
+        lead_while_elected(&args, client, (config, keeper), shared, &identity).await?;
     } else {
         run(client, config, shared, shutdown_signal()).await;
     }

@@ -277,44 +277,74 @@ impl KeyHolding {
     }
 }
 
-/// Reads the Secret every `every` for as long as the process runs, and hands `plugins`
-/// the keys held after each change (a rotation, the shared key found, a grace ended).
-pub async fn keep(
+/// The keys a replica holds, kept current: read again every so often, and at once when
+/// the replica begins to lead.
+pub struct KeyKeeper {
     secret: KeySecret,
-    mut holding: KeyHolding,
+    holding: std::sync::Mutex<KeyHolding>,
     plugins: Arc<Plugins>,
     metrics: Arc<Metrics>,
-    (every, grace): (Duration, SignedDuration),
-) {
-    metrics.mark_key_own.set(i64::from(holding.is_own()));
-    loop {
-        tokio::time::sleep(every).await;
-        let read = match secret.read().await {
+    grace: SignedDuration,
+}
+
+impl KeyKeeper {
+    /// Hands `plugins` the marks of `holding` and keeps them.
+    pub fn new(
+        secret: KeySecret,
+        holding: KeyHolding,
+        plugins: Arc<Plugins>,
+        metrics: Arc<Metrics>,
+        grace: SignedDuration,
+    ) -> Self {
+        plugins.set_marks(holding.marks());
+        metrics.mark_key_own.set(i64::from(holding.is_own()));
+        Self {
+            secret,
+            holding: std::sync::Mutex::new(holding),
+            plugins,
+            metrics,
+            grace,
+        }
+    }
+
+    /// Reads the Secret once and takes in what changed. A replica that begins to lead
+    /// calls it before its first pass: a rotation it missed as a standby must not make
+    /// it distrust the marks the previous leader sealed with the new key.
+    pub async fn refresh(&self) {
+        let read = match self.secret.read().await {
             Ok(key) => Some(key),
             Err(e) => {
-                let own = holding.is_own();
-                tracing::warn!(error = %e, own_key = own, "reading the mark key");
+                tracing::warn!(error = %e, "reading the mark key");
                 None
             }
         };
-        let change = holding.read(read, Timestamp::now(), grace);
+        let Ok(mut holding) = self.holding.lock() else {
+            return;
+        };
+        let change = holding.read(read, Timestamp::now(), self.grace);
         match change {
-            KeyChange::None => continue,
+            KeyChange::None => return,
             KeyChange::Rotated => tracing::info!(
-                grace = %grace,
+                grace = %self.grace,
                 "the mark key changed: marks are sealed with the new one; the previous one is believed for the grace period"
             ),
             KeyChange::Shared => {
                 tracing::info!("the shared mark key is read: sealing with it from now on")
             }
-            KeyChange::PreviousDropped => {
-                tracing::info!(
-                    "the previous mark key's grace ended: its marks are no longer believed"
-                )
-            }
+            KeyChange::PreviousDropped => tracing::info!(
+                "the previous mark key's grace ended: its marks are no longer believed"
+            ),
         }
-        plugins.set_marks(holding.marks());
-        metrics.mark_key_own.set(i64::from(holding.is_own()));
+        self.plugins.set_marks(holding.marks());
+        self.metrics.mark_key_own.set(i64::from(holding.is_own()));
+    }
+
+    /// [`KeyKeeper::refresh`] every `every`, for as long as the process runs.
+    pub async fn keep(self: Arc<Self>, every: Duration) {
+        loop {
+            tokio::time::sleep(every).await;
+            self.refresh().await;
+        }
     }
 }
 
