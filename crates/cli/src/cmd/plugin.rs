@@ -210,6 +210,12 @@ fn error_reading(s: &Status, (took, bound): (Duration, Duration)) -> (Mark, Stri
     (Mark::Fail, reading.to_string())
 }
 
+/// The step of a call that answered the error status `s`.
+fn failed(call: &'static str, took: (Duration, Duration), s: &Status) -> Step {
+    let answered = cut(status_text(s), PLUGIN_TEXT_MAX);
+    step(call, took, answered, error_reading(s, took))
+}
+
 /// The plugin's words as the controller keeps them, with a note when they were cut.
 fn words(text: String) -> (String, bool) {
     let long = text.len() > PLUGIN_TEXT_MAX;
@@ -257,12 +263,7 @@ fn acked(
             "Ack".into(),
             (Mark::Pass, "acknowledged".into()),
         ),
-        Err(s) => step(
-            call,
-            took,
-            cut(status_text(&s), PLUGIN_TEXT_MAX),
-            error_reading(&s, took),
-        ),
+        Err(s) => failed(call, took, &s),
     }
 }
 
@@ -276,12 +277,7 @@ fn mutated(
     let r = match answer {
         Ok(r) => r,
         Err(s) => {
-            return step(
-                CALL,
-                took,
-                cut(status_text(&s), PLUGIN_TEXT_MAX),
-                error_reading(&s, took),
-            );
+            return failed(CALL, took, &s);
         }
     };
     let answered = match r.spec_json.len() {
@@ -339,12 +335,7 @@ async fn validated(
         let answer = match answer {
             Ok(v) => v,
             Err(s) => {
-                return step(
-                    call,
-                    took,
-                    cut(status_text(&s), PLUGIN_TEXT_MAX),
-                    error_reading(&s, took),
-                );
+                return failed(call, took, &s);
             }
         };
         let (message, long) = words(answer.message);
