@@ -79,6 +79,10 @@ struct Args {
     /// read again every minute; read only when plugins are registered.
     #[arg(long, default_value = "mwrs-controller-marks")]
     mark_key_secret: String,
+    /// How often the Secret `--mark-key-secret` is read again (a Go duration); a replica
+    /// also reads it when it begins to lead.
+    #[arg(long, default_value = "1m", value_parser = parse_settle)]
+    mark_key_reread: jiff::SignedDuration,
     /// After the key in `--mark-key-secret` changes, how long marks sealed with the
     /// previous key are still believed (a Go duration).
     #[arg(long, default_value = "24h", value_parser = parse_settle)]
@@ -178,7 +182,8 @@ async fn with_mark_key(
         args.mark_key_grace,
     );
     let keeper = Arc::new(keeper);
-    tokio::spawn(keeper.clone().keep(mark_key::DEFAULT_REREAD));
+    let every = Duration::try_from(args.mark_key_reread).unwrap_or(mark_key::DEFAULT_REREAD);
+    tokio::spawn(keeper.clone().keep(every.max(Duration::from_secs(1))));
     (plugins, Some(keeper))
 }
 

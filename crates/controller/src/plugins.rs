@@ -223,7 +223,7 @@ pub struct Plugins {
     /// The limit a plugin's spec is held to, as a user's template is.
     manifest_size_limit: usize,
     /// How marks on ManifestWorks are sealed and checked; replaced when the key changes
-    /// ([`crate::mark_key::keep`]).
+    /// ([`crate::mark_key::KeyKeeper`]).
     marks: RwLock<Marks>,
     /// By MWRS (`namespace/name`).
     judged: Mutex<HashMap<String, Judged>>,

@@ -1360,3 +1360,170 @@ async fn a_plugin_whose_backend_is_down_spends_its_budget_under_fail() {
     let policy = "    failurePolicy:\n      unavailableFor: 3s\n      consecutiveErrors: 1000\n";
     fails_past_the_budget("plugin-backend-fail", policy, |s| &s.calls_down).await;
 }
+
+/// Security review K2, SPEC §12.6: the mark key has one life across replicas. The leader
+/// reads the key's Secret every second and seals v3's verdicts and specs with a new key
+/// written there; the standby read the key at its start and not since (`1h`). When it
+/// takes over it reads the Secret before its first pass and believes those marks: no
+/// BeginRollout, no question and no ManifestWork write follow. (Holding the old key only,
+/// it would distrust every mark the leader made and roll every cluster out again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_mark_key_survives_a_failover() {
+    use k8s_openapi::api::core::v1::Secret;
+    let Some(hub) = TestHub::from_env("plugin-mark-rotation", CLUSTERS).await else {
+        return;
+    };
+    let ns = hub.namespace.clone();
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(hub.client.clone(), &ns);
+    let key_secret = |key: [u8; 32]| -> Secret {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "mwrs-controller-marks",
+                "labels": {labels::MARK_KEY: "true"}},
+            "type": "Opaque",
+            "data": {"key": base64::engine::general_purpose::STANDARD.encode(key)}}))
+        .unwrap()
+    };
+    // As the chart makes it: the Secret, and `get` on it alone.
+    secrets
+        .create(&Default::default(), &key_secret([1; 32]))
+        .await
+        .unwrap();
+    grant_mark_key_read(&hub).await;
+    let script = Arc::new(Script::default());
+    script.mutate.store(true, Ordering::SeqCst);
+    let (work_config, _server) = serve(script.clone()).await;
+    let config_file = std::env::temp_dir().join(format!("{ns}-work-config.yaml"));
+    std::fs::write(&config_file, &work_config).unwrap();
+    let config_file = config_file.to_string_lossy().to_string();
+    let flags = |reread: &'static str| {
+        let mut f = vec!["--leader-elect", "--lease-namespace", ns.as_str()];
+        f.extend(["--work-config", config_file.as_str(), "--plugin-poll", "2s"]);
+        f.extend(["--mark-key-reread", reread]);
+        f
+    };
+    let mut leader = common::spawn_controller_binary(&hub, &flags("1s")).await;
+    common::wait_holder(&hub, leader.id(), common::WAIT).await;
+    let standby = common::spawn_controller_binary(&hub, &flags("1h")).await;
+    hub.publish_all("p").await;
+    let _agent = start_agent_succeeding(&hub, Duration::from_millis(200));
+    script.set_all(&hub.clusters, api::Verdict::Succeeded);
+    let strategy = judged(json!({"type": "All"}));
+    hub.create_mwrs(&mwrs("app", configmap_template("v1"), &[("p", strategy)]))
+        .await;
+    let stable = current(&wait_complete(&hub, "app", None).await).unwrap();
+
+    let rotated = [2; 32];
+    secrets
+        .replace("mwrs-controller-marks", &Default::default(), &{
+            let mut s = secrets.get("mwrs-controller-marks").await.unwrap();
+            s.data = key_secret(rotated).data;
+            s
+        })
+        .await
+        .unwrap();
+    let new_id = MarkKey::new(&rotated).unwrap().id();
+    // v2 may begin before the leader's next read of the Secret; v3 comes seconds after it.
+    hub.set_template("app", configmap_template("v2")).await;
+    let v2 = current(&wait_complete(&hub, "app", Some(&stable)).await).unwrap();
+    hub.set_template("app", configmap_template("v3")).await;
+    let v3 = current(&wait_complete(&hub, "app", Some(&v2)).await).unwrap();
+    // Every verdict and spec of v3 sealed by the leader with the new key.
+    wait_for(
+        "v3's marks sealed with the new key",
+        common::WAIT,
+        || async {
+            let works = common::works_by_cluster(&hub, "app").await;
+            let sealed = |w: &mwrs_api::work::ManifestWork, key: &str, sep: &str| {
+                w.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(key))
+                    .is_some_and(|v| v.contains(&format!("{sep}{new_id}:")))
+            };
+            let all = works.len() == CLUSTERS
+                && works.values().all(|w| {
+                    sealed(w, labels::PLUGIN_VERDICT, "\"")
+                        && sealed(w, labels::PLUGIN_SPEC_DIGEST, ".")
+                });
+            all.then_some(()).ok_or(format!("{works:?}"))
+        },
+    )
+    .await;
+    let before = written(&hub).await;
+    let (asked, begun) = (
+        script.asked.lock().unwrap().len(),
+        script.calls("BeginRollout").len(),
+    );
+
+    leader.kill();
+    common::wait_holder(&hub, standby.id(), Duration::from_secs(90)).await;
+    // A spec change the new leader must pass over (its status names the generation).
+    let body = json!({"spec": {"revisionHistoryLimit": 7}});
+    let patched =
+        kube::Api::<mwrs_api::mwrs::ManifestWorkReplicaSet>::namespaced(hub.client.clone(), &ns)
+            .patch("app", &Default::default(), &kube::api::Patch::Merge(&body))
+            .await
+            .unwrap();
+    let generation = patched.metadata.generation.unwrap();
+    wait_mwrs(&hub, "app", "the new leader's pass over the change", |m| {
+        common::status(m).observed_generation == Some(generation)
+    })
+    .await;
+    assert_eq!(
+        current(&hub.get_mwrs("app").await.unwrap()).as_deref(),
+        Some(v3.as_str())
+    );
+    assert_eq!(written(&hub).await, before, "no ManifestWork written again");
+    assert_eq!(
+        script.asked.lock().unwrap().len(),
+        asked,
+        "no verdict asked again"
+    );
+    assert_eq!(
+        script.calls("BeginRollout").len(),
+        begun,
+        "no cluster begun again"
+    );
+}
+
+/// The chart's Role on the mark key's Secret (`get` on that one name), bound to the
+/// shipped ServiceAccount of the test's namespace.
+async fn grant_mark_key_read(hub: &TestHub) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let ns = hub.namespace.as_str();
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "mwrs-marks", "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"],
+            "resourceNames": ["mwrs-controller-marks"], "verbs": ["get"]}]}))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "mwrs-marks", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mwrs-marks"},
+        "subjects": [{"kind": "ServiceAccount", "name": "mwrs-controller", "namespace": ns}]}))
+    .unwrap();
+    let pp = kube::api::PostParams::default();
+    kube::Api::<Role>::namespaced(hub.client.clone(), ns)
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    kube::Api::<RoleBinding>::namespaced(hub.client.clone(), ns)
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+}
+
+/// Each cluster's ManifestWork of `app` as a write would change it: uid, generation and
+/// annotations.
+async fn written(hub: &TestHub) -> BTreeMap<String, String> {
+    let works = common::works_by_cluster(hub, "app").await;
+    works
+        .into_iter()
+        .map(|(c, w)| {
+            let m = &w.metadata;
+            (
+                c,
+                format!("{:?} {:?} {:?}", m.uid, m.generation, m.annotations),
+            )
+        })
+        .collect()
+}
