@@ -392,14 +392,20 @@ fn count_abort(
 }
 
 /// The hub's message when `e` is a refusal that trying again soon will not change: the
-/// request was invalid or forbidden (an admission webhook, RBAC, a quota) or the cluster
-/// namespace does not exist. Conflicts, throttling and server errors are not refusals.
+/// request was invalid or forbidden (an admission webhook, RBAC, a quota), the cluster
+/// namespace does not exist, or the object is larger than the API server (413) or etcd
+/// (a 500 saying the request is too large) takes. Conflicts, throttling and other server
+/// errors are not refusals.
 fn refusal(e: &Error) -> Option<&str> {
     match e {
         Error::Kube {
             source: kube::Error::Api(s),
             ..
-        } if matches!(s.code, 400 | 403 | 404 | 422) => Some(&s.message),
+        } if matches!(s.code, 400 | 403 | 404 | 413 | 422)
+            || (s.code == 500 && s.message.contains("request is too large")) =>
+        {
+            Some(&s.message)
+        }
         _ => None,
     }
 }
@@ -791,6 +797,30 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::collections::BTreeMap;
+
+    fn api_error(code: u16, message: &str) -> Error {
+        Error::Kube {
+            what: "update ManifestWork".into(),
+            source: kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                message: message.into(),
+                ..kube::core::Status::default()
+            })),
+        }
+    }
+
+    /// Security review P1: a ManifestWork too large for the API server or etcd is
+    /// refused for good (the cluster reported, the write not retried in a loop); a
+    /// throttled or failing server is not.
+    #[test]
+    fn an_object_too_large_is_a_refusal() {
+        let too_large = "etcdserver: request is too large";
+        assert!(refusal(&api_error(413, "Request entity too large")).is_some());
+        assert_eq!(refusal(&api_error(500, too_large)), Some(too_large));
+        assert!(refusal(&api_error(500, "etcd leader changed")).is_none());
+        assert!(refusal(&api_error(429, "too many requests")).is_none());
+        assert!(refusal(&api_error(409, "conflict")).is_none());
+    }
 
     fn with_abort(record: Option<AbortRecord>) -> ManifestWorkReplicaSetStatus {
         ManifestWorkReplicaSetStatus {

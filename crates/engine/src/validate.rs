@@ -95,6 +95,11 @@ fn validate_manifests(field: &str, manifests: &[Value], limit: usize) -> Result<
 /// Where a plugin's spec is checked from, in the names its errors use.
 const PLUGIN_SPEC: &str = "spec_json";
 
+/// What a plugin's spec may hold besides its manifests (manifestConfigs, deleteOption,
+/// executor): its whole answer is refused past the manifests' limit plus this, before it
+/// is parsed, so that no answer reaches the API server at several MiB (security review P1).
+pub const PLUGIN_SPEC_OVERHEAD: usize = 64 * 1024;
+
 /// The spec a rollout plugin's MutateManifestWork returned for a revision whose template
 /// is `template`, checked as a user's template is (SPEC §12.1): a ManifestWork spec with
 /// no field that type does not have, manifests present, valid and within `limit`, and
@@ -108,6 +113,16 @@ pub fn plugin_spec(
 ) -> Result<Option<Mutation>, Invalid> {
     if answer.is_empty() {
         return Ok(None);
+    }
+    let most = limit.saturating_add(PLUGIN_SPEC_OVERHEAD);
+    if answer.len() > most {
+        return Err(Invalid::new(
+            PLUGIN_SPEC,
+            format!(
+                "is {} bytes: a spec may take {most} (the manifests' limit, --manifest-size-limit, and {PLUGIN_SPEC_OVERHEAD} for its other fields)",
+                answer.len()
+            ),
+        ));
     }
     let value: Value = serde_json::from_slice(answer)
         .map_err(|e| Invalid::new(PLUGIN_SPEC, format!("is not JSON: {e}")))?;
@@ -410,6 +425,24 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
+    }
+
+    /// Security review P1: bulk outside the manifests (here 100 KiB of manifestConfigs)
+    /// counts too: the whole answer is refused past the manifests' limit plus the spec's
+    /// other fields' share, before it is parsed.
+    #[test]
+    fn a_plugins_whole_spec_is_bounded_not_only_its_manifests() {
+        let t = template();
+        let mut v = t.to_value();
+        let rule = json!({"resourceIdentifier": {"group": "", "resource": "configmaps",
+            "namespace": "default", "name": "x".repeat(200)}});
+        v["manifestConfigs"] = json!(vec![rule; 512]);
+        let given = answer(v);
+        assert!(given.len() > 1024 + PLUGIN_SPEC_OVERHEAD);
+        let e = plugin_spec(&given, with_digest(&t), false, 1024).unwrap_err();
+        assert_eq!(e.field, "spec_json");
+        assert!(e.reason.contains("a spec may take"), "{e}");
+        assert!(plugin_spec(&given, with_digest(&t), false, DEFAULT_MANIFEST_SIZE_LIMIT).is_ok());
     }
 
     #[test]
