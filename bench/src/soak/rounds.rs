@@ -93,8 +93,13 @@ enum Action {
 enum Expect {
     /// Every cluster on this revision, and status says so.
     Complete(String),
-    /// This revision aborted and held, every cluster back on the stable one.
-    Aborted { target: String, stable: String },
+    /// This revision aborted and held, every cluster back on the stable one; with
+    /// `after`, by an abort at or after that time (milliseconds since the epoch).
+    Aborted {
+        target: String,
+        stable: String,
+        after: Option<i64>,
+    },
     /// At most this many revisions besides the ones in use.
     Pruned(i32),
 }
@@ -177,9 +182,13 @@ impl Driver {
         // A plugin fault may turn a good rollout of the judged MWRS into an abort (its
         // failure budget, SPEC §12.3); the next rounds go on from there.
         let plugin_abort = match &expect {
+            // A new abort: a retry starts from the held revision's own abort, which would
+            // count the round settled before the controller acted on the retry (seed 918195:
+            // a Retry "settled in 0 s", and its writes fell into the idle window).
             Expect::Complete(target) if subject.plugin => Some(Expect::Aborted {
                 target: target.clone(),
                 stable: status.current_revision.clone().unwrap_or_default(),
+                after: Some(since),
             }),
             _ => None,
         };
@@ -312,7 +321,11 @@ impl Driver {
             Action::BadRollout => {
                 let v = self.version(true);
                 let target = self.set_template(subject, &v).await?;
-                Expect::Aborted { target, stable }
+                Expect::Aborted {
+                    target,
+                    stable,
+                    after: None,
+                }
             }
             Action::Midway => {
                 let v = self.version(false);
@@ -475,9 +488,16 @@ impl Driver {
                     )
                 })
             }
-            Expect::Aborted { target, stable } => {
+            Expect::Aborted {
+                target,
+                stable,
+                after,
+            } => {
+                // Condition times are whole seconds.
+                let new = |t: i64| after.is_none_or(|after| t >= after - 1_000);
                 let done = s.update_aborted()
-                    && s.last_abort.as_ref().is_some_and(|a| &a.revision == target)
+                    && (s.last_abort.as_ref())
+                        .is_some_and(|a| &a.revision == target && new(a.time.0.as_millisecond()))
                     && s.current_revision.as_ref() == Some(stable)
                     && all_on(stable);
                 (!done).then(|| {
