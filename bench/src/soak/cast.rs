@@ -104,8 +104,8 @@ impl Fault {
             Fault::PluginSlow => "plugin slow",
             Fault::PluginErring => "plugin erring on a group",
             Fault::PluginFlapping => "plugin flapping",
-            Fault::PluginFailover => "leader killed, the standby up past unavailableFor",
-            Fault::PluginBackendDown => "plugin's backend down, Initialize answering",
+            Fault::PluginFailover => "failover past unavailableFor",
+            Fault::PluginBackendDown => "plugin backend down",
             Fault::MarkKeyRotated => "mark key rotated",
         }
     }
