@@ -435,9 +435,10 @@ async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::S
 /// When each plugin's client certificate expires, as a metric; a warning an hour in its
 /// last week (security review X1: a certificate renewed on disk is taken at the next call).
 fn record_client_certs(ctx: &Context) {
-    static WARNED_AT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    use std::sync::atomic::AtomicI64;
+    static WARNED_AT: AtomicI64 = AtomicI64::new(0);
     let now = jiff::Timestamp::now().as_second();
-    let warned = WARNED_AT.load(std::sync::atomic::Ordering::Relaxed);
+    let warned = WARNED_AT.load(Ordering::Relaxed);
     let warn = now - warned >= 3600;
     for (plugin, expiry) in ctx.config.plugins.client_cert_expiries() {
         let labels = crate::metrics::PluginLabels {
@@ -451,7 +452,7 @@ fn record_client_certs(ctx: &Context) {
                     .set(at);
                 let days = (at - now) / 86_400;
                 if days < 7 && warn {
-                    WARNED_AT.store(now, std::sync::atomic::Ordering::Relaxed);
+                    WARNED_AT.store(now, Ordering::Relaxed);
                     tracing::warn!(
                         plugin,
                         days_left = days,
@@ -460,7 +461,7 @@ fn record_client_certs(ctx: &Context) {
                 }
             }
             Err(why) if warn => {
-                WARNED_AT.store(now, std::sync::atomic::Ordering::Relaxed);
+                WARNED_AT.store(now, Ordering::Relaxed);
                 tracing::warn!(plugin, %why, "the client certificate's expiry cannot be read");
             }
             Err(_) => {}

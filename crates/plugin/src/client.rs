@@ -84,6 +84,8 @@ struct Dial {
     inner: RolloutPluginClient<Channel>,
     /// The PEM pair the channel presents (None: no client certificate).
     pair: Option<(Vec<u8>, Vec<u8>)>,
+    /// When that certificate expires, read once per pair.
+    expires: Option<Result<i64, String>>,
     checked: Instant,
 }
 
@@ -98,6 +100,7 @@ impl PluginClient {
         let dial = Dial {
             cfg: cfg.clone(),
             inner,
+            expires: pair.as_ref().map(|(cert, _)| not_after(cert)),
             pair,
             checked: Instant::now(),
         };
@@ -113,10 +116,7 @@ impl PluginClient {
     /// another pair than the one in use (looked at most every [`CERT_RECHECK`]). A pair
     /// that cannot be read or used keeps the channel in use, and says why.
     fn channel(&self) -> RolloutPluginClient<Channel> {
-        let mut dial = match self.dial.lock() {
-            Ok(d) => d,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut dial = self.dial();
         if dial.checked.elapsed() >= self.cert_recheck {
             dial.checked = Instant::now();
             if let Err(reason) = dial.reload() {
@@ -128,12 +128,19 @@ impl PluginClient {
 
     /// When the client certificate in use expires (its notAfter), if there is one.
     pub fn client_cert_not_after(&self) -> Option<Result<i64, String>> {
-        let dial = match self.dial.lock() {
+        self.dial().expires.clone()
+    }
+
+    /// The bound on each call, retries included.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn dial(&self) -> std::sync::MutexGuard<'_, Dial> {
+        match self.dial.lock() {
             Ok(d) => d,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        let (cert, _) = dial.pair.as_ref()?;
-        Some(not_after(cert))
+        }
     }
 
     /// The same client looking at its certificate's files every `every` (tests).
@@ -244,10 +251,11 @@ impl Dial {
         if self.pair.as_ref() == Some(&pair) {
             return Ok(());
         }
-        not_after(&pair.0)?;
+        let expires = not_after(&pair.0)?;
         self.inner = channel(&self.cfg, Some(&pair))?;
         tracing::info!(plugin = %self.cfg.name, "client certificate changed on disk: new connections present it");
         self.pair = Some(pair);
+        self.expires = Some(Ok(expires));
         Ok(())
     }
 }

@@ -134,7 +134,7 @@ fn client(a: &PluginCheckArgs) -> Result<PluginClient> {
 /// Every call of the contract, in the order a rollout and an abort make them.
 async fn check(client: &PluginClient, a: &PluginCheckArgs) -> Vec<Step> {
     let revs = Revisions::new();
-    let bound = Duration::try_from(a.timeout).unwrap_or_default();
+    let bound = client.timeout();
     let mut steps = Vec::new();
     let init = api::InitializeRequest {
         plugin: a.name.clone(),
@@ -331,7 +331,7 @@ async fn validated(
         } else {
             timed(client.validate_rollout_completion(r.clone())).await
         };
-        let took = (took, Duration::try_from(a.timeout).unwrap_or_default());
+        let took = (took, client.timeout());
         let answer = match answer {
             Ok(v) => v,
             Err(s) => {
