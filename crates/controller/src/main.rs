@@ -135,7 +135,7 @@ fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
             WorkConfig::parse(&text).with_context(|| format!("--work-config {}", path.display()))?
         }
     };
-    let poll = Duration::try_from(args.plugin_poll)
+    let poll = std::time::Duration::try_from(args.plugin_poll)
         .ok()
         .filter(|d| !d.is_zero())
         .context("--plugin-poll must be positive")?;
@@ -323,7 +323,7 @@ fn serving(args: &Args, client: &kube::Client) -> anyhow::Result<http::Serving> 
     let access = mwrs_controller::access::Access::new(client.clone());
     Ok(http::Serving::Secure {
         tls,
-        access: Arc::new(access),
+        access: std::sync::Arc::new(access),
     })
 }
 
@@ -359,7 +359,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         },
         instance: identity.clone(),
         plugins,
-        blind_after: Duration::try_from(args.watch_blind_after)
+        blind_after: std::time::Duration::try_from(args.watch_blind_after)
             .context("--watch-blind-after must not be negative")?,
         ..Config::default()
     };
