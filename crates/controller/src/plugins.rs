@@ -67,8 +67,9 @@ struct Judged {
     /// plugin returning the same spec for 5,000 clusters costs one copy, not 5,000.
     specs: HashMap<mwrs_engine::hash::Digest, Arc<serde_json::Value>>,
     /// Validations (cluster, revision) and Begins (cluster, revision, aborting) not
-    /// answered yet: a slow plugin is not asked the same again meanwhile.
-    validating: BTreeSet<(Arc<str>, String)>,
+    /// answered yet: a slow plugin is not asked the same again meanwhile. A validation
+    /// keeps the time it was sent (the planner judges the cluster's deadline as of then).
+    validating: BTreeMap<(Arc<str>, String), Timestamp>,
     beginning: BTreeSet<(Arc<str>, String, bool)>,
 }
 
@@ -436,6 +437,7 @@ impl Plugins {
         PluginInputs {
             verdicts: j.verdicts.clone(),
             asked: j.asked.clone(),
+            unanswered: unanswered(&j.validating),
             begun: j.begun.clone(),
             progressed: j.progressed.clone(),
             errors: j.errors.clone(),
@@ -627,9 +629,10 @@ impl Plugins {
         }
         let in_flight = InFlight::of(&calls);
         let mut keys = in_flight.validating.into_iter();
-        calls
-            .validations
-            .retain(|_| keys.next().is_some_and(|k| j.validating.insert(k)));
+        calls.validations.retain(|_| {
+            keys.next()
+                .is_some_and(|k| sent_first(&mut j.validating, k, now))
+        });
         let mut keys = in_flight.beginning.into_iter();
         calls
             .begins
@@ -977,6 +980,30 @@ impl Plugins {
 }
 
 /// What a batch of calls asks about, one key per call in order.
+/// Records `key` as sent at `now` unless it is in flight already; true when it was not.
+fn sent_first<K: Ord>(in_flight: &mut BTreeMap<K, Timestamp>, key: K, now: Timestamp) -> bool {
+    match in_flight.entry(key) {
+        std::collections::btree_map::Entry::Vacant(e) => {
+            e.insert(now);
+            true
+        }
+        std::collections::btree_map::Entry::Occupied(_) => false,
+    }
+}
+
+/// Per cluster, when its oldest unanswered question was sent.
+fn unanswered(
+    validating: &BTreeMap<(Arc<str>, String), Timestamp>,
+) -> BTreeMap<Arc<str>, Timestamp> {
+    let mut out: BTreeMap<Arc<str>, Timestamp> = BTreeMap::new();
+    for ((cluster, _), at) in validating {
+        out.entry(cluster.clone())
+            .and_modify(|t| *t = (*t).min(*at))
+            .or_insert(*at);
+    }
+    out
+}
+
 struct InFlight {
     validating: Vec<(Arc<str>, String)>,
     beginning: Vec<(Arc<str>, String, bool)>,
@@ -1570,8 +1597,19 @@ mod tests {
             validations: vec![v.clone()],
             ..PluginCalls::default()
         };
-        p.mark_sent("ns/app", calls, now);
+        p.mark_sent("ns/app", calls.clone(), now);
         assert_eq!(p.inputs("ns/app").asked["c1"], now);
+        assert_eq!(p.inputs("ns/app").unanswered["c1"], now, "in flight");
+        let later = Timestamp::from_second(130).unwrap();
+        p.mark_sent("ns/app", calls, later);
+        assert_eq!(p.inputs("ns/app").asked["c1"], later);
+        assert_eq!(
+            p.inputs("ns/app").unanswered["c1"],
+            now,
+            "the call in flight was sent first; none was sent again"
+        );
+        p.landed("ns/app", Sent::Validation(&v));
+        assert!(p.inputs("ns/app").unanswered.is_empty(), "answered");
         assert!(p.inputs("ns/other").verdicts.is_empty(), "per MWRS");
         p.forget("ns/app");
         assert!(p.inputs("ns/app").verdicts.is_empty());

@@ -288,6 +288,10 @@ pub struct PluginInputs {
     /// When the last question about a cluster was sent, answered or not: an IN_PROGRESS
     /// or unanswered cluster is asked again `poll` after it.
     pub asked: BTreeMap<Arc<str>, Timestamp>,
+    /// Per cluster, when the question about it that is still unanswered was sent: until
+    /// its answer (or the call's own bound) comes, the cluster's deadline is judged as
+    /// of then, so a slow or hung call never times a cluster out on its own.
+    pub unanswered: BTreeMap<Arc<str>, Timestamp>,
     /// How often a cluster still Validating is asked again.
     pub poll: SignedDuration,
     /// The last BeginRollout or BeginAbort sent per cluster of this MWRS.
@@ -308,6 +312,7 @@ pub static NO_PLUGINS: PluginInputs = PluginInputs {
     health: BTreeMap::new(),
     verdicts: BTreeMap::new(),
     asked: BTreeMap::new(),
+    unanswered: BTreeMap::new(),
     poll: SignedDuration::ZERO,
     begun: BTreeMap::new(),
     progressed: BTreeMap::new(),

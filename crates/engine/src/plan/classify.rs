@@ -148,6 +148,7 @@ impl<'a> Pass<'a> {
                 since,
                 note,
                 held,
+                asked_at,
             } = self.gate(&name, row, d, target, observed, &mut questions);
             let (since, held) = self.observed.sight.bound(since, held);
             if status != RolloutStatus::ToApply {
@@ -179,7 +180,10 @@ impl<'a> Pass<'a> {
                     }
                 }
                 RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
-                    if !held && strategy.deadline.passed(since, self.now) =>
+                    if !held
+                        && strategy
+                            .deadline
+                            .passed(since, asked_at.unwrap_or(self.now)) =>
                 {
                     status = RolloutStatus::TimeOut;
                 }

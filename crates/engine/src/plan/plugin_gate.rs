@@ -33,6 +33,9 @@ pub(super) struct Gated {
     pub(super) note: Option<String>,
     /// The plugin does not answer: no deadline runs meanwhile.
     pub(super) held: bool,
+    /// A question about the cluster went out at this time and is not answered yet: its
+    /// deadline is judged as of then, and the answer decides.
+    pub(super) asked_at: Option<Timestamp>,
 }
 
 /// The questions a pass wants put to plugins, and the answers to write down.
@@ -72,6 +75,7 @@ impl<'a> Pass<'a> {
             since,
             note: note.clone(),
             held: false,
+            asked_at: None,
         };
         let (Some(plugin), Some(i)) = (self.plugin_of(d.placement), target) else {
             return ungated;
@@ -113,7 +117,7 @@ impl<'a> Pass<'a> {
                 status: RolloutStatus::Failed,
                 since: Some(at),
                 note: Some(why),
-                held: false,
+                ..ungated
             },
             Gate::Validating {
                 note: said,
@@ -136,6 +140,7 @@ impl<'a> Pass<'a> {
                     since: since.max(Some(answering)),
                     note: said.or(note),
                     held,
+                    asked_at: plugins.unanswered.get(cluster).copied(),
                 }
             }
             Gate::Held(why) => {
@@ -145,6 +150,7 @@ impl<'a> Pass<'a> {
                     since,
                     note: Some(why),
                     held: true,
+                    asked_at: None,
                 }
             }
         }
@@ -238,7 +244,7 @@ impl<'a> Pass<'a> {
                     status: RolloutStatus::Failed,
                     since: Some(run.since),
                     note: Some(format!("{PLUGIN_FAILED}: {words}")),
-                    held: false,
+                    ..ungated
                 },
                 FailureMode::Hold => Gated {
                     note: Some(format!("{words} (failurePolicy Hold: held)")),
@@ -251,7 +257,7 @@ impl<'a> Pass<'a> {
                 status: RolloutStatus::Failed,
                 since: Some(at),
                 note: Some(note),
-                held: false,
+                ..ungated
             };
         }
         match plugins.erring_run(plugin, cluster, revision) {

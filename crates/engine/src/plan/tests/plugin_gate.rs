@@ -1105,3 +1105,31 @@ fn a_plugin_down_past_its_budget_before_begin_rollout_fails_the_rollout_under_fa
         RolloutStatus::ToApply
     );
 }
+
+#[test]
+fn a_question_sent_before_the_deadline_is_answered_before_the_cluster_times_out() {
+    let strategy = json!({"type": "All", "plugin": "judge",
+        "all": {"progressDeadline": "1m"}});
+    let (mut f, update) = fixture(strategy, &["c1", "c2"]);
+    // Done 120 s ago: the minute ran out 60 s ago.
+    f.work("c1", &update, secs(120), Reported::Done);
+    f.work("c2", &update, secs(120), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(100));
+    said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(75));
+    // Asked again 65 s ago, inside the minute; the call hangs to its bound.
+    p.unanswered.insert("c2".into(), t0() - secs(65));
+    let out = plan_with(&f, &p);
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Validating);
+    let status = out.status.as_ref().unwrap();
+    assert!(
+        status.aborted_time.is_none(),
+        "the answer decides, not the wait"
+    );
+
+    // Asked only after the minute had run out: the wait does not bring it back.
+    p.unanswered.insert("c2".into(), t0() - secs(55));
+    let out = plan_with(&f, &p);
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::TimeOut);
+    assert!(out.status.as_ref().unwrap().aborted_time.is_some());
+}
