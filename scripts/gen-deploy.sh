@@ -3,7 +3,7 @@
 # for `kubectl apply -f` users: release mwrs-controller in open-cluster-management-hub, the
 # chart's defaults, without Helm's own labels. The CRD stays scripts/gen-crd.py's.
 #
-#   scripts/gen-deploy.sh            rewrites deploy/rbac/rbac.yaml and deploy/controller/deployment.yaml
+#   scripts/gen-deploy.sh            rewrites deploy/rbac/{rbac,users}.yaml and deploy/controller/deployment.yaml
 #   scripts/gen-deploy.sh --check    exits 1 (with a diff) when they differ from the chart
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,18 +25,20 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/rbac" "$tmp/controller"
 render "The controller's ServiceAccount and RBAC." \
     --show-only templates/rbac.yaml >"$tmp/rbac/rbac.yaml"
+render "The roles of the people and pipelines that use MWRS, aggregated into view, edit and admin." \
+    --show-only templates/tenant-roles.yaml >"$tmp/rbac/users.yaml"
 render "The controller: two replicas with leader election, the metrics Service, a PodDisruptionBudget." \
     --show-only templates/deployment.yaml --show-only templates/service.yaml \
     --show-only templates/poddisruptionbudget.yaml >"$tmp/controller/deployment.yaml"
 
 if [ "${1:-}" = --check ]; then
     status=0
-    for f in rbac/rbac.yaml controller/deployment.yaml; do
+    for f in rbac/rbac.yaml rbac/users.yaml controller/deployment.yaml; do
         diff -u "deploy/$f" "$tmp/$f" || status=1
     done
     ((status == 0)) || echo "gen-deploy.sh: deploy/ differs from the chart; run scripts/gen-deploy.sh" >&2
     exit $status
 fi
-for f in rbac/rbac.yaml controller/deployment.yaml; do
+for f in rbac/rbac.yaml rbac/users.yaml controller/deployment.yaml; do
     cp "$tmp/$f" "deploy/$f"
 done

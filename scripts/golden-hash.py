@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for the revision hash (SPEC §4), used to pin golden vectors in
+"""Independent reference for the revision hash (rules §4), used to pin golden vectors in
 crates/engine/src/hash.rs. Usage: golden-hash.py '<json>' [collisionCount]"""
 import json
 import struct

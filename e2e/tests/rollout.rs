@@ -136,7 +136,7 @@ async fn a_revision_stuck_progressing_on_the_canary_is_aborted_on_its_spoke() {
     // The canary's ManifestWork as the agent reports it: upstream's agent (v1.2.x) first
     // writes the new generation's Available/Progressing evaluated against the old object
     // (the rule reads v1: not Progressing) while Applied is still at the old generation —
-    // an early success report (SPEC §11.2–11.3). Usually seen; its timing is the
+    // an early success report (rules §11.2–11.3). Usually seen; its timing is the
     // agent's, and a run without it checks the abort alone (and says so).
     let early = Arc::new(Mutex::new(false));
     let flag = early.clone();

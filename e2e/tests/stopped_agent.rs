@@ -1,6 +1,6 @@
 //! A work agent stopped (SIGSTOP) during a rollout, as a spoke that hangs or loses its
 //! network does: the controller writes its ManifestWork once and then leaves it alone
-//! (no rewrite loop, SPEC §11.1–11.2) while the other clusters finish; once the agent
+//! (no rewrite loop, rules §11.1–11.2) while the other clusters finish; once the agent
 //! runs again the rollout completes. Then the controller is killed mid-rollout (its task
 //! dropped, as a crash) and a new one finishes the next revision.
 //!

@@ -1,4 +1,4 @@
-//! Leaving is safe (SPEC §12.5): with upstream's work agents, an MWRS goes from upstream's
+//! Leaving is safe (rules §12.5): with upstream's work agents, an MWRS goes from upstream's
 //! controller to ours, ours makes a second one, both go back to upstream's controller
 //! (after `mwrs handover`), come back to ours, and ours is uninstalled. Every spoke object
 //! keeps its UID and is never deleted; upstream's controller ends with one ManifestWork per

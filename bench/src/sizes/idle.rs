@@ -26,7 +26,7 @@ impl Bench {
         Ok(((cpu1 - cpu0) / mins, (r1 - r0 - 1.0).max(0.0) / mins))
     }
 
-    /// 1% of the clusters never answer a new revision (SPEC §11.1): once every
+    /// 1% of the clusters never answer a new revision (rules §11.1): once every
     /// ManifestWork carries it, the controller writes nothing more.
     pub(super) async fn idle_with_silent_clusters(
         &self,

@@ -43,7 +43,7 @@ pub enum Fault {
     AgentsSilent,
     /// One PlacementDecision page deleted and written again 2–10 s later, the Placement
     /// still counting every cluster: the decisions are incomplete meanwhile, and nothing
-    /// may be deleted for it (SPEC §11.5).
+    /// may be deleted for it (rules §11.5).
     DecisionsRepaged,
     /// The plugin killed and back 5–30 s later.
     PluginDown,
@@ -56,7 +56,7 @@ pub enum Fault {
     PluginFlapping,
     /// The leader killed once the standby has been up longer than the plugin's
     /// `unavailableFor`, as a `helm upgrade` or a node drain does: the new leader must
-    /// not count the plugin down since its own start (SPEC §12.6). Not a plugin fault:
+    /// not count the plugin down since its own start (rules §12.6). Not a plugin fault:
     /// the judged rollout must end as it would have.
     PluginFailover,
     /// For 10–40 s every call about a cluster answers UNAVAILABLE while Initialize still

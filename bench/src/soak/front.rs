@@ -1,7 +1,7 @@
 //! A front for the soak's rollout plugin: the controllers call it, and it passes every
 //! call to the plugin, except while its backend is "down" ([`Front::backend_down`]):
 //! then every call about a cluster answers UNAVAILABLE while Initialize still answers,
-//! the commonest partial outage of a plugin (SPEC §12.6, security review B1).
+//! the commonest partial outage of a plugin (rules §12.6, security review B1).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

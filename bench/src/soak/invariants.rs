@@ -1,4 +1,4 @@
-//! The rules a soak's log must keep (SPEC §4, §10, §11, §12), each checked over the log
+//! The rules a soak's log must keep (rules §4, §10, §11, §12), each checked over the log
 //! alone. The soak never removes a cluster from the placement nor deletes an MWRS while
 //! it runs, so no ManifestWork may ever be deleted.
 

@@ -3,7 +3,7 @@
 //! rollout plugin, it cycles rollouts, aborts, undos, retries, history-limit changes and
 //! templates changed mid-rollout on two MWRS (one judged by the plugin), while injecting
 //! faults at random (`cast.rs`). Every change the hub makes is logged from watches and
-//! the API server's audit log (`watch.rs`), and the rules of SPEC §4, §10, §11 and §12 are
+//! the API server's audit log (`watch.rs`), and the rules of rules §4, §10, §11 and §12 are
 //! checked over that log (`invariants.rs`). The report counts faults and violations by
 //! kind, with the seed that replays the run's choices.
 

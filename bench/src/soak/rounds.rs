@@ -180,7 +180,7 @@ impl Driver {
         let plugin_mark = self.plugin_faults.mark();
         let expect = self.act(subject, &status, &action).await?;
         // A plugin fault may turn a good rollout of the judged MWRS into an abort (its
-        // failure budget, SPEC §12.3); the next rounds go on from there.
+        // failure budget, rules §12.3); the next rounds go on from there.
         let plugin_abort = match &expect {
             // A new abort: a retry starts from the held revision's own abort, which would
             // count the round settled before the controller acted on the retry (seed 918195:

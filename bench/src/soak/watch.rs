@@ -128,7 +128,7 @@ fn status_of(m: &ManifestWorkReplicaSet) -> Seen {
     .flatten()
     .collect();
     // Held: an abort that went back to a stable revision, or a user's abort with none to go
-    // back to (SPEC §10.6). A breach of a first rollout holds nothing: it stops starting
+    // back to (rules §10.6). A breach of a first rollout holds nothing: it stops starting
     // clusters while breached, as without AbortAll.
     let held = abort
         .filter(|a| {

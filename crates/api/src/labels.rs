@@ -33,7 +33,7 @@ pub const DECISION_GROUP_INDEX: &str = "cluster.open-cluster-management.io/decis
 /// PlacementDecision label holding the decision group name ("" for unnamed groups).
 pub const DECISION_GROUP_NAME: &str = "cluster.open-cluster-management.io/decision-group-name";
 
-/// Manual rollout controls (SPEC §7), as annotations on the MWRS. Abort and retry values
+/// Manual rollout controls (rules §7), as annotations on the MWRS. Abort and retry values
 /// are request tokens: a new value is a new request, acted on once. A token may name the
 /// revision it is meant for (see [`control_request`]).
 pub const CONTROL_ABORT: &str = "mwrs.rollout.open-cluster-management.io/abort";
@@ -63,25 +63,25 @@ pub const REVISION_ABORTED_AT: &str = "mwrs.rollout.open-cluster-management.io/a
 /// On a ManifestWork: the rollout plugin's final verdict on the revision it carries
 /// (JSON: plugin, revision, generation, verdict, at, message, seal), so that a restarted
 /// controller and the CLI know it without asking. The controller believes it only with
-/// its own seal (SPEC §12.2).
+/// its own seal (rules §12.2).
 pub const PLUGIN_VERDICT: &str = "mwrs.rollout.open-cluster-management.io/plugin-verdict";
 
 /// On a ManifestWork: the digest (SHA-256 hex of its canonical JSON) of the spec a
 /// rollout plugin's MutateManifestWork returned and this controller wrote, then `.` and
 /// the controller's seal. A spec with this digest carries the revision the
-/// ManifestWork's label names, when the seal is the controller's (SPEC §12.2).
+/// ManifestWork's label names, when the seal is the controller's (rules §12.2).
 pub const PLUGIN_SPEC_DIGEST: &str = "mwrs.rollout.open-cluster-management.io/plugin-spec-digest";
 
 /// On an MWRS: `REVISION@GENERATION`, the hash of a revision to roll out without asking
 /// its rollout plugins and the MWRS generation the request was made at (`mwrs rollout
-/// undo|retry --skip-plugins`, SPEC §12.3). It counts while that revision is the update
+/// undo|retry --skip-plugins`, rules §12.3). It counts while that revision is the update
 /// revision and the MWRS is at that generation: once, for the request that asked.
 pub const SKIP_PLUGINS: &str = "mwrs.rollout.open-cluster-management.io/skip-plugins";
 
 /// On a Secret: `"true"` marks it as holding the key that seals this controller's marks
 /// (data `key`, at least 32 bytes, type Opaque). The controller reads no other Secret as
 /// its key: a Secret of that name made by someone else without the label is refused
-/// (SPEC §12.2).
+/// (rules §12.2).
 pub const MARK_KEY: &str = "mwrs.rollout.open-cluster-management.io/mark-key";
 
 /// Longest valid label value.
@@ -101,10 +101,27 @@ pub fn is_valid_label_value(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// Label keys only this controller sets on the objects it owns (SPEC §11.4); never taken
+/// Label keys only this controller sets on the objects it owns (rules §11.4); never taken
 /// from an MWRS's own labels.
 pub const CONTROLLER_KEYS: [&str; 4] =
     [MWRS_OWNER, OWNER_KEY_HASH, PLACEMENT_NAME, CONTROLLER_HASH];
+
+/// Label keys GitOps tools track what they own by: Argo CD's label tracking (its default
+/// before 3.0, `application.instanceLabelKey`; its documented alternative key) and Flux's
+/// kustomize and helm controllers. Copied from an MWRS onto its ManifestWorks, as upstream
+/// copies every label, they make thousands of ManifestWorks look like resources of the
+/// Application or Kustomization that owns the MWRS, which its pruning then deletes (and
+/// the agents with them, the workloads on the spokes). Not copied by default
+/// (`--labels-not-copied`); annotations are never copied, Argo CD's tracking one
+/// included.
+pub const GITOPS_TRACKING_LABELS: [&str; 6] = [
+    "app.kubernetes.io/instance",
+    "argocd.argoproj.io/instance",
+    "kustomize.toolkit.fluxcd.io/name",
+    "kustomize.toolkit.fluxcd.io/namespace",
+    "helm.toolkit.fluxcd.io/name",
+    "helm.toolkit.fluxcd.io/namespace",
+];
 
 /// Is `key` one of [`CONTROLLER_KEYS`]?
 pub fn is_controller_key(key: &str) -> bool {

@@ -28,7 +28,7 @@ pub struct RolloutStrategy {
     /// `--work-config`, that must validate each cluster before it counts as succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
-    /// NEW (SPEC §12.3): this placementRef's own failure budget for its plugin; each
+    /// NEW (rules §12.3): this placementRef's own failure budget for its plugin; each
     /// field absent takes the plugin's registration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_failure_policy: Option<PluginFailurePolicy>,
@@ -49,7 +49,7 @@ impl RolloutStrategy {
     }
 }
 
-/// What a rollout plugin's failures cost a rollout (SPEC §12.3).
+/// What a rollout plugin's failures cost a rollout (rules §12.3).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginFailurePolicy {

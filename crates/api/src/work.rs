@@ -242,7 +242,7 @@ impl ManifestWork {
 
 /// ManifestWork status as the work agent writes it. Read leniently: the API server
 /// accepts condition times our types cannot parse (e.g. `2026-01-01T00:00:00x1Z`, an
-/// offset of `+99:99`), and one such object must not make a whole list unreadable (SPEC
+/// offset of `+99:99`), and one such object must not make a whole list unreadable (rules
 /// §11.7). A condition that cannot be read is left out and named in
 /// [`ManifestWorkStatus::unreadable`].
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -1,4 +1,4 @@
-//! `mwrs` / `kubectl mwrs`: the command line for ManifestWorkReplicaSet rollouts (SPEC §7).
+//! `mwrs` / `kubectl mwrs`: the command line for ManifestWorkReplicaSet rollouts (rules §7).
 //! It reads the same API types and runs the same engine as the controller and never
 //! re-implements a rollout rule: per-cluster states come from the planner run on a
 //! snapshot read from the hub, and `rollout plan` from the engine's preview.

@@ -794,7 +794,7 @@ fn rand_suffix() -> u64 {
 }
 
 /// Clusters whose agent refuses to apply or never answers: `rollout status` says why in a
-/// NOTE column, and `-o json` in each cluster's `note` (SPEC §11.2).
+/// NOTE column, and `-o json` in each cluster's `note` (rules §11.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_status_says_why_a_cluster_is_not_done() {
     let Some(hub) = TestHub::from_env("cli-notes", 3).await else {

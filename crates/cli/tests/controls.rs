@@ -1,4 +1,4 @@
-//! The manual controls of SPEC §7 end to end: the `mwrs` binary sets the annotation, the
+//! The manual controls of rules §7 end to end: the `mwrs` binary sets the annotation, the
 //! controller (in this process) acts on each request exactly once, with Events and
 //! conditions showing it. Abort then retry; retry after an automatic abort; pause during
 //! a Progressive rollout, then resume.
@@ -408,7 +408,7 @@ async fn undo_after_two_aborts_goes_to_the_stable_revision() {
     assert_ne!(v2, v3);
 }
 
-/// SPEC §10.6: a user's abort of the first rollout (no stable revision) stops it; it goes
+/// rules §10.6: a user's abort of the first rollout (no stable revision) stops it; it goes
 /// on only after a retry (found by a newcomer: the rollout carried on to every cluster).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_abort_of_the_first_rollout_stops_it() {
@@ -527,7 +527,7 @@ async fn a_missing_placement_and_a_refused_write_say_so() {
     );
 }
 
-/// SPEC §12.3: a rollout held by a plugin that does not answer (here one the controller
+/// rules §12.3: a rollout held by a plugin that does not answer (here one the controller
 /// does not know) reaches no cluster; `rollout status` says so and how to get past it;
 /// `rollout retry --skip-plugins` rolls the revision out without it, which status and an
 /// Event record; `rollout undo --skip-plugins` goes back the same way.

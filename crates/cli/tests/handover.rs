@@ -1,4 +1,4 @@
-//! `mwrs handover` on the real test hub with the simulated agent (SPEC §12.5): what it
+//! `mwrs handover` on the real test hub with the simulated agent (rules §12.5): what it
 //! refuses (a controller holding its Lease, a rollout not complete, a ManifestWork of
 //! another MWRS under the name it needs) writes nothing; a handover renames every
 //! ManifestWork to upstream's name once the copy is applied, and a second run writes
@@ -127,7 +127,7 @@ async fn handover_renames_only_when_safe_and_a_second_run_writes_nothing() {
     assert_eq!(works(&hub).await, ours, "nothing written");
     api.delete("app", &Default::default()).await.unwrap();
 
-    // A ManifestWork carrying app's owner label but another MWRS's owner annotation (SPEC
+    // A ManifestWork carrying app's owner label but another MWRS's owner annotation (rules
     // §11.4): not app's, so never copied nor deleted, and named in a note.
     let impostors: Api<ManifestWork> = Api::namespaced(hub.client.clone(), &hub.clusters[0]);
     let impostor: ManifestWork = serde_json::from_value(json!({

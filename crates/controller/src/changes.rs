@@ -1,5 +1,5 @@
 //! When the controller last saw a placement's decisions change, which the planner must
-//! see settle before it trusts them (SPEC §11.5); a ManifestWork's change time lives in
+//! see settle before it trusts them (rules §11.5); a ManifestWork's change time lives in
 //! the work cache ([`crate::work_cache`]). Fed by the watch events; a relist that brings
 //! back the same content changes nothing.
 //!

@@ -1,7 +1,8 @@
 //! What every reconcile shares: the client, the reflector stores, the event recorder,
-//! metrics and configuration, plus two small pieces of bookkeeping (per-object failure
-//! counts for backoff, and the last status resourceVersion written per MWRS so a
-//! reconcile never acts on a cache older than its own last write).
+//! metrics and configuration, and the bookkeeping passes leave for later passes:
+//! per-object failure counts for backoff, the last status resourceVersion written per
+//! MWRS (a pass never acts on a cache older than its own last write), and the
+//! ManifestWork and revision names a write found held or refused.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -28,10 +29,9 @@ pub struct Config {
     /// Writes in flight at once within one reconcile.
     pub write_concurrency: usize,
     /// ManifestWork writes in flight at once across every reconcile. The API server
-    /// answers this controller's requests in the order they queue: with hundreds of its
-    /// writes ahead, a Lease renewal took seconds (every MWRS changing at once at 300,000
-    /// ManifestWorks), and so does anyone else's request on a hub without priority and
-    /// fairness.
+    /// answers this controller's requests in the order they queue, so this bound is what
+    /// keeps a Lease renewal, and anyone else's request on a hub without priority and
+    /// fairness, from waiting behind a whole fan-out (`bench/README.md` has the runs).
     pub writes_in_flight: usize,
     /// MWRS reconciled at once.
     pub workers: u16,
@@ -51,7 +51,7 @@ pub struct Config {
     /// Rollout plugins `--work-config` registers (none by default).
     pub plugins: Arc<Plugins>,
     /// How long the MWRS CRD may go unread (every read refused or failing) before its
-    /// state counts as unknown and every write stops (SPEC §11.6).
+    /// state counts as unknown and every write stops (rules §11.6).
     pub crd_stale_after: Duration,
     /// How long a watch may keep failing before the replica is not ready and no deadline
     /// runs ([`crate::watch_health`]).
@@ -204,8 +204,8 @@ const WRITE_LOG: &str = "mwrs_controller::execute";
 
 impl Context {
     /// Called before every request that changes the hub (a write, an Event, a plugin
-    /// call): refuses when this replica cannot prove it still leads (SPEC §11 leader
-    /// fencing) or the CRD cannot hold its state (SPEC §12.4), saying why in the log, and
+    /// call): refuses when this replica cannot prove it still leads (rules §11 leader
+    /// fencing) or the CRD cannot hold its state (rules §12.4), saying why in the log, and
     /// logs the write at DEBUG.
     pub fn may_write(&self, verb: &str, what: &str) -> crate::error::Result<()> {
         if !self.config.write_gate.is_open() {

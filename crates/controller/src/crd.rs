@@ -1,5 +1,5 @@
 //! The installed MWRS CRD must carry the fields this controller stores its state in
-//! (SPEC §10.15, §11.6). Upstream's schema would silently prune them (the API server
+//! (rules §10.15, §11.6). Upstream's schema would silently prune them (the API server
 //! drops unknown fields on every read and write), losing the abort hold and the revision
 //! pointers: the controller refuses to start against it, and [`SchemaWatch`] watches the
 //! CRD for as long as it runs, so that an operator re-applying upstream's CRD stops every
@@ -104,7 +104,7 @@ pub fn unusable(crd: &CustomResourceDefinition) -> Option<String> {
 /// The CRD as last seen: Ok while it can hold this controller's state, else why not.
 /// Fed by a watch of the one CRD for the whole run, and by a read every third of
 /// `stale_after`: when no read or watch event has succeeded for `stale_after`, the CRD's
-/// state is unknown and counts as unusable (SPEC §11.6), since another installer may have
+/// state is unknown and counts as unusable (rules §11.6), since another installer may have
 /// replaced it meanwhile.
 #[derive(Clone)]
 pub struct SchemaWatch {

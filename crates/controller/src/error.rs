@@ -30,7 +30,7 @@ pub enum Error {
     /// The object lacks a field the controller needs (name, namespace).
     #[error("object has no {0}")]
     MissingField(&'static str),
-    /// The installed CRD cannot hold this controller's state (SPEC §10.15).
+    /// The installed CRD cannot hold this controller's state (rules §10.15).
     #[error("the installed ManifestWorkReplicaSet CRD is not usable: {0}")]
     Crd(String),
     /// A revision's name is held by an object that is not this revision (another owner's,

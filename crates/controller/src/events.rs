@@ -91,11 +91,8 @@ impl EventSink {
 fn event_name(regarding: &str, now: Timestamp) -> String {
     let suffix = format!("{:x}", now.as_nanosecond());
     let room = 253 - suffix.len() - 1;
-    let mut end = regarding.len().min(room);
-    while !regarding.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}.{suffix}", regarding[..end].trim_end_matches(['-', '.']))
+    let name = mwrs_engine::text::prefix(regarding, room);
+    format!("{}.{suffix}", name.trim_end_matches(['-', '.']))
 }
 
 #[cfg(test)]

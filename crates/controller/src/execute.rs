@@ -491,9 +491,6 @@ fn guarded_delete(version: Option<&str>) -> DeleteParams {
     }
 }
 
-/// Stores a new revision. Its name already taken is fine when the object is ours with
-/// this very template; anything else is a collision the next pass resolves with a bumped
-/// collisionCount.
 /// Who holds a name a create found taken (409).
 enum Holder<K> {
     /// This MWRS: the create landed before, or the cache was behind the hub.
@@ -532,6 +529,9 @@ where
     })
 }
 
+/// Stores a new revision. Its name already taken is fine when the object is ours with
+/// this very template; anything else is a collision the next pass resolves with a bumped
+/// collisionCount.
 async fn create_revision(
     ctx: &Context,
     mwrs: &ManifestWorkReplicaSet,
@@ -617,10 +617,12 @@ async fn write_work(
             cluster,
             name,
             labels,
+            dropped_labels,
             annotations,
             resource_version,
         } => {
             let base = patch_base(ctx, cluster, name).await?;
+            let labels = (labels, dropped_labels.as_slice());
             let p = patch::relabel(&base, labels, annotations, resource_version.as_deref())
                 .map_err(|source| Error::Serialize {
                     what: "relabel patch",
@@ -681,11 +683,13 @@ async fn update_work(
     template: &Value,
     resource_version: Option<&str>,
 ) -> Result<()> {
-    let p = patch::work_update(base, template, &a.labels, &a.annotations, resource_version)
-        .map_err(|source| Error::Serialize {
+    let labels = (a.labels.as_ref(), a.dropped_labels.as_slice());
+    let p = patch::work_update(base, template, labels, &a.annotations, resource_version).map_err(
+        |source| Error::Serialize {
             what: "work patch",
             source,
-        })?;
+        },
+    )?;
     // The answer is decoded as the cache holds it: no manifests, no resourceStatus.
     let api: Api<StoredWork> = Api::namespaced(ctx.client.clone(), &a.cluster);
     let r = api
@@ -895,7 +899,7 @@ mod tests {
 
         let ann = BTreeMap::from([("o/a".to_string(), "ns/app".to_string())]);
         let labels = BTreeMap::from([("h".to_string(), "x".to_string())]);
-        let p = patch::relabel(&base, &labels, &ann, None)
+        let p = patch::relabel(&base, (&labels, &[]), &ann, None)
             .expect("patch")
             .expect("changes");
         let mut doc = on_server;

@@ -103,9 +103,14 @@ struct Args {
     #[arg(long = "upstream-quirk", value_delimiter = ',')]
     upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
     /// How long a ManifestWork's reported success, and a placement's decisions, must
-    /// stay unchanged before they are trusted (Go duration, e.g. "2s"; SPEC §11.3, §11.5).
+    /// stay unchanged before they are trusted (Go duration, e.g. "2s"; rules §11.3, §11.5).
     #[arg(long, default_value = "2s", value_parser = parse_settle)]
     settle_time: jiff::SignedDuration,
+    /// MWRS label keys never copied onto its ManifestWorks, comma-separated (default: the
+    /// tracking labels of Argo CD and Flux, so that a GitOps tool never takes the
+    /// ManifestWorks for its own and prunes them; "" copies every label, as upstream).
+    #[arg(long, value_delimiter = ',', value_name = "KEYS")]
+    labels_not_copied: Option<Vec<String>>,
     /// Skip the start-up check of the CRD's fields (not recommended).
     #[arg(long, hide = true)]
     skip_crd_check: bool,
@@ -185,6 +190,15 @@ async fn with_mark_key(
     let every = Duration::try_from(args.mark_key_reread).unwrap_or(mark_key::DEFAULT_REREAD);
     tokio::spawn(keeper.clone().keep(every.max(Duration::from_secs(1))));
     (plugins, Some(keeper))
+}
+
+/// `--labels-not-copied`: the keys given (empty ones left out), else GitOps tools'
+/// tracking labels.
+fn labels_not_copied(given: Option<&[String]>) -> Vec<String> {
+    match given {
+        Some(keys) => keys.iter().filter(|k| !k.is_empty()).cloned().collect(),
+        None => PlanConfig::default().labels_not_copied,
+    }
 }
 
 fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
@@ -356,6 +370,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
             manifest_size_limit: args.manifest_size_limit,
             compat: compat(&args.upstream_quirks),
             settle: args.settle_time,
+            labels_not_copied: labels_not_copied(args.labels_not_copied.as_deref()),
         },
         instance: identity.clone(),
         plugins,

@@ -1,6 +1,6 @@
 //! The key this controller seals its marks on ManifestWorks with ([`mwrs_engine::marks`]):
 //! kept in a Secret of its own namespace, so that every replica and every restart seals
-//! and checks with the same key (SPEC §12.2, §12.6).
+//! and checks with the same key (rules §12.2, §12.6).
 //!
 //! The chart makes the Secret (and keeps it on uninstall); the controller then needs only
 //! `get` on that one name. Without a chart, a replica allowed to create Secrets makes it

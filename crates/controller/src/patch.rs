@@ -41,23 +41,36 @@ fn map_ops(
     }
 }
 
+/// Operations removing each label of `dropped` the object carries.
+fn drop_ops(have: Option<&BTreeMap<String, String>>, dropped: &[String], ops: &mut Vec<Value>) {
+    for k in dropped
+        .iter()
+        .filter(|k| have.is_some_and(|h| h.contains_key(*k)))
+    {
+        let path = format!("/metadata/labels/{}", escape(k));
+        ops.push(json!({"op": "remove", "path": path}));
+    }
+}
+
 fn to_patch(ops: Vec<Value>) -> Result<json_patch::Patch, serde_json::Error> {
     serde_json::from_value(Value::Array(ops))
 }
 
-/// Replaces the spec with `template` and sets the controller's labels and annotations.
-/// With `resource_version`, the patch only applies to that version of the object (the
-/// API server answers 409 otherwise), so a decision made on a stale cache is refused.
+/// Replaces the spec with `template`, sets the controller's labels and annotations and
+/// removes the `dropped` labels. With `resource_version`, the patch only applies to that
+/// version of the object (the API server answers 409 otherwise), so a decision made on a
+/// stale cache is refused.
 pub fn work_update(
     base: &PatchBase,
     template: &Value,
-    labels: &BTreeMap<String, String>,
+    (labels, dropped): (&BTreeMap<String, String>, &[String]),
     annotations: &BTreeMap<String, String>,
     resource_version: Option<&str>,
 ) -> Result<json_patch::Patch, serde_json::Error> {
     let mut ops: Vec<Value> = version_guard(resource_version).into_iter().collect();
     ops.push(json!({"op": "add", "path": "/spec", "value": template}));
     map_ops("labels", base.labels.as_ref(), labels, &mut ops);
+    drop_ops(base.labels.as_ref(), dropped, &mut ops);
     map_ops(
         "annotations",
         base.annotations.as_ref(),
@@ -81,22 +94,23 @@ pub fn work_update(
 /// The op that makes a JSON patch apply to that version of the object only: the API
 /// server answers 409 when the object is at another (changed since, or deleted and
 /// created again), so a change planned on a stale cache, or sent by a replica that has
-/// lost the lease, is refused (SPEC §12). None when the version is not known.
+/// lost the lease, is refused (rules §12). None when the version is not known.
 fn version_guard(resource_version: Option<&str>) -> Option<Value> {
     resource_version
         .map(|rv| json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}))
 }
 
-/// Sets labels and annotations only, on `resource_version` of the object when known;
-/// None when nothing differs.
+/// Sets labels and annotations only, and removes the `dropped` labels, on
+/// `resource_version` of the object when known; None when nothing differs.
 pub fn relabel(
     base: &PatchBase,
-    labels: &BTreeMap<String, String>,
+    (labels, dropped): (&BTreeMap<String, String>, &[String]),
     annotations: &BTreeMap<String, String>,
     resource_version: Option<&str>,
 ) -> Result<Option<json_patch::Patch>, serde_json::Error> {
     let mut ops = Vec::new();
     map_ops("labels", base.labels.as_ref(), labels, &mut ops);
+    drop_ops(base.labels.as_ref(), dropped, &mut ops);
     map_ops(
         "annotations",
         base.annotations.as_ref(),
@@ -238,7 +252,7 @@ mod tests {
         };
         let labels = BTreeMap::from([("a/b".to_string(), "new".to_string())]);
         let ann = BTreeMap::from([("x/y".to_string(), "1".to_string())]);
-        let p = work_update(&base, &json!({"new": 1}), &labels, &ann, Some("5")).unwrap();
+        let p = work_update(&base, &json!({"new": 1}), (&labels, &[]), &ann, Some("5")).unwrap();
         let out = apply(&doc, &p).unwrap();
         assert_eq!(out["spec"], json!({"new": 1}));
         assert_eq!(
@@ -259,7 +273,9 @@ mod tests {
         };
         let labels = BTreeMap::from([("a/b".to_string(), "x".to_string())]);
         let none = BTreeMap::new();
-        let relabelled = relabel(&base, &labels, &none, Some("7")).unwrap().unwrap();
+        let relabelled = relabel(&base, (&labels, &[]), &none, Some("7"))
+            .unwrap()
+            .unwrap();
         let renumbered = renumber(4, Some("7")).unwrap();
         for p in [&relabelled, &renumbered] {
             assert_eq!(serde_json::to_value(p).unwrap()[0], guard, "{p:?}");
@@ -289,12 +305,12 @@ mod tests {
             annotations: serde_json::from_value(doc["metadata"]["annotations"].clone()).unwrap(),
         };
         let none = BTreeMap::new();
-        let p = work_update(&base, &json!({"template": 1}), &none, &none, None).unwrap();
+        let p = work_update(&base, &json!({"template": 1}), (&none, &[]), &none, None).unwrap();
         let out = apply(&doc, &p).unwrap();
         assert_eq!(out["metadata"]["annotations"], json!({"keep": "me"}));
         // Another plugin spec: the digest is replaced, not dropped.
         let ann = BTreeMap::from([(digest.to_string(), "def".to_string())]);
-        let p = work_update(&base, &json!({"mutated": 2}), &none, &ann, None).unwrap();
+        let p = work_update(&base, &json!({"mutated": 2}), (&none, &[]), &ann, None).unwrap();
         let out = apply(&doc, &p).unwrap();
         assert_eq!(out["metadata"]["annotations"][digest], "def");
     }

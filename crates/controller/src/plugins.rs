@@ -92,8 +92,8 @@ enum Seen {
 
 /// A plugin's health as this replica's own calls found it, with what its last outage and
 /// recovery were: a flap shorter than two poll intervals restarts neither the
-/// unavailability clock nor the deadlines (SPEC §12.3), and an outage that a call about a
-/// cluster took part in ends only when such a call succeeds (SPEC §12.6).
+/// unavailability clock nor the deadlines (rules §12.3), and an outage that a call about a
+/// cluster took part in ends only when such a call succeeds (rules §12.6).
 #[derive(Clone, Debug)]
 struct Tracked {
     health: PluginHealth,
@@ -563,7 +563,7 @@ impl Plugins {
     /// Makes `calls` in a task of their own, so that a slow plugin holds no reconcile
     /// (nor another MWRS); when an answer differs from what was known, `mwrs` is
     /// reconciled again. Each call counts as made from now: the passes meanwhile do not
-    /// make it again. Each call is made only while `ctx`'s write gate is open (SPEC
+    /// make it again. Each call is made only while `ctx`'s write gate is open (rules
     /// §12.4), and a refused answer is reported as an Event on `mwrs` through it.
     pub fn call_in_background(
         self: &Arc<Self>,
@@ -778,7 +778,7 @@ impl Plugins {
             Answer::Validated(v, Err(s)) => {
                 let message = format!("{}: {}", v.call_name(), status_line(&s));
                 let about = (v.target.plugin.as_str(), v.revision.as_str());
-                // A down status counts in the cluster's run as any error does (SPEC §12.6).
+                // A down status counts in the cluster's run as any error does (rules §12.6).
                 let counted = self.extend_error_run(owner, &v.cluster, about, &message, now);
                 let health = self.health_after(&v.target.plugin, &s, &message, now);
                 let said = self.record_verdict(owner, &v, (Verdict::Erred, message), now);
@@ -1172,7 +1172,7 @@ impl Template {
     }
 }
 
-/// What a MutateManifestWork answer is checked against (SPEC §12.1).
+/// What a MutateManifestWork answer is checked against (rules §12.1).
 struct SpecCheck {
     template: Option<Template>,
     allow_removal: bool,
@@ -1439,7 +1439,7 @@ mod tests {
         assert_eq!(p.inputs("a").health["judge"], up_since(900));
     }
 
-    /// SPEC §12.6: a plugin whose `Initialize` answers while its calls about clusters
+    /// rules §12.6: a plugin whose `Initialize` answers while its calls about clusters
     /// fail (its own backend down) stays down from the first failed call until one of
     /// those calls succeeds, however often `Initialize` answers meanwhile.
     #[test]

@@ -192,7 +192,7 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
     ctx.config.plugins.forget(&owner.slashed());
 }
 
-/// Every failure backs off per object, 1 s doubling to 5 min, with a warning (SPEC
+/// Every failure backs off per object, 1 s doubling to 5 min, with a warning (rules
 /// §11.7); only a first lost race retries at once, since the next pass usually reads
 /// the newer object. A conflict that persists is a fault like any other.
 pub fn error_policy(obj: Arc<GuardedMwrs>, err: &Error, ctx: Arc<Context>) -> Action {
@@ -225,7 +225,7 @@ pub fn backoff(n: u32) -> Duration {
 }
 
 /// Runs the controller until `shutdown` resolves, for as long as the installed MWRS CRD
-/// can hold its state (SPEC §11.6): when the CRD loses those fields, every write stops,
+/// can hold its state (rules §11.6): when the CRD loses those fields, every write stops,
 /// the process turns not ready and each MWRS gets an Event; when the CRD is restored and
 /// the API server serves it, the controller starts again on fresh stores (objects read
 /// through the pruning schema must not be acted on). Sets `shared.ready` once every store has synced.
@@ -414,13 +414,13 @@ async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::S
     if plugins.is_empty() {
         return;
     }
-    // Until a replica has asked a plugin, it knows nothing of it (SPEC §12.6): one that
+    // Until a replica has asked a plugin, it knows nothing of it (rules §12.6): one that
     // begins to lead asks at once instead of waiting for the next poll.
     let mut began = std::pin::pin!(ctx.config.leading.began());
     loop {
         record_client_certs(&ctx);
         // A replica whose gate is closed (a standby, or the CRD lost) calls no plugin,
-        // not even Initialize (SPEC §12.4).
+        // not even Initialize (rules §12.4).
         if ctx.gate_is_open_quietly() && plugins.probe().await {
             // Full: a pass over every MWRS is already due.
             let _ = changed.try_send(());

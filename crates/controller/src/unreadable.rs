@@ -2,7 +2,7 @@
 //! our types reject it, e.g. an integer `maxFailures` beyond int32: the CRD's
 //! int-or-string schema sets no bound, `IntOrString` holds an i32):
 //! report it — a log line, a metric, a Warning Event and a `Progressing` False
-//! `InvalidSpec` condition — and touch nothing else (SPEC §8: no ManifestWork or
+//! `InvalidSpec` condition — and touch nothing else (rules §8: no ManifestWork or
 //! revision is deleted because of a parse error). The watch goes on for the others.
 //!
 //! The object cannot be deserialized, so its status is handled as raw JSON: only the

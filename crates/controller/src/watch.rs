@@ -442,11 +442,10 @@ fn watch_mwrs(
 /// A page served from etcd (a hub without a watch cache for ManifestWorks, or one whose
 /// API server sends paged consistent lists to etcd) costs etcd a walk over every key after
 /// it, which it counts for the answer (etcd 3.6 `treeIndex.Revisions`): a list of `n` in
-/// pages of `p` walks about n²/2p keys. At 300,000 on the test hub, a restart was ready
-/// in 19 min 53 s with pages of 100 (and a second watch) and in 7 min 53 s with pages of
-/// 500 and one watch, 0.92× a bare client's list of the same (issue #36). What a page
-/// holds is its JSON until decoded (decoding skips the manifests): 500 ManifestWorks with
-/// 100 KB templates is 50 MB for a moment.
+/// pages of `p` walks about n²/2p keys, so pages this large keep a restart on a big hub
+/// near a bare client's list of the same (`bench/README.md` has the runs). A page is held
+/// as its JSON until decoded (decoding skips the manifests): its size bounds that moment's
+/// memory.
 const WORK_LIST_PAGE: u32 = 500;
 
 /// The ManifestWorks carrying upstream's owner label, cluster-wide, filed in a
@@ -456,8 +455,7 @@ const WORK_LIST_PAGE: u32 = 500;
 /// ManifestWorks (which costs its API server about 39 KB per ManifestWork) every list by
 /// label reads every ManifestWork from etcd, and a watch that sees no event (as one of the
 /// hashed key alone does on a hub without long-named MWRS) expires at each compaction and
-/// lists again. Such a watch cost a full read of the hub at start and every half hour,
-/// 8 to 9 minutes each at 300,000 (`bench/README.md`, issue #36).
+/// lists again: a full read of the hub at start and after every compaction.
 fn watch_works(
     client: &Client,
     track: impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static,

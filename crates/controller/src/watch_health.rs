@@ -1,4 +1,4 @@
-//! Whether the controller's watches see the hub (SPEC §12.6, security review W1). A
+//! Whether the controller's watches see the hub (rules §12.6, security review W1). A
 //! watch that keeps failing after its first list (RBAC edited, relists refused, one
 //! resource's API broken) leaves its store as it was: passes would act on it, and a
 //! deadline would run out on an agent's report that never reached the controller. Past a

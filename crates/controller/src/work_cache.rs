@@ -1,4 +1,4 @@
-//! The cache of owned ManifestWorks (SPEC §11.7, issue #16): per ManifestWork only what
+//! The cache of owned ManifestWorks (rules §11.7, issue #16): per ManifestWork only what
 //! the planner and the executor read, in compact form. Its namespace and name, every
 //! label, the annotations this controller owns (and whether the object has any
 //! annotations, so a patch never replaces a map it cannot see), generation,
@@ -8,7 +8,7 @@
 //! values, condition types and statuses) are shared, not copied.
 //!
 //! Derived facts live here too, beside the object they are about, never in the object:
-//! when its conditions last changed (a success counts once it has settled, SPEC §11.3)
+//! when its conditions last changed (a success counts once it has settled, rules §11.3)
 //! and what this controller last wrote into it.
 //!
 //! Fed by the ManifestWork watch, filed by the value of upstream's owner label; a relist

@@ -174,7 +174,7 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
             .to_string()
             .contains("\"secretName\":\"plugin-client\"")
     );
-    // The mark key's Secret, which the controller may read and make (SPEC §12.2).
+    // The mark key's Secret, which the controller may read and make (rules §12.2).
     assert!(
         args.contains(&"--mark-key-secret=mwrs-mwrs-controller-marks"),
         "{args:?}"
@@ -223,7 +223,7 @@ fn the_charts_plugins_are_a_work_config_the_controller_reads() {
 }
 
 /// Two replicas without leader election would both write: the chart refuses them, and
-/// one replica is replaced, never rolled, so that two never run at once (SPEC §12.4).
+/// one replica is replaced, never rolled, so that two never run at once (rules §12.4).
 #[test]
 fn the_chart_refuses_replicas_without_leader_election() {
     let Ok(helm_bin) = std::env::var("MWRS_HELM") else {

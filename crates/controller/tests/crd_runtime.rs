@@ -1,5 +1,5 @@
 //! The MWRS CRD replaced while the controller runs, as OCM's cluster-manager operator
-//! does when it re-applies upstream's CRD over this project's (SPEC §11.6): with an
+//! does when it re-applies upstream's CRD over this project's (rules §11.6): with an
 //! abort holding, the CRD loses this project's fields; the controller must stop every
 //! write (so the held revision is not rolled out), turn not ready and say why on each
 //! MWRS; once the CRD is restored it resumes on fresh stores and the hold is intact.

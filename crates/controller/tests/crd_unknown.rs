@@ -1,4 +1,4 @@
-//! State that cannot be confirmed is not acted on (SPEC §11.6; security review C1): when
+//! State that cannot be confirmed is not acted on (rules §11.6; security review C1): when
 //! the controller can no longer read the MWRS CRD (its RBAC edited, the API refusing), it
 //! cannot know whether another installer has replaced the CRD with one that drops its
 //! state, so after `crd_stale_after` it stops writing and turns not ready, says so in

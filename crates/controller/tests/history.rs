@@ -303,7 +303,7 @@ async fn hash_collision_bumps_collision_count() {
 
 /// ControllerRevisions on the names the next revisions would get, which this MWRS does
 /// not own: one with no owner label and other content, one with our owner label but
-/// another owner's annotation (marks that disagree prove nothing, SPEC §11.4). Each is a collision: collisionCount moves on, the squatter is left
+/// another owner's annotation (marks that disagree prove nothing, rules §11.4). Each is a collision: collisionCount moves on, the squatter is left
 /// alone and the rollout converges (issue #12; before, a 409 every 300 ms for ever).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn squatting_revisions_are_collisions() {

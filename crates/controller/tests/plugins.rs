@@ -829,7 +829,7 @@ async fn assert_no_work_emptied(hub: &TestHub) {
     }
 }
 
-/// SPEC §12.1: a MutateManifestWork answer that would empty a cluster (`{}`, no
+/// rules §12.1: a MutateManifestWork answer that would empty a cluster (`{}`, no
 /// manifests, a whole ManifestWork) is never written; the cluster waits with a note and
 /// one Event, and past the plugin's budget counts as failed, so AbortAll returns the
 /// fleet to v1.
@@ -874,7 +874,7 @@ async fn a_plugins_spec_that_would_empty_a_cluster_is_never_written() {
     assert_eq!(failed, Some(CLUSTERS as i64), "each cluster counted failed");
 }
 
-/// SPEC §12.2: a SUCCEEDED verdict written by hand on each ManifestWork (the cluster's
+/// rules §12.2: a SUCCEEDED verdict written by hand on each ManifestWork (the cluster's
 /// own agent may) promotes nothing while the plugin says IN_PROGRESS; a hand edit with
 /// its spec digest written over it is restored all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -941,7 +941,7 @@ async fn a_forged_verdict_promotes_nothing_and_a_forged_digest_hides_no_edit() {
     .await;
 }
 
-/// SPEC §12.1: a FAILED verdict with a 40,000-character message, under AbortAll with
+/// rules §12.1: a FAILED verdict with a 40,000-character message, under AbortAll with
 /// `maxFailures: 0`, aborts and reverts (the message no longer makes the status write
 /// that must come first fail).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -966,7 +966,7 @@ async fn a_huge_failed_message_still_aborts_and_reverts() {
     wait_all_on(&hub, &stable).await;
 }
 
-/// SPEC §12.3: a plugin unreachable past its `unavailableFor` (here 3 s) under the
+/// rules §12.3: a plugin unreachable past its `unavailableFor` (here 3 s) under the
 /// default policy Fail: its held clusters count as failed (`PluginFailed`), so AbortAll
 /// returns the fleet to v1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1004,7 +1004,7 @@ async fn fails_past_the_budget(test: &str, policy: &str, outage: fn(&Script) -> 
     wait_all_on(&hub, &stable).await;
 }
 
-/// SPEC §12.2: the key marks are sealed with is made once, in a Secret, and every replica
+/// rules §12.2: the key marks are sealed with is made once, in a Secret, and every replica
 /// and restart reads the same one; a Secret without a usable key is named, not replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mark_key_is_made_once_and_shared() {
@@ -1163,7 +1163,7 @@ async fn a_plugin_open_to_other_namespaces_is_never_called_for_this_one() {
     assert!(script.asked.lock().unwrap().is_empty());
 }
 
-/// SPEC §12.4: a replica whose gate is closed (a standby, or one that lost its lease)
+/// rules §12.4: a replica whose gate is closed (a standby, or one that lost its lease)
 /// calls no plugin, not even Initialize, however many passes it makes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_replica_calls_no_plugin() {
@@ -1201,7 +1201,7 @@ async fn a_fenced_replica_calls_no_plugin() {
     assert!(common::works_by_cluster(&hub, "app").await.is_empty());
 }
 
-/// SPEC §12.3: a plugin down before any BeginRollout reaches a cluster, past its
+/// rules §12.3: a plugin down before any BeginRollout reaches a cluster, past its
 /// `unavailableFor` (here 3 s) under Fail: the rollout cannot go on, so its clusters
 /// count as failed and AbortAll ends it; v2 was written nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1230,7 +1230,7 @@ async fn a_plugin_down_before_the_rollout_begins_fails_it_past_the_budget() {
     );
 }
 
-/// SPEC §12.6: a failover while a plugin judges a rollout spends no budget. Two replicas
+/// rules §12.6: a failover while a plugin judges a rollout spends no budget. Two replicas
 /// of the binary with leader election; the plugin answers every call (IN_PROGRESS about
 /// v2) and is registered with `unavailableFor: 3s`; the standby has been up longer than
 /// that when the leader is killed. The new leader has asked the plugin nothing yet: it
@@ -1316,7 +1316,7 @@ async fn a_failover_while_the_plugin_judges_spends_no_budget() {
     );
 }
 
-/// SPEC §12.6: a plugin whose `Initialize` answers while every call about a cluster
+/// rules §12.6: a plugin whose `Initialize` answers while every call about a cluster
 /// answers UNAVAILABLE (its own backend is down) is down, not flapping: under
 /// `failurePolicy: Hold` its clusters stay held past their progress deadline (8 s here,
 /// from the agent's report) however often `Initialize` answers, and complete once it
@@ -1352,7 +1352,7 @@ async fn a_plugin_whose_backend_is_down_holds_under_hold() {
     assert_eq!(current(&m).as_deref(), Some(v2.as_str()));
 }
 
-/// SPEC §12.6: the same outage under `failurePolicy: Fail` spends the budget within
+/// rules §12.6: the same outage under `failurePolicy: Fail` spends the budget within
 /// `unavailableFor` (3 s) and two polls of the first failed call, though `Initialize`
 /// keeps answering: the clusters count as failed and AbortAll reverts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1361,7 +1361,7 @@ async fn a_plugin_whose_backend_is_down_spends_its_budget_under_fail() {
     fails_past_the_budget("plugin-backend-fail", policy, |s| &s.calls_down).await;
 }
 
-/// Security review K2, SPEC §12.6: the mark key has one life across replicas. The leader
+/// Security review K2, rules §12.6: the mark key has one life across replicas. The leader
 /// reads the key's Secret every second and seals v3's verdicts and specs with a new key
 /// written there; the standby read the key at its start and not since (`1h`). When it
 /// takes over it reads the Secret before its first pass and believes those marks: no

@@ -1,6 +1,6 @@
 //! A plan carried out after the world moved on changes nothing it was not planned on:
 //! every change to an object that exists names the version it was planned on, and the
-//! API server refuses it at any other (SPEC §12; security review S2). Without that, a
+//! API server refuses it at any other (rules §12; security review S2). Without that, a
 //! replica frozen between planning and writing, or a cache that lags, deletes what
 //! another writer has since changed or created again.
 //!

@@ -119,7 +119,7 @@ async fn versions(hub: &TestHub) -> BTreeMap<String, Option<String>> {
     out
 }
 
-/// A restart over a rollout where nothing changes writes nothing (SPEC §11.1): every
+/// A restart over a rollout where nothing changes writes nothing (rules §11.1): every
 /// cluster done on the update revision but one whose agent never answers it (in flight).
 /// The benchmark saw 9 writes from a restart at 5,000 clusters: the new process took the
 /// first sight of each ManifestWork's conditions for a change, so every success was

@@ -1,4 +1,4 @@
-//! SPEC §11 on the real test hub: agents that stay silent, refuse to apply or report a
+//! rules §11 on the real test hub: agents that stay silent, refuse to apply or report a
 //! new generation early; two tenants on one hub; a placementRef renamed before its
 //! Placement exists; OCM's scheduler re-paging decisions; a decision not scheduled yet;
 //! a ManifestWork name taken by someone else.
@@ -126,7 +126,7 @@ impl WorkLog {
 }
 
 /// With no agent answering, each ManifestWork is written once and then left alone: its
-/// resourceVersion does not move while the cluster is in flight (SPEC §11.1), and it
+/// resourceVersion does not move while the cluster is in flight (rules §11.1), and it
 /// times out at progressDeadline, counted from the write, with "no report" said.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_clusters_get_one_write_and_time_out() {
@@ -157,7 +157,7 @@ async fn silent_clusters_get_one_write_and_time_out() {
 }
 
 /// An agent that cannot apply: the cluster is in flight with the agent's message, times
-/// out at progressDeadline and AbortAll reverts every cluster (SPEC §11.2).
+/// out at progressDeadline and AbortAll reverts every cluster (rules §11.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apply_error_is_reported_and_aborts() {
     let Some(hub) = TestHub::from_env("refuse", 3).await else {
@@ -200,7 +200,7 @@ async fn an_apply_error_is_reported_and_aborts() {
 
 /// An agent that reports success for a new generation before it has applied it, then
 /// Progressing 500 ms later, then success for real: neither a slot nor the promotion
-/// goes on the early report (SPEC §11.3).
+/// goes on the early report (rules §11.3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_early_success_report_neither_frees_a_slot_nor_promotes() {
     let Some(hub) = TestHub::from_env("early", 2).await else {
@@ -277,7 +277,7 @@ impl PromotedAt {
 /// label (so its ManifestWorks carry the hashed one) and carries the victim's dotted
 /// owner label among its own labels, with a Placement named like the victim's. Nothing
 /// the victim's passes do may touch the attacker's ManifestWorks, nor write into a
-/// cluster the victim does not select (SPEC §11.4).
+/// cluster the victim does not select (rules §11.4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_make_another_write_or_delete_its_works() {
     let Some(victim) = TestHub::from_env("victim", 3).await else {
@@ -465,7 +465,7 @@ async fn decisions_re_paged_keep_every_work() {
 }
 
 /// OCM writes an empty cluster name for a decision not scheduled yet: it is skipped and
-/// reported, and the rollout completes on the others (SPEC §11.4).
+/// reported, and the rollout completes on the others (rules §11.4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unscheduled_decision_is_skipped() {
     let Some(hub) = TestHub::from_env("unsched", 2).await else {
@@ -493,7 +493,7 @@ async fn an_unscheduled_decision_is_skipped() {
 
 /// A ManifestWork on this MWRS's name in a cluster namespace that someone else owns:
 /// reported once (one Event), counted as a failed cluster, left untouched, and not
-/// asked for again on every pass (SPEC §10.13, issue #11 item 3).
+/// asked for again on every pass (rules §10.13, issue #11 item 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taken_name_is_a_failed_cluster_reported_once() {
     let Some(hub) = TestHub::from_env("taken", 3).await else {
@@ -565,7 +565,7 @@ async fn name_taken_events(hub: &TestHub) -> i32 {
 }
 
 /// The stable revision that a promotion makes non-live is deleted only after the status
-/// write naming its successor is stored (SPEC §11.6): etcd's revisions order the two.
+/// write naming its successor is stored (rules §11.6): etcd's revisions order the two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_stable_revision_goes_after_the_promotion_is_stored() {
     use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -634,4 +634,52 @@ async fn the_old_stable_revision_goes_after_the_promotion_is_stored() {
 /// in practice, which orders writes across objects).
 fn etcd_revision(rv: Option<String>) -> Option<u64> {
     rv?.parse().ok()
+}
+
+/// Issue #51: an MWRS managed by Argo CD or Flux carries its tracking label; copied onto
+/// the ManifestWorks (as upstream copies every label), the tool would take them for its
+/// own and prune them, and the agents would delete the workloads. They get the MWRS's
+/// other labels but not that one, and one put there by an earlier controller is taken off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gitops_tracking_labels_stay_off_the_manifestworks() {
+    const TRACKING: &str = "app.kubernetes.io/instance";
+    let Some(hub) = TestHub::from_env("gitops-labels", 2).await else {
+        return;
+    };
+    let _controller = start_controller(&hub);
+    let _agent = start_agent(&hub, |_| QUICK);
+    hub.publish_all("p").await;
+    let mut m = mwrs(
+        "app",
+        configmap_template("v1"),
+        &[("p", json!({"type": "All"}))],
+    );
+    m.metadata.labels = Some(BTreeMap::from([
+        (TRACKING.to_string(), "apps".to_string()),
+        ("team".to_string(), "a".to_string()),
+    ]));
+    hub.create_mwrs(&m).await;
+    wait_complete(&hub, "app", None).await;
+    let works = common::works_by_cluster(&hub, "app").await;
+    assert_eq!(works.len(), 2);
+    for w in works.values() {
+        assert_eq!(w.labels().get("team").map(String::as_str), Some("a"));
+        assert!(!w.labels().contains_key(TRACKING), "{:?}", w.labels());
+    }
+
+    let (cluster, w) = works.iter().next().unwrap();
+    let api: Api<ManifestWork> = Api::namespaced(hub.client.clone(), cluster);
+    let body = json!({"metadata": {"labels": {TRACKING: "apps"}}});
+    api.patch(&w.name_any(), &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+    wait_for("the copied tracking label taken off", WAIT, || async {
+        let w = api.get(&w.name_any()).await.map_err(|e| e.to_string())?;
+        if w.labels().contains_key(TRACKING) {
+            Err(format!("{:?}", w.labels()))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
 }

@@ -97,7 +97,7 @@ async fn unreadable_mwrs_is_reported_and_isolated() {
 
 /// One owned ManifestWork whose status our types cannot read (a condition time the API
 /// server accepts): after a restart the controller still becomes ready, the MWRS beside
-/// it rolls out, and the owner reports the cluster, never taking it for done (SPEC
+/// it rolls out, and the owner reports the cluster, never taking it for done (rules
 /// §11.7; before, the whole ManifestWork list failed and nothing was ever ready).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_work_status_stalls_nothing_across_a_restart() {

@@ -48,7 +48,7 @@ impl Cond {
 }
 
 /// The CRD's `maxLength` of a condition message: a longer one makes the whole status
-/// write fail (422), so every message is cut to it (SPEC §12.1).
+/// write fail (422), so every message is cut to it (rules §12.1).
 pub const MESSAGE_MAX: usize = 32 * 1024;
 
 /// Sets `c` in `list`, keeping the old transition time when the status is unchanged.

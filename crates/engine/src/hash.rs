@@ -1,5 +1,5 @@
 //! Revision identity: the canonical JSON of a ManifestWork template, the FNV-1a name hash
-//! (SPEC §4) and the content digest used to decide "same content".
+//! (rules §4) and the content digest used to decide "same content".
 //!
 //! The name hash is short and can collide; equality of content is always decided on the
 //! SHA-256 digest of the same canonical bytes, never on the name hash.
@@ -171,7 +171,7 @@ pub fn safe_encode(n: u32) -> String {
         .collect()
 }
 
-/// The revision hash of a template (SPEC §4, §10.10): FNV-1a over the canonical JSON,
+/// The revision hash of a template (rules §4, §10.10): FNV-1a over the canonical JSON,
 /// then — only when `collision_count > 0` — the count as little-endian u32 and 4 zero
 /// bytes.
 pub fn revision_hash(template: &Value, collision_count: i32) -> String {

@@ -1,6 +1,6 @@
 //! Marks this controller leaves on ManifestWorks and later decides on (a rollout
 //! plugin's final verdict, the digest of the spec a plugin returned), sealed so that
-//! nobody else can write one (SPEC §12.2).
+//! nobody else can write one (rules §12.2).
 //!
 //! Anyone allowed to patch ManifestWorks in a cluster namespace (the cluster's own work
 //! agent is) can write annotations. A mark is therefore trusted only with a valid seal:
@@ -14,7 +14,7 @@
 //! A seal names the key it was made with (`KEYID:TAG`), so that after a rotation the
 //! previous key still vouches for its marks while the controller holds it (a grace the
 //! controller bounds). A seal without a key id was made before seals named keys or
-//! ManifestWork uids; it is checked as it was made (SPEC §12.6: an upgrade changes no
+//! ManifestWork uids; it is checked as it was made (rules §12.6: an upgrade changes no
 //! outcome).
 
 use std::sync::Arc;

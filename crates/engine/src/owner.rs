@@ -1,5 +1,5 @@
 //! Who owns a ManifestWork: the owner label value (or its hashed form for long owners,
-//! SPEC §10.14) and the deterministic ManifestWork name (SPEC §5, §10.13).
+//! rules §10.14) and the deterministic ManifestWork name (rules §5, §10.13).
 
 use std::collections::BTreeMap;
 
@@ -82,7 +82,7 @@ impl OwnerKey {
 
     /// Does an object with these labels and annotations belong to this owner? Only when
     /// it carries this owner's selector label and every other ownership mark it carries
-    /// (dotted label, hashed label, owner annotation) names this owner too (SPEC §11.4):
+    /// (dotted label, hashed label, owner annotation) names this owner too (rules §11.4):
     /// one mark another MWRS can influence never proves ownership on its own.
     pub fn owns(
         &self,

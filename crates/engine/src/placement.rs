@@ -1,6 +1,6 @@
 //! What the planner sees of one placementRef: whether its Placement exists and, if so,
 //! the clusters its PlacementDecisions select, by decision group, and whether that set
-//! is complete enough to delete anything on its word (SPEC §11.5).
+//! is complete enough to delete anything on its word (rules §11.5).
 
 use jiff::Timestamp;
 use mwrs_api::labels;
@@ -34,7 +34,7 @@ pub struct PlacementView {
     /// unchanged for the settle time.
     pub changed_at: Option<Timestamp>,
     /// Decided cluster names that cannot be a cluster namespace (empty: OCM's "not
-    /// scheduled yet"); skipped, never written to (SPEC §11.4).
+    /// scheduled yet"); skipped, never written to (rules §11.4).
     pub skipped: Vec<String>,
 }
 

@@ -102,7 +102,7 @@ impl Persisted {
 }
 
 /// The longest text a plugin may put anywhere: its messages, descriptions and error
-/// texts are cut to this at intake (SPEC §12.1).
+/// texts are cut to this at intake (rules §12.1).
 pub const PLUGIN_TEXT_MAX: usize = 256;
 
 impl ClusterVerdict {
@@ -162,7 +162,7 @@ impl ClusterVerdict {
     }
 }
 
-/// Whether a registered plugin answers, as this replica's own calls found (SPEC §12.6).
+/// Whether a registered plugin answers, as this replica's own calls found (rules §12.6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PluginHealth {
     /// This replica has asked it nothing yet (it started, or began to lead, since): it
@@ -176,12 +176,12 @@ pub enum PluginHealth {
         since: Timestamp,
     },
     /// A call failed or timed out since this time (a recovery shorter than two poll
-    /// intervals does not restart it: SPEC §12.3). No call is made meanwhile but
+    /// intervals does not restart it: rules §12.3). No call is made meanwhile but
     /// `Initialize`.
     Unreachable { why: String, since: Timestamp },
     /// Still down since `since`, as for [`PluginHealth::Unreachable`], but its
     /// `Initialize` answers again after calls about clusters failed: those calls are
-    /// made again, and the outage ends only when one of them succeeds (SPEC §12.6).
+    /// made again, and the outage ends only when one of them succeeds (rules §12.6).
     Recovering { why: String, since: Timestamp },
 }
 
@@ -205,7 +205,7 @@ impl PluginHealth {
     }
 }
 
-/// What a plugin's failures do to the clusters it holds (SPEC §12.3).
+/// What a plugin's failures do to the clusters it holds (rules §12.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureMode {
     /// Past the budget, a held cluster counts as Failed (reason `PluginFailed`), so that
@@ -928,7 +928,7 @@ mod tests {
         );
     }
 
-    /// SPEC §12.6: a replica that has asked a plugin nothing yet (it began to lead a
+    /// rules §12.6: a replica that has asked a plugin nothing yet (it began to lead a
     /// moment ago) holds its clusters and spends no budget, however long it has run.
     #[test]
     fn a_plugin_not_asked_yet_holds_and_spends_nothing() {
@@ -956,7 +956,7 @@ mod tests {
         assert_eq!(judge(&p, ("app-1", 2), Some(&v), late), Gate::Passed(t(50)));
     }
 
-    /// SPEC §12.6: a plugin recovering (its Initialize answers, its calls about clusters
+    /// rules §12.6: a plugin recovering (its Initialize answers, its calls about clusters
     /// failed) is asked again, held with no deadline, and stays down since the first
     /// failed call: under Fail its budget is spent `unavailableFor` after it.
     #[test]

@@ -1,4 +1,4 @@
-//! Revision history over ControllerRevisions (SPEC §4): naming, content lookup, collision
+//! Revision history over ControllerRevisions (rules §4): naming, content lookup, collision
 //! handling, renumbering and pruning, as small functions over a list of revisions (the
 //! shape of Kubernetes' own controller-history helpers).
 

@@ -2,7 +2,7 @@
 //! (without managed fields), the digest of its spec and its conditions, decoded straight
 //! from the API's JSON. Neither the manifests nor the agent's `resourceStatus` are ever
 //! materialized, so a list of a large fleet costs what is kept, not what is sent
-//! (SPEC §11.7).
+//! (rules §11.7).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

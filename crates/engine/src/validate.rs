@@ -1,4 +1,4 @@
-//! Spec validation (SPEC §5 step 2): everything the planner refuses to act on, reported as
+//! Spec validation (rules §5 step 2): everything the planner refuses to act on, reported as
 //! the first offending field and the reason. An invalid spec touches no ManifestWork.
 
 use std::collections::BTreeMap;
@@ -101,7 +101,7 @@ const PLUGIN_SPEC: &str = "spec_json";
 pub const PLUGIN_SPEC_OVERHEAD: usize = 64 * 1024;
 
 /// The spec a rollout plugin's MutateManifestWork returned for a revision whose template
-/// is `template`, checked as a user's template is (SPEC §12.1): a ManifestWork spec with
+/// is `template`, checked as a user's template is (rules §12.1): a ManifestWork spec with
 /// no field that type does not have, manifests present, valid and within `limit`, and
 /// every manifest of the template still there unless `allow_removal`. Ok(None): the
 /// template unchanged (an empty answer, or the template itself: `template_digest`).

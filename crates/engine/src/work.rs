@@ -1,5 +1,5 @@
 //! What the planner sees of one ManifestWork, and the cluster rollout status derived from
-//! its conditions (SPEC §3 "Cluster status from its MW", rules 1–7).
+//! its conditions (rules §3.9 to §3.15).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,10 +66,10 @@ pub struct WorkView {
     /// Shared for the same reason as `labels`.
     pub conditions: Arc<Vec<CondView>>,
     /// When the controller last saw this ManifestWork's conditions change (None: not
-    /// tracked, e.g. a simulation). Success counts only once it has settled (SPEC §11.3).
+    /// tracked, e.g. a simulation). Success counts only once it has settled (rules §11.3).
     pub status_seen: Option<Timestamp>,
     /// The agent's word on an `Applied` condition that is not True at the current
-    /// generation (`reason: message`), for status messages (SPEC §11.2).
+    /// generation (`reason: message`), for status messages (rules §11.2).
     pub applied_note: Option<Arc<str>>,
     /// The generation the API server gave this ManifestWork when this controller last
     /// wrote into it the revision its label names (None: not known, e.g. after a
@@ -245,24 +245,14 @@ impl WorkView {
             }),
         }
     }
-
-    /// Does this ManifestWork carry the revision `hash` with content `digest`? A spec that
-    /// no longer matches (edited by hand) does not count.
-    pub fn carries(&self, hash: &str, digest: Option<Digest>) -> bool {
-        self.hash() == Some(hash)
-            && match (self.spec_digest, digest) {
-                (Some(have), Some(want)) => have == want,
-                _ => true,
-            }
-    }
 }
 
 /// Rollout status of a cluster whose ManifestWork carries the target revision, and the
-/// time it entered that status (rules 2–7 of SPEC §3; rule 1, the revision check, is
-/// [`WorkView::carries`]).
+/// time it entered that status (rules §3.10 to §3.15; rules §3.9, the revision check, is
+/// the planner's `ClusterRow::carries`).
 pub fn cluster_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
     let (status, time) = status_from_conditions(work);
-    // Rule 7: a condition that kept an old transition time across a revision change must
+    // rules §3.15: a condition that kept an old transition time across a revision change must
     // not shorten the soak or the deadline of the new revision.
     let time = match (time, work.applied_at()) {
         (Some(t), Some(a)) => Some(t.max(a)),
@@ -272,7 +262,7 @@ pub fn cluster_status(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
 }
 
 /// Status of a cluster whose ManifestWork carries the target revision, as the planner
-/// uses it (SPEC §11.2): a ManifestWork the agent has not (or not yet successfully)
+/// uses it (rules §11.2): a ManifestWork the agent has not (or not yet successfully)
 /// evaluated at its generation is in flight since the revision was written, never
 /// ToApply, which would rewrite it on every pass. Upstream's mapping is
 /// [`cluster_status`].
@@ -313,17 +303,7 @@ pub fn is_applied(work: &WorkView) -> bool {
 }
 
 fn note_of(status: &str, reason: &str, message: &str) -> String {
-    const MAX: usize = 200;
-    let mut m = format!("Applied {status} ({reason}): {message}");
-    if m.len() > MAX {
-        let mut end = MAX;
-        while !m.is_char_boundary(end) {
-            end -= 1;
-        }
-        m.truncate(end);
-        m.push('…');
-    }
-    m
+    crate::text::cut(format!("Applied {status} ({reason}): {message}"), 200)
 }
 
 fn status_from_conditions(work: &WorkView) -> (RolloutStatus, Option<Timestamp>) {
@@ -347,7 +327,7 @@ fn status_from_conditions(work: &WorkView) -> (RolloutStatus, Option<Timestamp>)
             ("False", _) => (RolloutStatus::Succeeded, Some(p.last_transition_time)),
             _ => (RolloutStatus::Progressing, Some(p.last_transition_time)),
         },
-        // Rule 6: no Progressing rule configured on the agent; fall back to Available.
+        // rules §3.14: no Progressing rule configured on the agent; fall back to Available.
         None => {
             if let Some(d) = degraded_true {
                 return (RolloutStatus::Failed, Some(d.last_transition_time));

@@ -1,8 +1,8 @@
-//! Cluster rollout status from ManifestWork conditions (SPEC §3 rules 1–7).
+//! Cluster rollout status from ManifestWork conditions (rules §3.9 to §3.15).
 //!
 //! The first twelve cases carry the names of upstream's `TestClusterRolloutStatusFunc`
 //! (ocm `manifestworkreplicaset_deploy_test.go`) with the same inputs and results, except
-//! one deliberate deviation (SPEC §10.16): "no progressing condition - should return
+//! one deliberate deviation (rules §10.16): "no progressing condition - should return
 //! ToApply" returns Progressing here, because with no Progressing rule configured the
 //! Available condition decides (upstream issue #1375).
 

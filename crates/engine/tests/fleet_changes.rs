@@ -166,7 +166,7 @@ fn history_is_pruned_to_the_limit_keeping_live_revisions() {
         settle(&mut h);
     }
     // The revision a promotion made non-live goes in the pass after the promotion was
-    // stored (SPEC §11.6).
+    // stored (rules §11.6).
     h.step(secs(5));
     let mut revs: Vec<(i64, String)> = h
         .revisions

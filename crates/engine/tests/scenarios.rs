@@ -1,4 +1,4 @@
-//! SPEC §6 transition sequences as pure multi-step scenarios: the planner runs against an
+//! rules §6 transition sequences as pure multi-step scenarios: the planner runs against an
 //! in-memory hub whose simulated agents feed ManifestWork conditions back, and every step
 //! asserts the condition set and the revision fields.
 
@@ -445,7 +445,7 @@ fn an_abort_request_for_an_older_revision_aborts_nothing() {
     assert!(h.status().aborted_time.is_some());
 }
 
-/// SPEC §10.6: a user's abort of a first rollout (nothing to go back to) stops it: no new
+/// rules §10.6: a user's abort of a first rollout (nothing to go back to) stops it: no new
 /// cluster starts, pass after pass, until a retry.
 #[test]
 fn a_manual_abort_of_the_first_rollout_stops_it_until_a_retry() {

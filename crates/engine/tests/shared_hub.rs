@@ -1,4 +1,4 @@
-//! SPEC §11 in the planner: idempotent writes with a stable applied-at, written-but-not-
+//! rules §11 in the planner: idempotent writes with a stable applied-at, written-but-not-
 //! applied clusters in flight, success that must settle, ownership that cannot be forged,
 //! no deletion on a gap in the decisions, invalid cluster names, pruning after promotion
 //! and a ManifestWork name taken by another owner. Pure multi-step scenarios on the
@@ -107,7 +107,7 @@ fn an_apply_error_is_in_flight_with_the_agents_message_then_fails() {
 }
 
 /// A ManifestWork whose spec no longer matches its revision is rewritten, and keeps
-/// the time the revision was first written into it (SPEC §11.1).
+/// the time the revision was first written into it (rules §11.1).
 #[test]
 fn a_rewrite_of_the_same_revision_keeps_its_applied_at() {
     let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
@@ -125,7 +125,7 @@ fn a_rewrite_of_the_same_revision_keeps_its_applied_at() {
 
 /// Upstream's agent can report success for a new generation evaluated against the old
 /// object and take it back 500 ms later: nothing is promoted and no slot is freed until
-/// the success has stood for the settle time (SPEC §11.3).
+/// the success has stood for the settle time (rules §11.3).
 #[test]
 fn success_counts_only_once_it_has_settled() {
     let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 1}});
@@ -167,7 +167,7 @@ fn success_counts_only_once_it_has_settled() {
     assert!(h.works.contains("c2"), "settled: c2 starts");
 }
 
-/// An MWRS's own labels never set the keys this controller owns (SPEC §11.4).
+/// An MWRS's own labels never set the keys this controller owns (rules §11.4).
 #[test]
 fn mwrs_labels_cannot_forge_ownership_keys() {
     let mut h = MemoryHub::new(all("None"), &[&["c1"]]);
@@ -367,7 +367,7 @@ fn invalid_cluster_names_are_skipped_and_reported() {
 }
 
 /// A revision made non-live by a promotion is deleted only in a later pass, once the
-/// status naming its successor is stored (SPEC §11.6).
+/// status naming its successor is stored (rules §11.6).
 #[test]
 fn the_old_stable_revision_is_pruned_after_the_promotion_is_stored() {
     let mut h = MemoryHub::new(all("None"), &[&["c1"]]);

@@ -28,7 +28,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long a call is sent again after UNAVAILABLE (a connection refused while the plugin
 /// restarts). Past it the status is the answer: the plugin says it is down, and its
-/// outage counts from then (SPEC §12.6) instead of hiding behind retries for the whole
+/// outage counts from then (rules §12.6) instead of hiding behind retries for the whole
 /// time bound while deadlines run.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(2);
 

@@ -12,7 +12,7 @@
 //!       keyFile: /etc/mwrs/plugin-client/tls.key
 //!     namespaces: [team-a, team-b]     # optional: only MWRS of these namespaces use it
 //!     allowManifestRemoval: false      # may its MutateManifestWork drop a manifest?
-//!     failurePolicy:                   # what its failures cost a rollout (SPEC §12.3)
+//!     failurePolicy:                   # what its failures cost a rollout (rules §12.3)
 //!       policy: Fail                   # Fail (default) or Hold
 //!       consecutiveErrors: 4           # errors in a row about one cluster
 //!       unavailableFor: 5m             # unreachable this long

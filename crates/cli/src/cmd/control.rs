@@ -1,4 +1,4 @@
-//! `rollout abort|retry|pause|resume NAME`: the manual controls of SPEC §7, as annotations
+//! `rollout abort|retry|pause|resume NAME`: the manual controls of rules §7, as annotations
 //! on the MWRS (the spec is untouched). Abort and retry carry a fresh request token each
 //! time, so the controller acts on every request exactly once (it records the last token
 //! it handled in `status.handledControls`).
@@ -128,7 +128,7 @@ pub async fn abort(hub: &HubClient, name: &str, shown: Option<&str>) -> Result<D
 
 /// Requests that the update revision an abort holds roll out again (`shown`, when given:
 /// nothing is written if another one is the update revision now); `skip_plugins`: without
-/// asking its rollout plugins (SPEC §12.3), in the same write.
+/// asking its rollout plugins (rules §12.3), in the same write.
 pub async fn retry(
     hub: &HubClient,
     name: &str,

@@ -65,7 +65,7 @@ pub fn table(
         "PLACEMENTS",
         "DESIRED",
         "UPDATED",
-        // Available on the target revision (SPEC §10.8's summary.available): the update
+        // Available on the target revision (rules §10.8's summary.available): the update
         // revision, or the stable one while an abort reverts to it. Not "available on
         // any revision", as a Deployment's AVAILABLE would read.
         "ON-TARGET",

@@ -1,5 +1,5 @@
 //! `handover [NAME]`: gives an MWRS's ManifestWorks the names upstream's controller uses, so
-//! that it can take the MWRS back without a second ManifestWork per cluster (SPEC §12.5).
+//! that it can take the MWRS back without a second ManifestWork per cluster (rules §12.5).
 //!
 //! Upstream's controller finds a cluster's ManifestWork by its owner and placement labels
 //! but creates, updates and deletes it under the MWRS's own name. A ManifestWork this
@@ -320,7 +320,7 @@ async fn owned_works(
         .list(&lp)
         .await
         .map_err(|e| format!("listing its ManifestWorks: {e}"))?;
-    // The controller's own rule (SPEC §11.4): the selector label alone proves nothing.
+    // The controller's own rule (rules §11.4): the selector label alone proves nothing.
     let (owned, foreign): (Vec<_>, Vec<_>) = listed
         .items
         .into_iter()

@@ -273,7 +273,7 @@ pub fn message(m: &ManifestWorkReplicaSet, type_: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Is MWRS `m` complete on its update revision (SPEC §6 end state)?
+/// Is MWRS `m` complete on its update revision (rules §6 end state)?
 pub fn is_complete(m: &ManifestWorkReplicaSet) -> bool {
     current(m).is_some()
         && current(m) == update(m)

@@ -36,7 +36,7 @@ impl Breach {
 }
 
 /// Does `last_abort` record a user's abort of `update` with nothing to go back to? Such
-/// an abort keeps the rollout stopped until a retry or a new template (SPEC §10.6).
+/// an abort keeps the rollout stopped until a retry or a new template (rules §10.6).
 pub(super) fn stopped_now(last_abort: Option<&AbortRecord>, update: &str) -> bool {
     last_abort.is_some_and(|a| {
         a.revision == update && a.reverted_to.is_none() && a.trigger == ABORT_TRIGGER_REQUESTED
@@ -80,7 +80,7 @@ pub(super) fn abort_record(
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum AbortState {
     None,
-    /// Persist `abortedTime` now; revert on the next pass (SPEC §10.4).
+    /// Persist `abortedTime` now; revert on the next pass (rules §10.4).
     Starting(Breach),
     /// Holding on `currentRevision`, reverting whatever lacks it.
     Held,
@@ -172,7 +172,7 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Stage 4, before any update write (SPEC §10.4): abort on a breach of an AbortAll
+    /// Stage 4, before any update write (rules §10.4): abort on a breach of an AbortAll
     /// placementRef or on request, when there is a stable revision to go back to.
     pub(super) fn decide_abort(
         &self,
@@ -263,7 +263,7 @@ impl<'a> Pass<'a> {
             });
             let breached = match s.kind {
                 // The engine never breaches for All (upstream); its own maxFailures counts
-                // here (SPEC §10.3).
+                // here (rules §10.3).
                 StrategyKind::All => {
                     let total = reports.iter().filter(|c| *c.placement == **name).count();
                     failed + timed_out > s.max_failures.resolve(total, 0)

@@ -107,7 +107,7 @@ impl<'a> Pass<'a> {
 
     /// Each desired cluster's status against the target, with deadlines and soak applied,
     /// and — in the same walk over the ManifestWorks — the engine's input per placementRef:
-    /// only clusters whose ManifestWork carries the target revision (SPEC §10.1), with the
+    /// only clusters whose ManifestWork carries the target revision (rules §10.1), with the
     /// status as the agent reports it (the engine applies deadlines itself).
     /// Also finds when the first success still settling will have settled, and what to
     /// ask rollout plugins.
@@ -227,7 +227,7 @@ impl<'a> Pass<'a> {
     /// A desired cluster's status against the target as the hub shows it, before
     /// deadlines and soak: ToApply when its ManifestWork lacks the target (the only
     /// status that makes a write); Failed when another owner holds the name; a success
-    /// that has not settled yet is still in flight (SPEC §11.3).
+    /// that has not settled yet is still in flight (rules §11.3).
     pub(super) fn observed_status(
         &self,
         cluster: &str,

@@ -25,14 +25,16 @@ pub(super) struct Desired<'a> {
 }
 
 /// The MWRS labels copied onto its ManifestWorks: all but the keys this controller owns
-/// (SPEC §11.4), so an MWRS can never forge another's ownership through its own labels.
-pub(super) fn copied_labels(
-    mwrs_labels: Option<&BTreeMap<String, String>>,
-) -> impl Iterator<Item = (&String, &String)> {
+/// (rules §11.4), so an MWRS can never forge another's ownership through its own labels,
+/// and but those `not_copied` (GitOps tools' tracking labels by default).
+pub(super) fn copied_labels<'l>(
+    mwrs_labels: Option<&'l BTreeMap<String, String>>,
+    not_copied: &'l [String],
+) -> impl Iterator<Item = (&'l String, &'l String)> {
     mwrs_labels
         .into_iter()
         .flatten()
-        .filter(|(k, _)| !labels::is_controller_key(k))
+        .filter(|(k, _)| !labels::is_controller_key(k) && !not_copied.contains(k))
 }
 
 /// What this MWRS expects every ManifestWork it owns to carry.
@@ -43,6 +45,8 @@ pub(super) struct Expected<'e> {
     pub(super) collector_mark: Option<(&'static str, String)>,
     pub(super) owner_slashed: &'e str,
     pub(super) mwrs_labels: Option<&'e BTreeMap<String, String>>,
+    /// [`super::PlanConfig::labels_not_copied`].
+    pub(super) not_copied: &'e [String],
     /// placementRef names, by index.
     pub(super) placements: Vec<&'e str>,
     /// Whether each placementRef names a rollout plugin, by index.
@@ -57,11 +61,11 @@ pub(super) struct Expected<'e> {
 /// conditions is a cache miss.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Facts {
-    /// The status as the agent reports it and since when (SPEC §3 rules 2–7); it counts
+    /// The status as the agent reports it and since when (rules §3.10 to §3.15); it counts
     /// only when the ManifestWork carries the target revision.
     pub(super) status: RolloutStatus,
     pub(super) since: Option<Timestamp>,
-    /// Written, but the agent has not applied this generation (SPEC §11.2).
+    /// Written, but the agent has not applied this generation (rules §11.2).
     pub(super) awaiting: bool,
     /// When the controller last saw the conditions change.
     pub(super) seen: Option<Timestamp>,
@@ -118,7 +122,8 @@ impl Facts {
                 && has(labels::PLACEMENT_NAME, e.placements[d.placement])
                 && has(owner_key, owner_value)
                 && e.collector_mark.as_ref().is_none_or(|(k, v)| has(k, v))
-                && copied_labels(e.mwrs_labels).all(|(k, v)| has(k, v))
+                && copied_labels(e.mwrs_labels, e.not_copied).all(|(k, v)| has(k, v))
+                && e.not_copied.iter().all(|k| w.label(k).is_none())
                 && w.annotation(labels::MWRS_OWNER_ANNOTATION) == Some(e.owner_slashed)
                 && w.annotation(labels::REVISION_APPLIED_AT).is_some()
         });
@@ -402,7 +407,7 @@ fn content(w: &WorkView, e: &Expected<'_>, plugin_named: bool) -> Content {
 
 /// The digest of the spec a rollout plugin returned for the revision `w`'s label names, as
 /// this controller wrote it there. Only a mark sealed by this controller says so: anyone
-/// who may patch the ManifestWork can write one over a hand edit (SPEC §12.2).
+/// who may patch the ManifestWork can write one over a hand edit (rules §12.2).
 fn plugin_spec_mark(w: &WorkView, e: &Expected<'_>) -> Option<crate::hash::Digest> {
     let value = w.annotation(labels::PLUGIN_SPEC_DIGEST)?;
     let place = MarkPlace {

@@ -1,4 +1,4 @@
-//! Stage 2, manual controls (SPEC §7, §10.5): the abort and retry requests, each acted on
+//! Stage 2, manual controls (rules §7, §10.5): the abort and retry requests, each acted on
 //! once, and the pause. A request that names another revision than the update revision
 //! is read and answered, and does nothing.
 

@@ -140,7 +140,7 @@ impl<'a> Pass<'a> {
         live.extend(status.current_revision.as_deref());
         live.extend(status.update_revision.as_deref());
         // A revision the stored status still names is pruned only in a pass after the
-        // status write that dropped it succeeded (SPEC §11.6): a lost write must never
+        // status write that dropped it succeeded (rules §11.6): a lost write must never
         // leave `currentRevision` naming a deleted revision.
         live.extend(self.old.current_revision.as_deref());
         live.extend(self.old.update_revision.as_deref());

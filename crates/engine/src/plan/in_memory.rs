@@ -188,11 +188,14 @@ impl Objects<'_> {
                 cluster,
                 name,
                 labels,
+                dropped_labels,
                 annotations,
                 resource_version: _,
             } => {
                 if let Some(work) = self.works.get_mut(cluster).filter(|w| *w.name == **name) {
-                    Arc::make_mut(&mut work.labels).extend(labels.clone());
+                    let carried = Arc::make_mut(&mut work.labels);
+                    carried.retain(|k, _| !dropped_labels.contains(k));
+                    carried.extend(labels.clone());
                     Arc::make_mut(&mut work.annotations).extend(annotations.clone());
                 }
             }
@@ -259,6 +262,8 @@ fn apply_work(work: &mut WorkView, apply: &WorkApply, digest: Option<Digest>) {
         work.generation += 1;
     }
     work.spec_digest = digest;
-    Arc::make_mut(&mut work.labels).extend((*apply.labels).clone());
+    let labels = Arc::make_mut(&mut work.labels);
+    labels.retain(|k, _| !apply.dropped_labels.contains(k));
+    labels.extend((*apply.labels).clone());
     Arc::make_mut(&mut work.annotations).extend((*apply.annotations).clone());
 }

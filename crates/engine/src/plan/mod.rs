@@ -1,22 +1,26 @@
-//! The planner (SPEC §5, §6, §10): from everything the hub shows about one MWRS and `now`,
+//! The planner (rules §5, §6, §10): from everything the hub shows about one MWRS and `now`,
 //! the writes to make and the status to report. Pure: no client, no clock.
 //!
 //! A pass runs in fixed stages so that no decision depends on a write made in the same
-//! pass, one file each:
+//! pass, each in a file of its name:
 //!
 //! 1. `history`: resolve the revision of the spec (store or renumber it);
 //! 2. `controls`: read the manual abort and retry requests, each once;
 //! 3. `classify`: every desired cluster's status against the target revision, and the
-//!    rollout engine's verdict per placementRef;
-//! 4. `abort`: whether to abort, before any update write (SPEC §10.4);
-//! 5. `writes`: the ManifestWork writes;
+//!    rollout engine's verdict per placementRef (`plugin_gate` gives each cluster's
+//!    plugin its say here);
+//! 4. `abort`: whether to abort, before any update write (rules §10.4);
+//! 5. `writes`: the ManifestWork writes (`plugin_gate` again: may the update revision be
+//!    written yet);
 //! 6. `status` (with `outcome` for the conditions' text): the status to report;
 //! 7. `history`: prune the revisions.
 //!
-//! `pass` holds what a pass reads once (its inputs, the `Pass` every stage is an `impl`
-//! of), built on `cluster_table` and `revision_ids`; `output` holds what it returns;
-//! `deletion` the plan of an MWRS being deleted. Stages import from those, never from
-//! this driver.
+//! Beside the stages: `pass` holds what a pass reads once (its inputs, the `Pass` every
+//! stage is an `impl` of), built on `cluster_table` and `revision_ids`; `output` holds
+//! what it returns; `deletion` plans an MWRS being deleted; `forward` hands a roll
+//! forward's inputs to a caller that runs the engine between passes (the preview), and
+//! `in_memory` applies a plan to the objects it read (the simulations). Stages import from
+//! those, never from this driver.
 
 use jiff::Timestamp;
 use mwrs_api::labels;

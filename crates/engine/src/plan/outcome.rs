@@ -25,7 +25,7 @@ pub(super) struct Outcome {
     pub(super) done: usize,
     /// Breach of the failure limit on any placementRef.
     pub(super) breach: Option<Breach>,
-    /// Every desired cluster Succeeded on the update revision, soak over (SPEC §10.7).
+    /// Every desired cluster Succeeded on the update revision, soak over (rules §10.7).
     pub(super) complete: bool,
     pub(super) target: String,
     pub(super) current: Option<String>,

@@ -12,7 +12,7 @@ use crate::Invalid;
 use crate::plugin::PluginCalls;
 use crate::rollout::{Budget, GroupKey, RolloutStatus};
 
-/// Event reasons of handled manual requests (SPEC §7).
+/// Event reasons of handled manual requests (rules §7).
 pub const EVENT_ABORT_REQUESTED: &str = "AbortRequested";
 pub const EVENT_RETRY_REQUESTED: &str = "RetryRequested";
 
@@ -53,6 +53,9 @@ pub struct WorkApply {
     /// The spec to write instead of the revision's template: what the placementRef's
     /// rollout plugin returned from MutateManifestWork.
     pub spec: Option<Arc<Value>>,
+    /// Labels the ManifestWork carries that this MWRS's must not put there (a GitOps
+    /// tool's tracking label an earlier controller copied): removed by this write.
+    pub dropped_labels: Vec<String>,
 }
 
 impl WorkApply {
@@ -76,6 +79,9 @@ impl std::fmt::Debug for WorkApply {
             .field("labels", &self.labels)
             .field("annotations", &self.annotations)
             .field("resource_version", &self.resource_version);
+        if !self.dropped_labels.is_empty() {
+            d.field("dropped_labels", &self.dropped_labels);
+        }
         if let Some(spec) = &self.spec {
             d.field("spec", spec);
         }
@@ -83,7 +89,7 @@ impl std::fmt::Debug for WorkApply {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum WorkChange {
     Apply(WorkApply),
     /// Set labels and annotations only (adoption, a move between placementRefs, MWRS
@@ -92,6 +98,8 @@ pub enum WorkChange {
         cluster: String,
         name: String,
         labels: BTreeMap<String, String>,
+        /// Labels to take off ([`WorkApply::dropped_labels`]).
+        dropped_labels: Vec<String>,
         annotations: BTreeMap<String, String>,
         /// The version the change was planned on (see [`WorkChange::Delete`]).
         resource_version: Option<String>,
@@ -102,9 +110,48 @@ pub enum WorkChange {
         /// The version the change was planned on: the API server refuses the change once
         /// the object is another (deleted and created again: a new resourceVersion) or has
         /// changed since, so a change planned on a stale cache, or sent by a replica that
-        /// has lost the lease, never lands on what it was not planned on (SPEC §12).
+        /// has lost the lease, never lands on what it was not planned on (rules §12).
         resource_version: Option<String>,
     },
+}
+
+impl std::fmt::Debug for WorkChange {
+    /// As derived, but `dropped_labels` only when a relabel drops some: plans that drop
+    /// none print as they always did (the engine's golden plans are compared as text).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkChange::Apply(a) => f.debug_tuple("Apply").field(a).finish(),
+            WorkChange::Relabel {
+                cluster,
+                name,
+                labels,
+                dropped_labels,
+                annotations,
+                resource_version,
+            } => {
+                let mut d = f.debug_struct("Relabel");
+                d.field("cluster", cluster)
+                    .field("name", name)
+                    .field("labels", labels);
+                if !dropped_labels.is_empty() {
+                    d.field("dropped_labels", dropped_labels);
+                }
+                d.field("annotations", annotations)
+                    .field("resource_version", resource_version)
+                    .finish()
+            }
+            WorkChange::Delete {
+                cluster,
+                name,
+                resource_version,
+            } => f
+                .debug_struct("Delete")
+                .field("cluster", cluster)
+                .field("name", name)
+                .field("resource_version", resource_version)
+                .finish(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -183,7 +230,7 @@ pub struct ClusterReport {
     /// rollout plugin holds, none without a deadline, none while an abort holds.
     pub deadline: Option<Timestamp>,
     /// Why an in-flight or failed cluster is not done, when the hub says more than its
-    /// status: the agent's apply error, its silence, a name taken (SPEC §11.2).
+    /// status: the agent's apply error, its silence, a name taken (rules §11.2).
     pub note: Option<String>,
 }
 

@@ -29,8 +29,12 @@ pub struct PlanConfig {
     pub manifest_size_limit: usize,
     pub compat: Compat,
     /// How long a ManifestWork's success, and a placement's decisions, must stay unchanged
-    /// before the planner trusts them (SPEC §11.3, §11.5).
+    /// before the planner trusts them (rules §11.3, §11.5).
     pub settle: SignedDuration,
+    /// MWRS label keys never copied onto its ManifestWorks (and taken off them when a
+    /// write finds them there): by default GitOps tools' tracking labels
+    /// ([`mwrs_api::labels::GITOPS_TRACKING_LABELS`]).
+    pub labels_not_copied: Vec<String>,
 }
 
 /// Default of [`PlanConfig::settle`].
@@ -42,6 +46,10 @@ impl Default for PlanConfig {
             manifest_size_limit: DEFAULT_MANIFEST_SIZE_LIMIT,
             compat: Compat::default(),
             settle: DEFAULT_SETTLE,
+            labels_not_copied: mwrs_api::labels::GITOPS_TRACKING_LABELS
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
         }
     }
 }
@@ -57,11 +65,11 @@ pub struct Observed<'a> {
     /// ControllerRevisions owned by this MWRS.
     pub revisions: &'a [RevisionView],
     /// Clusters this controller must not write to for now, and why: their namespace holds
-    /// an object on this MWRS's ManifestWork name that it does not own (SPEC §10.13), or
+    /// an object on this MWRS's ManifestWork name that it does not own (rules §10.13), or
     /// the hub refused the last write there. Counted as failed while they lack the target.
     pub blocked: &'a [BlockedWrite],
     /// ControllerRevision names in this MWRS's namespace that another object holds (a
-    /// create met them): a new revision is never named so (SPEC §10, collisions).
+    /// create met them): a new revision is never named so (rules §10, collisions).
     pub taken_revision_names: &'a [String],
     /// Rollout plugins' health and verdicts ([`crate::plugin::NO_PLUGINS`]: none).
     pub plugins: &'a PluginInputs,
@@ -69,7 +77,7 @@ pub struct Observed<'a> {
     pub sight: Sight,
 }
 
-/// How well the controller sees the hub (SPEC §12.6, security review W1): a watch that
+/// How well the controller sees the hub (rules §12.6, security review W1): a watch that
 /// keeps failing leaves its store stale, and a deadline must not run on what the
 /// controller cannot see (an agent's report that never reached it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,6 +164,7 @@ impl<'a> Pass<'a> {
             collector_mark: owner.collector_mark(),
             owner_slashed: &owner_slashed,
             mwrs_labels: observed.mwrs.metadata.labels.as_ref(),
+            not_copied: &cfg.labels_not_copied,
             placements: refs.iter().map(|r| r.name.as_str()).collect(),
             plugin_named: validated
                 .strategies

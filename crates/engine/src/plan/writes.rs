@@ -111,6 +111,7 @@ impl<'a> Pass<'a> {
                 cluster: cluster.to_string(),
                 name: work.name.to_string(),
                 labels: self.work_labels(placement, self.rev_name(rev)),
+                dropped_labels: self.dropped_labels(work),
                 annotations,
                 resource_version: version(work),
             });
@@ -169,14 +170,17 @@ impl<'a> Pass<'a> {
             annotations: self.shared(annotations),
             resource_version: existing.and_then(version),
             spec: None,
+            dropped_labels: existing.map_or_else(Vec::new, |w| self.dropped_labels(w)),
         })
     }
 
     pub(super) fn work_labels(&self, placement: &str, revision: &str) -> BTreeMap<String, String> {
-        let mut l: BTreeMap<String, String> =
-            copied_labels(self.observed.mwrs.metadata.labels.as_ref())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+        let mut l: BTreeMap<String, String> = copied_labels(
+            self.observed.mwrs.metadata.labels.as_ref(),
+            &self.cfg.labels_not_copied,
+        )
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
         l.insert(self.owner_label.0.into(), self.owner_label.1.clone());
         if let Some((k, v)) = self.owner.collector_mark() {
             l.insert(k.into(), v);
@@ -184,6 +188,16 @@ impl<'a> Pass<'a> {
         l.insert(labels::PLACEMENT_NAME.into(), placement.into());
         l.insert(labels::CONTROLLER_HASH.into(), revision.into());
         l
+    }
+
+    /// The labels `w` carries that this MWRS's must not put there
+    /// ([`super::PlanConfig::labels_not_copied`]).
+    fn dropped_labels(&self, w: &WorkView) -> Vec<String> {
+        let not_copied = self.cfg.labels_not_copied.iter();
+        not_copied
+            .filter(|k| w.label(k).is_some())
+            .cloned()
+            .collect()
     }
 
     pub(super) fn owner_annotations(&self) -> BTreeMap<String, String> {
@@ -276,7 +290,7 @@ impl<'a> Pass<'a> {
     }
 
     /// May ManifestWorks of clusters no placementRef selects be deleted now? Only when
-    /// the selection is known for certain (SPEC §11.5): every placementRef of the spec
+    /// the selection is known for certain (rules §11.5): every placementRef of the spec
     /// resolves to complete decisions that have not changed for the settle time. Err
     /// carries when to look again (None: only a change on the hub can open the gate).
     pub(super) fn unselected_may_go(&self) -> Result<(), Option<SignedDuration>> {
@@ -332,7 +346,7 @@ impl<'a> Pass<'a> {
             };
             match &row.desired {
                 None => {
-                    // Unselected: delete once the selection is certain (SPEC §10.12,
+                    // Unselected: delete once the selection is certain (rules §10.12,
                     // §11.5); whatever revision it carries.
                     if gate.is_ok() {
                         deletes.extend(std::iter::once(w).chain(duplicates.iter().copied()));
@@ -351,6 +365,7 @@ impl<'a> Pass<'a> {
                                 cluster: cluster.to_string(),
                                 name: w.name.to_string(),
                                 labels: self.work_labels(placement, self.rev_name(rev)),
+                                dropped_labels: self.dropped_labels(w),
                                 annotations: self.relabel_annotations(w),
                                 resource_version: version(w),
                             });

@@ -23,7 +23,7 @@ pub struct Compat {
     /// status, so an in-flight or timed-out non-mandatory cluster keeps the rollout in
     /// the mandatory phase: Progressive then moves in whole batches, and one
     /// non-mandatory TimeOut blocks the rollout forever without ever breaching
-    /// `maxFailures` (SPEC §10.3); in-flight clusters of other groups also cut the walk
+    /// `maxFailures` (rules §10.3); in-flight clusters of other groups also cut the walk
     /// over the mandatory groups short. Fixed: only mandatory-group clusters (and a
     /// breach among them) hold the mandatory phase and move its walk on; the others are
     /// still reported (their timeouts and recheck times) while it holds.
@@ -35,7 +35,7 @@ pub struct Compat {
     /// Upstream's per-group walk keeps the unstarted clusters it added when a group
     /// breaches `maxFailures` (clusters that joined a group late; and since TimeOut
     /// clusters offset the count of unfinished ones, the walk can pass a group that
-    /// still has some). Fixed: a breach starts no cluster (SPEC §5.8), in
+    /// still has some). Fixed: a breach starts no cluster (rules §5.8), in
     /// ProgressivePerGroup and in mandatory groups as in Progressive.
     pub upstream_start_in_breached_group: bool,
     /// Upstream's per-group walk weighs every in-flight cluster, later groups' included,

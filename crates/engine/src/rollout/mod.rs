@@ -9,16 +9,16 @@
 //! out-of-range sizes falling back to defaults, the deadline regex quirk, Failed
 //! clusters within the deadline staying in the list, TimeOut/Skip inputs dropped)
 //! except for the fixes below, each with a switch in [`Compat`] restoring upstream:
-//! - the mandatory phase is held by mandatory-group clusters only (SPEC §10.3);
+//! - the mandatory phase is held by mandatory-group clusters only (rules §10.3);
 //! - groups after a gap in the decision-group indices still roll out;
 //! - a group that breached `maxFailures` starts none of its remaining clusters
-//!   (SPEC §5.8: a breach stops starting new clusters);
+//!   (rules §5.8: a breach stops starting new clusters);
 //! - a ProgressivePerGroup walk counts a Failed cluster of a later group in that group,
 //!   instead of waiting for ever at an earlier, finished one.
 //!
 //! The controller's `--upstream-quirk` flag turns switches on by [`Quirk`] name.
 //!
-//! A cluster times out when `now` is at or past its deadline (SPEC §10.2), which is
+//! A cluster times out when `now` is at or past its deadline (rules §10.2), which is
 //! also upstream's `now.Before(deadline)` test.
 //!
 //! Modules: [`parse`] (durations, deadlines, sizes), [`groups`] (decision groups and

@@ -63,7 +63,7 @@ impl Deadline {
         }
     }
 
-    /// Whether that instant is reached: `now` at or past it (SPEC §10.2).
+    /// Whether that instant is reached: `now` at or past it (rules §10.2).
     pub fn passed(&self, since: Option<Timestamp>, now: Timestamp) -> bool {
         self.at(since, now).is_some_and(|t| now >= t)
     }

@@ -105,7 +105,7 @@ impl Determined {
 
 /// Upstream's `determineRolloutStatus`. The recheck time is the soak end for a soaking
 /// Succeeded cluster, and the deadline for a Progressing or Failed one (kept on the
-/// TimeOut too). A cluster times out when `now` is at or past its deadline (SPEC §10.2).
+/// TimeOut too). A cluster times out when `now` is at or past its deadline (rules §10.2).
 pub fn determine_rollout_status(
     status: &ClusterRolloutStatus,
     min_success_time: SignedDuration,

@@ -67,7 +67,7 @@ pub struct ParsedStrategy {
     pub abort_all: bool,
     /// The rollout plugin that validates each cluster (issue #18).
     pub plugin: Option<String>,
-    /// This placementRef's own failure budget for its plugin (SPEC §12.3).
+    /// This placementRef's own failure budget for its plugin (rules §12.3).
     pub plugin_failure: PolicyOverride,
 }
 

@@ -10,7 +10,7 @@
 //! # Deviations from upstream
 //!
 //! Engine cases: none. The two deliberate fixes do not change any upstream case:
-//! - mandatory-phase leak (SPEC §10.3): the fix changes only *what decides* the
+//! - mandatory-phase leak (rules §10.3): the fix changes only *what decides* the
 //!   mandatory phase (whether it holds, when its walk moves to the next mandatory
 //!   group): mandatory-group clusters alone. Statuses of other clusters are still
 //!   evaluated and reported while it holds, so "test progressive rollout with mandatory

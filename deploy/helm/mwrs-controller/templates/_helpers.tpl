@@ -44,6 +44,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - --concurrency={{ .concurrency }}
 - --writes-in-flight={{ .writesInFlight }}
 - --settle-time={{ .settleTime }}
+{{- if kindIs "slice" .labelsNotCopied }}
+- --labels-not-copied={{ join "," .labelsNotCopied }}
+{{- end }}
 - --manifest-size-limit={{ int64 .manifestSizeLimit }}
 - --log-format={{ .logFormat }}
 {{- range .upstreamQuirks }}

@@ -76,7 +76,7 @@ fn a_template_stored_before_is_renumbered_not_copied() {
         [RevisionChange::Renumber {
             name: format!("app-{update}"),
             revision: 4,
-            // Guarded by the version it was planned on (SPEC §12).
+            // Guarded by the version it was planned on (rules §12).
             resource_version: Some(format!("rv-{update}")),
         }]
     );

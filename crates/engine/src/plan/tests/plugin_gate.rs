@@ -665,7 +665,7 @@ fn the_spec_the_plugin_returns_is_written_and_then_counts_as_the_revision() {
         specs(&out),
         [("c1".to_string(), Some(mutation.digest.to_hex()))]
     );
-    // The same hand edit with a digest mark written over it (SPEC §12.2): without the
+    // The same hand edit with a digest mark written over it (rules §12.2): without the
     // controller's seal it vouches for nothing.
     let edited = crate::hash::digest(&json!({"edited": true}));
     for forged in [

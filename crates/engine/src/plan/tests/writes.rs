@@ -1,5 +1,8 @@
 //! Stage 5: the ManifestWork writes a pass makes after stages 1 to 4.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use mwrs_api::Time;
 use mwrs_api::labels;
 use mwrs_api::mwrs::{ABORT_TRIGGER_REQUESTED, AbortRecord};
@@ -109,7 +112,7 @@ fn a_cluster_no_longer_selected_loses_its_manifestwork() {
         [WorkChange::Delete {
             cluster: "c9".into(),
             name,
-            // Refused by the API server if the object changed since (SPEC §12).
+            // Refused by the API server if the object changed since (rules §12).
             resource_version: Some("57".into()),
         }]
     );
@@ -140,4 +143,67 @@ fn a_held_abort_reverts_every_cluster_to_the_stable_revision_at_once() {
         .map(|a| (a.cluster.as_str(), a.revision.as_str()))
         .collect();
     assert_eq!(reverted, [("c1", STABLE), ("c2", STABLE)]);
+}
+
+/// A GitOps tool's tracking label on the MWRS stays off its ManifestWorks (issue #51):
+/// copied, it makes every ManifestWork look like a resource of the Application that owns
+/// the MWRS, which its pruning deletes. One an earlier controller copied is taken off.
+#[test]
+fn gitops_tracking_labels_are_not_copied_and_are_taken_off() {
+    let mut f = Fixture::new(mwrs(Some(STABLE)), &["c1", "c2", "c3"]);
+    f.mwrs.metadata.labels = Some(BTreeMap::from([
+        ("app.kubernetes.io/instance".to_string(), "apps".to_string()),
+        (
+            "kustomize.toolkit.fluxcd.io/name".to_string(),
+            "apps".to_string(),
+        ),
+        ("team".to_string(), "a".to_string()),
+    ]));
+    let update = f.store_update();
+    // c1 is written by an earlier controller that copied every label; c2 by this one.
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", &update, secs(60), Reported::Done);
+    for (cluster, copied_all) in [("c1", true), ("c2", false)] {
+        let w = f.works.iter_mut().find(|w| &*w.cluster == cluster).unwrap();
+        let l = Arc::make_mut(&mut w.labels);
+        l.insert("team".into(), "a".into());
+        if copied_all {
+            l.insert("app.kubernetes.io/instance".into(), "apps".into());
+        }
+    }
+    let changes = writes(&f);
+    let new = applies(&changes);
+    assert_eq!(new.len(), 1, "{changes:?}");
+    assert_eq!(new[0].cluster, "c3");
+    assert_eq!(new[0].labels.get("team").map(String::as_str), Some("a"));
+    assert!(!new[0].labels.contains_key("app.kubernetes.io/instance"));
+    assert!(
+        !new[0]
+            .labels
+            .contains_key("kustomize.toolkit.fluxcd.io/name")
+    );
+    let relabels: Vec<_> = changes
+        .iter()
+        .filter_map(|c| match c {
+            WorkChange::Relabel {
+                cluster,
+                labels,
+                dropped_labels,
+                ..
+            } => Some((cluster.as_str(), labels, dropped_labels)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(relabels.len(), 1, "c2 carries what it should: {changes:?}");
+    let (cluster, labels, dropped) = relabels[0];
+    assert_eq!(cluster, "c1");
+    assert_eq!(dropped, &["app.kubernetes.io/instance".to_string()]);
+    assert!(!labels.contains_key("app.kubernetes.io/instance"));
+
+    // Configured to copy every label, as upstream does.
+    f.cfg.labels_not_copied.clear();
+    let changes = writes(&f);
+    let new = applies(&changes);
+    assert_eq!(new[0].labels["app.kubernetes.io/instance"], "apps");
+    assert!(new[0].dropped_labels.is_empty());
 }
