@@ -13,7 +13,7 @@
 #                           and start it again on its data, port and credentials (the
 #                           fault soak's hub restart); prints the kubeconfig path
 #   scripts/hub.sh kubectl  build (cached) upstream's kubectl of the hub's version; prints
-#                           its path (the README walkthrough's script needs a kubectl)
+#                           its path (the getting-started walkthrough's script needs a kubectl)
 #   scripts/hub.sh build    build (cached) the hub without starting it; prints its path
 #
 # Environment:

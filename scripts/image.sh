@@ -1,49 +1,47 @@
 #!/usr/bin/env bash
-# Builds a container image of one of our binaries without a Docker engine.
+# Builds the container image of one of our binaries, with no container engine and no
+# image storage but its own output directory.
 #
-#   scripts/image.sh [PACKAGE]  the image of PACKAGE (mwrs-controller, the default, or
-#                               mwrs-feedback-plugin), as an OCI archive:
-#                               target/image/PACKAGE.oci.tar (prints its path); load it with
-#                               `podman load -i` or push it with
-#                               `skopeo copy oci-archive:... docker://REGISTRY/...`
+#   scripts/image.sh [PACKAGE [PLATFORMS]]
+#       PACKAGE: mwrs-controller (the default) or mwrs-feedback-plugin; PLATFORMS:
+#       comma-separated, linux/amd64 (the default) and linux/arm64. Writes the image as an
+#       OCI image layout, target/image/PACKAGE/, and as its tar, target/image/PACKAGE.oci.tar
+#       (prints that path); push it with `crane push target/image/PACKAGE REGISTRY/...`
+#       (scripts/publish.sh) or `skopeo copy oci-archive:... docker://REGISTRY/...`.
 #
-# The binary is static (musl), stripped and reproducible: paths are remapped, the image's
-# timestamps are the commit's time, and the same commit gives the same image digest.
-# Installs what it needs when missing (Debian's buildah and musl-tools, Rust's musl
-# target). Environment: MWRS_IMAGE_SOURCE (the OCI source label; default: the clone's
-# origin remote), MWRS_IMAGE_NAME (default: PACKAGE).
+# The image is one layer holding the static (musl), stripped binary, run as user 65532 with
+# no shell (scripts/oci-image.py packs it). Reproducible: paths are remapped, every
+# timestamp is the commit's, and the same commit gives the same digests. Installs what it
+# needs when missing (Debian's musl-tools, and gcc-aarch64-linux-gnu for arm64; Rust's
+# targets). Environment: MWRS_IMAGE_SOURCE (the OCI source label; default: the clone's
+# origin remote).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-target=x86_64-unknown-linux-musl
 package=${1:-mwrs-controller}
+platforms=${2:-linux/amd64}
 case $package in
-    mwrs-controller) containerfile=Containerfile ;;
-    mwrs-feedback-plugin) containerfile=Containerfile.feedback-plugin ;;
+    mwrs-controller | mwrs-feedback-plugin) ;;
     *) echo "image.sh: no image for package $package" >&2; exit 2 ;;
 esac
-name=${MWRS_IMAGE_NAME:-$package}
 out=target/image
 
 # shellcheck source=scripts/release-env.sh
 . scripts/release-env.sh
-need buildah buildah musl-gcc musl-tools
+need musl-gcc musl-tools
+[[ $platforms == *linux/arm64* ]] && need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 source=${MWRS_IMAGE_SOURCE:-$(git remote get-url origin 2>/dev/null || echo unknown)}
-release_build "$target" "$package"
 
-context=$(mktemp -d)
-trap 'rm -rf "$context"' EXIT
-cp "target/$target/release/$package" "$context/"
+binaries=()
+IFS=, read -ra wanted <<<"$platforms"
+for platform in "${wanted[@]}"; do
+    target=$(musl_target "$platform")
+    release_build "$target" "$package"
+    binaries+=(--binary "$platform=target/$target/release/$package")
+done
 mkdir -p "$out"
-# vfs storage and chroot isolation: no overlay filesystem or container runtime needed.
-export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
-buildah bud --quiet --layers=false --timestamp "$epoch" \
-    --build-arg VERSION="$version" --build-arg REVISION="$commit" \
-    --build-arg CREATED="$created" --build-arg SOURCE="$source" \
-    -f "$containerfile" -t "$name:$version" "$context" >&2
-rm -f "$out/$name.oci.tar"
-buildah push --quiet "$name:$version" "oci-archive:$out/$name.oci.tar:$name:$version" >&2
-# The archive is the product; buildah's own copy (vfs: a full copy per build) goes.
-buildah rmi "$name:$version" >/dev/null
-echo "$PWD/$out/$name.oci.tar"
+scripts/oci-image.py --name "$package" --version "$version" --revision "$commit" \
+    --created "$created" --source "$source" "${binaries[@]}" \
+    --out "$out/$package" --archive "$out/$package.oci.tar" >&2
+echo "$PWD/$out/$package.oci.tar"

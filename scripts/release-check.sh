@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Builds every release artifact (scripts/release.sh) and checks them as a user would meet
 # them: the packaged chart is this version; the CLI installed by krew (built from its Go
-# module) with the rendered manifest says this commit; the arm64 build does too under
+# module) with the rendered manifest says this commit, and so does krew's install from a
+# local index whose archives are served over HTTP; the arm64 build does too under
 # qemu-user when it is there (Debian's qemu-user-static), and the windows build under wine
-# when it is there (Debian's wine64). CI runs this as a step of its own.
+# when it is there (Debian's wine64). Then the pipeline as it publishes: a local OCI
+# registry (crane's), scripts/publish.sh to it with a throwaway cosign key, every signature
+# and SBOM attestation verified, both platforms in each image index (the arm64 image's
+# binary run under qemu), and crates/controller/tests/published.rs installing the chart
+# from the registry on a private test hub and running the pulled image as its pod spec
+# says. CI runs this as a step of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KREW_VERSION=v0.4.3
@@ -55,6 +61,62 @@ if command -v wine >/dev/null; then
 else
     echo "release-check.sh: no wine: the windows build is not run" >&2
 fi
+
+# Krew from an index, as `kubectl krew index add` users meet it: the manifest in a git
+# repository, its archives served over HTTP.
+serve_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server "$serve_port" --bind 127.0.0.1 --directory "$dir" >/dev/null 2>&1 &
+server=$!
+mkdir -p "$work/index/plugins"
+sed "s|file://$PWD/target/dist|http://127.0.0.1:$serve_port|" "$dir/mwrs.yaml" >"$work/index/plugins/mwrs.yaml"
+git -C "$work/index" init -q && git -C "$work/index" add . &&
+    git -C "$work/index" -c user.name=ci -c user.email=ci@localhost commit -qm index
+export KREW_ROOT=$work/krew-index
+"$work/bin/krew" index add local "$work/index" >&2
+"$work/bin/krew" install local/mwrs </dev/null >&2
+kill "$server"
+got=$("$KREW_ROOT/bin/kubectl-mwrs" version)
+echo "release-check.sh: krew installed from a local index: $got" >&2
+[[ $got == *"commit $commit"* ]] || { echo "release-check.sh: expected commit $commit" >&2; exit 1; }
+
+# The registry pipeline.
+crane=$(scripts/release-tool.sh crane)
+cosign=$(scripts/release-tool.sh cosign)
+registry_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+registry=127.0.0.1:$registry_port
+"$crane" registry serve --address "$registry" >"$work/registry.log" 2>&1 &
+registry_pid=$!
+trap 'kill $registry_pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 50); do
+    curl -sf "http://$registry/v2/" >/dev/null && break
+    sleep 0.2
+done
+(cd "$work" && COSIGN_PASSWORD=check "$cosign" generate-key-pair >&2)
+COSIGN_KEY=$work/cosign.key COSIGN_PASSWORD=check scripts/publish.sh "$registry" --plain-http >&2
+insecure=(--allow-http-registry --allow-insecure-registry --insecure-ignore-tlog)
+while read -r kind repository digest; do
+    "$cosign" verify --key "$work/cosign.pub" "${insecure[@]}" "$repository@$digest" >/dev/null
+    echo "release-check.sh: $kind $repository@$digest: signature verified" >&2
+    [ "$kind" = image ] || continue
+    "$cosign" verify-attestation --key "$work/cosign.pub" "${insecure[@]}" --type spdxjson \
+        "$repository@$digest" >/dev/null
+    platforms=$("$crane" --insecure manifest "$repository@$digest" |
+        python3 -c 'import json,sys; print(" ".join(sorted(m["platform"]["os"]+"/"+m["platform"]["architecture"] for m in json.load(sys.stdin)["manifests"])))')
+    [ "$platforms" = "linux/amd64 linux/arm64" ] ||
+        { echo "release-check.sh: $repository: platforms $platforms" >&2; exit 1; }
+    echo "release-check.sh: $repository: $platforms, SBOM attested" >&2
+    if command -v qemu-aarch64-static >/dev/null; then
+        rm -rf "$work/arm64-image" && mkdir "$work/arm64-image"
+        "$crane" --insecure --platform linux/arm64 export "$repository@$digest" - |
+            tar -x -C "$work/arm64-image"
+        got=$(qemu-aarch64-static "$work/arm64-image/usr/local/bin/$(basename "$repository")" --version)
+        echo "release-check.sh: arm64 image under qemu: $got" >&2
+        [[ $got == *"$commit"* ]] || { echo "release-check.sh: expected commit $commit" >&2; exit 1; }
+    fi
+done <"$dir/published.txt"
+hub=${MWRS_TEST_KUBECONFIG:-$(scripts/hub.sh up | tail -n1)}
+MWRS_REGISTRY=$registry MWRS_CRANE=$crane MWRS_HELM=$(scripts/helm.sh) MWRS_TEST_KUBECONFIG=$hub \
+    cargo test --locked -p mwrs-controller --test published -- --nocapture >&2
 
 # What was checked, for .ci/run (which skips these checks while the inputs are the same);
 # commit this file after a run on changed inputs.

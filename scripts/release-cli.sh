@@ -25,12 +25,6 @@ homepage=${MWRS_HOMEPAGE:-$(git remote get-url origin 2>/dev/null || echo "https
 need musl-gcc musl-tools aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu \
     x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64
 
-# The cross C compiler builds ring's C and assembly; it also links, with Rust's own musl
-# (the target's self-contained C runtime).
-export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
-export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
-export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
-export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 
 mkdir -p "$out"
 declare -A sums

@@ -6,6 +6,7 @@
 #                              the musl targets): paths
 #                              remapped, the commit and SOURCE_DATE_EPOCH from HEAD
 #   need COMMAND PACKAGE ...   installs each missing COMMAND's Debian PACKAGE (as root)
+#   musl_target OS/ARCH        the Rust target of a linux platform (linux/amd64, linux/arm64)
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 commit=$(git rev-parse --short=12 HEAD)
@@ -35,4 +36,19 @@ release_build() {
         SOURCE_DATE_EPOCH=$epoch MWRS_COMMIT=$commit \
         cargo build --release --locked --target "$target" -p "$package" \
         --config profile.release.strip=true >&2
+}
+
+# The cross C compiler builds ring's C and assembly; it also links, with Rust's own musl
+# (the target's self-contained C runtime).
+export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
+
+musl_target() {
+    case $1 in
+        linux/amd64) echo x86_64-unknown-linux-musl ;;
+        linux/arm64) echo aarch64-unknown-linux-musl ;;
+        *) echo "$(basename "$0"): no build for platform $1" >&2; return 2 ;;
+    esac
 }

@@ -40,8 +40,9 @@ phase helm capture MWRS_HELM scripts/helm.sh
 export MWRS_HELM
 
 # The controller's container image for crates/controller/tests/image.rs (scripts/image.sh:
-# buildah and a static musl build; a few minutes cold). CI must have it; elsewhere a
-# machine that cannot build it (not root, no buildah) skips that one test, and says so.
+# a static musl build, packed by scripts/oci-image.py; a few minutes cold). CI must have
+# it; elsewhere a machine that cannot build it (no musl-tools and not root) skips that one
+# test, and says so.
 if phase image capture MWRS_IMAGE scripts/image.sh; then
     export MWRS_IMAGE
 elif [ "${CI:-}" = true ]; then
@@ -51,7 +52,7 @@ else
     echo "test.sh: WARNING: no image (scripts/image.sh failed above): tests/image.rs skips" >&2
 fi
 
-# kubectl at the hub's version, for the README walkthrough's script (examples/).
+# kubectl at the hub's version, for the getting-started walkthrough's script (examples/).
 phase kubectl capture kubectl scripts/hub.sh kubectl
 PATH="$(dirname "$kubectl"):$PATH"
 

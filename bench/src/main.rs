@@ -127,7 +127,12 @@ struct Args {
     feedback_plugin: Option<PathBuf>,
     /// With `--plugin-clusters`: pad the template's ConfigMap to about this many KiB (the
     /// memory a plugin's calls cost grows with the template).
-    #[arg(long, default_value_t = 0, value_name = "KIB")]
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "KIB",
+        requires = "plugin_clusters"
+    )]
     plugin_template_kib: usize,
     /// Instead of the sizes: the dashboard run over this many clusters
     /// (bench/src/dashboard.rs), with `--cli`.

@@ -1,8 +1,9 @@
-//! The controller's container image (issue #17), as `scripts/image.sh` builds it: its
-//! config (a numeric non-root user, the entrypoint, the OCI labels), its one layer (the
-//! binary and nothing else: no shell, no libraries), the binary (static, stripped, telling
-//! its version and commit), and the controller taken from the image running a rollout on
-//! the test hub under the shipped RBAC.
+//! The controller's container image (issue #17), as `scripts/image.sh` builds it (an image
+//! index; its linux/amd64 image here): its config (a numeric non-root user, the
+//! entrypoint, the OCI labels), its one layer (the binary and nothing else: no shell, no
+//! libraries), the binary (static, stripped, telling its version and commit), and the
+//! controller taken from the image running a rollout on the test hub under the shipped
+//! RBAC.
 //!
 //! Needs `MWRS_IMAGE` (the OCI archive `scripts/image.sh` prints; `scripts/test.sh` builds
 //! it) and `MWRS_TEST_KUBECONFIG`; skipped without them.
@@ -51,13 +52,27 @@ impl Archive {
         serde_json::from_slice(&std::fs::read(self.blob_path(digest)).unwrap()).unwrap()
     }
 
-    /// The image manifest (the archive holds one image).
+    /// The linux/amd64 image manifest: the layout's one entry is an image index over the
+    /// platforms built (`scripts/image.sh`), followed to that platform.
     fn manifest(&self) -> Value {
-        let index: Value =
+        let top: Value =
             serde_json::from_slice(&std::fs::read(self.dir.join("index.json")).unwrap()).unwrap();
-        let manifests = index["manifests"].as_array().unwrap();
-        assert_eq!(manifests.len(), 1, "{index}");
-        self.json(manifests[0]["digest"].as_str().unwrap())
+        let entries = top["manifests"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "{top}");
+        let mut doc = self.json(entries[0]["digest"].as_str().unwrap());
+        while doc["mediaType"] == "application/vnd.oci.image.index.v1+json" {
+            let amd64 = doc["manifests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| {
+                    m["platform"]["os"] == "linux" && m["platform"]["architecture"] == "amd64"
+                })
+                .unwrap_or_else(|| panic!("no linux/amd64 image: {doc}"))
+                .clone();
+            doc = self.json(amd64["digest"].as_str().unwrap());
+        }
+        doc
     }
 }
 

@@ -24,49 +24,16 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use common::operator::{crds, is_ours, operators_crd_in_place};
 use common::{create_app_for_all, helm, readme_line, repo_root, run_in_repo};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use mwrs_controller::crd::CRD_NAME;
 use mwrs_testsupport::TestHub;
 
-const VERSION_ANNOTATION: &str = "operator.open-cluster-management.io/version";
 /// Where the README and `deploy/` install the controller.
 const HUB_NAMESPACE: &str = "open-cluster-management-hub";
-
-fn crds(hub: &TestHub) -> Api<CustomResourceDefinition> {
-    Api::all(hub.client.clone())
-}
-
-/// Puts upstream's MWRS CRD in place as the operator does: an update of the existing object
-/// with upstream's file, stamped with the operator's version (so no Helm or kubectl
-/// ownership metadata is left).
-async fn operators_crd_in_place(hub: &TestHub) {
-    let file = common::ocm_module_file(
-        "manifests/cluster-manager/hub/crds/0000_00_work.open-cluster-management.io_manifestworkreplicasets.crd.yaml",
-    );
-    let mut upstream: CustomResourceDefinition =
-        serde_saphyr::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let existing = crds(hub).get(CRD_NAME).await.unwrap();
-    upstream.metadata.resource_version = existing.resource_version();
-    upstream
-        .annotations_mut()
-        .insert(VERSION_ANNOTATION.into(), "1.2.1".into());
-    crds(hub)
-        .replace(CRD_NAME, &PostParams::default(), &upstream)
-        .await
-        .unwrap();
-    assert!(!is_ours(&crds(hub).get(CRD_NAME).await.unwrap()));
-}
-
-fn is_ours(crd: &CustomResourceDefinition) -> bool {
-    crd.annotations()
-        .get(VERSION_ANNOTATION)
-        .map(String::as_str)
-        == Some("999.0.0")
-}
 
 /// Asserts our CRD is in place and the user's MWRS is as it was.
 async fn assert_ours_and_kept(hub: &TestHub, when: &str, uid: &str, template: &serde_json::Value) {
@@ -147,7 +114,7 @@ async fn the_readmes_install_lines_take_over_the_operators_crd_and_keep_it() {
         ns,
         "--kubeconfig",
         &kubeconfig,
-        "--reuse-values",
+        "--reset-then-reuse-values",
         "--set",
         "controller.workers=8",
     ];

@@ -5,6 +5,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod operator;
 pub mod rbac;
 
 use std::collections::BTreeMap;
