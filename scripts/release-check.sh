@@ -67,6 +67,10 @@ fi
 serve_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 python3 -m http.server "$serve_port" --bind 127.0.0.1 --directory "$dir" >/dev/null 2>&1 &
 server=$!
+for _ in $(seq 100); do
+    curl -sf -o /dev/null "http://127.0.0.1:$serve_port/mwrs.yaml" && break
+    sleep 0.1
+done
 mkdir -p "$work/index/plugins"
 sed "s|file://$PWD/target/dist|http://127.0.0.1:$serve_port|" "$dir/mwrs.yaml" >"$work/index/plugins/mwrs.yaml"
 git -C "$work/index" init -q && git -C "$work/index" add . &&
