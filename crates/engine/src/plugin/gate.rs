@@ -1,515 +1,15 @@
-//! Rollout plugins as the planner sees them (issue #18, OCM enhancement 231): whether
-//! each registered plugin answers, and its last verdict on each cluster of an MWRS. The
-//! controller makes the calls and records the answers; the planner reads them as it reads
-//! conditions, and says which clusters to ask about next ([`Validation`]).
-//!
-//! The gate, for a placementRef with `rolloutStrategy.plugin`: a cluster whose agent
-//! reports the target revision applied and available is `Validating` until the plugin
-//! says SUCCEEDED about that revision at that ManifestWork generation; FAILED counts as a
-//! failure; IN_PROGRESS past `progressDeadline` times out. A plugin that does not answer
-//! holds the clusters it has not judged where they are: no promotion and no timeout, until
-//! its failure budget is spent ([`FailurePolicy`]). A final verdict it gave before stands.
-//! Marks found on ManifestWorks count only with this controller's seal ([`crate::marks`]).
-//!
-//! The other calls, all made at the edge from what a pass plans ([`PluginCalls`]):
-//! BeginRollout, then MutateManifestWork, before the update revision is written to a
-//! cluster (the write waits for both answers, and carries the spec the plugin returned);
-//! ProgressRollout whenever a placementRef's cluster states change; BeginAbort and
-//! MutateManifestWork as an abort's reverts are written, and ValidateAbortCompletion about
-//! each cluster the abort reverted (its revert counts as done on SUCCEEDED). An abort
-//! never waits for a plugin: its reverts are written whatever the plugin says or does,
-//! and written again with the plugin's spec when one comes.
+//! The plugin gate: what a cluster its agent reports done, or one about to be written,
+//! becomes behind its plugin, given what [`PluginInputs`] holds (the rules are in
+//! [`super`]'s doc).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use jiff::Timestamp;
 
-use jiff::{SignedDuration, Timestamp};
-use mwrs_api::mwrs::{ManifestWorkReplicaSet, condition as mwrs_condition};
-
-use crate::hash::Digest;
-use crate::marks::{MarkPlace, Marks};
+use crate::marks::MarkPlace;
 use crate::rollout::RolloutStatus;
-use crate::text::cut;
 
-/// A plugin's answer about one cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    Succeeded,
-    Failed,
-    InProgress,
-    /// The plugin answered the question with an error status (its message says which):
-    /// it works, but could not judge this cluster. The cluster is held, as behind a
-    /// plugin that is down, and asked again.
-    Erred,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Succeeded => "SUCCEEDED",
-            Verdict::Failed => "FAILED",
-            Verdict::InProgress => "IN_PROGRESS",
-            Verdict::Erred => "ERROR",
-        }
-    }
-
-    /// SUCCEEDED and FAILED are final for the revision and generation they judged.
-    pub fn is_final(self) -> bool {
-        matches!(self, Verdict::Succeeded | Verdict::Failed)
-    }
-}
-
-/// The last verdict recorded for a cluster, and what it was about.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClusterVerdict {
-    pub plugin: String,
-    /// The revision name it judged.
-    pub revision: String,
-    /// The ManifestWork generation it judged.
-    pub generation: i64,
-    pub verdict: Verdict,
-    pub message: String,
-    /// When the answer came.
-    pub at: Timestamp,
-}
-
-/// The annotation form of a final verdict ([`mwrs_api::labels::PLUGIN_VERDICT`]).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Persisted {
-    plugin: String,
-    revision: String,
-    generation: i64,
-    verdict: String,
-    at: String,
-    message: String,
-    /// The controller's seal over the fields above and the ManifestWork they sit on
-    /// ([`crate::marks`]); empty when written by a reader without a key.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    seal: String,
-}
-
-impl Persisted {
-    fn sealed_fields(&self) -> [Vec<u8>; 6] {
-        [
-            self.plugin.as_bytes().to_vec(),
-            self.revision.as_bytes().to_vec(),
-            self.generation.to_string().into_bytes(),
-            self.verdict.as_bytes().to_vec(),
-            self.at.as_bytes().to_vec(),
-            self.message.as_bytes().to_vec(),
-        ]
-    }
-}
-
-/// The longest text a plugin may put anywhere: its messages, descriptions and error
-/// texts are cut to this at intake (rules §12.1).
-pub const PLUGIN_TEXT_MAX: usize = 256;
-
-impl ClusterVerdict {
-    /// The annotation value, sealed for `place` (None for a verdict that is not final).
-    pub fn to_annotation(&self, marks: &Marks, place: MarkPlace<'_>) -> Option<String> {
-        if !self.verdict.is_final() {
-            return None;
-        }
-        let mut p = Persisted {
-            plugin: self.plugin.clone(),
-            revision: self.revision.clone(),
-            generation: self.generation,
-            verdict: self.verdict.as_str().to_string(),
-            at: self.at.to_string(),
-            message: cut(self.message.clone(), PLUGIN_TEXT_MAX),
-            seal: String::new(),
-        };
-        let fields = p.sealed_fields();
-        p.seal = marks.seal(place, &fields.each_ref().map(Vec::as_slice));
-        serde_json::to_string(&p).ok()
-    }
-
-    /// A final verdict read from its annotation as written, its seal unchecked: for
-    /// readers that decide nothing (the CLI, tests).
-    pub fn as_written(value: &str) -> Option<Self> {
-        let nowhere = MarkPlace {
-            mwrs_uid: "",
-            cluster: "",
-            work: "",
-            work_uid: None,
-            at_creation: false,
-        };
-        Self::from_annotation(value, &Marks::AsWritten, nowhere)
-    }
-
-    /// A final verdict read back from its annotation on the ManifestWork at `place`
-    /// (None: not final, or not sealed by this controller for this place).
-    pub fn from_annotation(value: &str, marks: &Marks, place: MarkPlace<'_>) -> Option<Self> {
-        let p: Persisted = serde_json::from_str(value).ok()?;
-        let fields = p.sealed_fields();
-        if !marks.trusts(place, &fields.each_ref().map(Vec::as_slice), &p.seal) {
-            return None;
-        }
-        let verdict = match p.verdict.as_str() {
-            "SUCCEEDED" => Verdict::Succeeded,
-            "FAILED" => Verdict::Failed,
-            _ => return None,
-        };
-        Some(Self {
-            plugin: p.plugin,
-            revision: p.revision,
-            generation: p.generation,
-            verdict,
-            message: p.message,
-            at: p.at.parse().ok()?,
-        })
-    }
-}
-
-/// Whether a registered plugin answers, as this replica's own calls found (rules §12.6).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PluginHealth {
-    /// This replica has asked it nothing yet (it started, or began to lead, since): it
-    /// knows nothing of it. Its clusters wait, no deadline runs and no budget is spent.
-    Unknown,
-    /// Its `Initialize` answered (the description is the plugin's own), and has since
-    /// this time: a Validating cluster's deadline counts from here at the earliest, so
-    /// that an outage never times a cluster out.
-    Available {
-        description: String,
-        since: Timestamp,
-    },
-    /// A call failed or timed out since this time (a recovery shorter than two poll
-    /// intervals does not restart it: rules §12.3). No call is made meanwhile but
-    /// `Initialize`.
-    Unreachable { why: String, since: Timestamp },
-    /// Still down since `since`, as for [`PluginHealth::Unreachable`], but its
-    /// `Initialize` answers again after calls about clusters failed: those calls are
-    /// made again, and the outage ends only when one of them succeeds (rules §12.6).
-    Recovering { why: String, since: Timestamp },
-}
-
-impl PluginHealth {
-    /// When the outage it is in began, if it is in one.
-    pub fn down_since(&self) -> Option<(&str, Timestamp)> {
-        match self {
-            PluginHealth::Unreachable { why, since } | PluginHealth::Recovering { why, since } => {
-                Some((why, *since))
-            }
-            PluginHealth::Unknown | PluginHealth::Available { .. } => None,
-        }
-    }
-
-    /// May calls about clusters be made to it?
-    pub fn callable(&self) -> bool {
-        matches!(
-            self,
-            PluginHealth::Available { .. } | PluginHealth::Recovering { .. }
-        )
-    }
-}
-
-/// What a plugin's failures do to the clusters it holds (rules §12.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureMode {
-    /// Past the budget, a held cluster counts as Failed (reason `PluginFailed`), so that
-    /// `maxFailures` and `AbortAll` apply.
-    Fail,
-    /// Held clusters stay held, however long the plugin fails; the rollout says so.
-    Hold,
-}
-
-impl FailureMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureMode::Fail => "Fail",
-            FailureMode::Hold => "Hold",
-        }
-    }
-}
-
-/// A plugin's failure budget: how many errors in a row about one cluster, or how long
-/// unreachable, before `mode` applies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FailurePolicy {
-    pub mode: FailureMode,
-    pub consecutive_errors: u32,
-    pub unavailable_for: SignedDuration,
-}
-
-impl Default for FailurePolicy {
-    /// Fail after 4 errors in a row (Argo Rollouts' `consecutiveErrorLimit`) or 5
-    /// minutes unreachable.
-    fn default() -> Self {
-        Self {
-            mode: FailureMode::Fail,
-            consecutive_errors: 4,
-            unavailable_for: SignedDuration::from_mins(5),
-        }
-    }
-}
-
-/// A placementRef's own failure budget for its plugin (`pluginFailurePolicy`): each field
-/// set replaces the registration's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PolicyOverride {
-    pub mode: Option<FailureMode>,
-    pub consecutive_errors: Option<u32>,
-    pub unavailable_for: Option<SignedDuration>,
-}
-
-impl PolicyOverride {
-    /// `base` with what this override sets.
-    pub fn over(self, base: FailurePolicy) -> FailurePolicy {
-        FailurePolicy {
-            mode: self.mode.unwrap_or(base.mode),
-            consecutive_errors: self.consecutive_errors.unwrap_or(base.consecutive_errors),
-            unavailable_for: self.unavailable_for.unwrap_or(base.unavailable_for),
-        }
-    }
-}
-
-/// The calls about one cluster that went wrong in a row (an error status, or an answer
-/// refused as unusable), about one revision; any usable answer ends the run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorRun {
-    pub plugin: String,
-    pub revision: String,
-    pub count: u32,
-    /// When the run's first error came.
-    pub since: Timestamp,
-    /// The last error, cut to [`PLUGIN_TEXT_MAX`].
-    pub last: String,
-}
-
-/// What the planner knows of plugins for one MWRS.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PluginInputs {
-    /// Every registered plugin, by name; a name not here is not registered.
-    pub health: BTreeMap<String, PluginHealth>,
-    /// The last verdict per cluster of this MWRS.
-    pub verdicts: BTreeMap<Arc<str>, ClusterVerdict>,
-    /// When the last question about a cluster was sent, answered or not: an IN_PROGRESS
-    /// or unanswered cluster is asked again `poll` after it.
-    pub asked: BTreeMap<Arc<str>, Timestamp>,
-    /// Per cluster, when the question about it that is still unanswered was sent: until
-    /// its answer (or the call's own bound) comes, the cluster's deadline is judged as
-    /// of then, so a slow or hung call never times a cluster out on its own.
-    pub unanswered: BTreeMap<Arc<str>, Timestamp>,
-    /// How often a cluster still Validating is asked again.
-    pub poll: SignedDuration,
-    /// The last BeginRollout or BeginAbort sent per cluster of this MWRS.
-    pub begun: BTreeMap<Arc<str>, Begun>,
-    /// Per placementRef, the fingerprint of the cluster states last sent with
-    /// ProgressRollout.
-    pub progressed: BTreeMap<String, u64>,
-    /// Each plugin's failure budget as registered (absent: the default).
-    pub policies: BTreeMap<String, FailurePolicy>,
-    /// Per cluster of this MWRS, the calls that went wrong in a row.
-    pub errors: BTreeMap<Arc<str>, ErrorRun>,
-    /// How marks found on ManifestWorks are taken, and how new ones are sealed.
-    pub marks: Marks,
-}
-
-/// No plugin registered: for callers that have none (simulations, tests).
-pub static NO_PLUGINS: PluginInputs = PluginInputs {
-    health: BTreeMap::new(),
-    verdicts: BTreeMap::new(),
-    asked: BTreeMap::new(),
-    unanswered: BTreeMap::new(),
-    poll: SignedDuration::ZERO,
-    begun: BTreeMap::new(),
-    progressed: BTreeMap::new(),
-    policies: BTreeMap::new(),
-    errors: BTreeMap::new(),
-    marks: Marks::AsWritten,
-};
-
-/// The plugins `mwrs`'s placementRefs name (a name twice when two of them do).
-pub fn named(mwrs: &ManifestWorkReplicaSet) -> impl Iterator<Item = String> + '_ {
-    mwrs.spec
-        .placement_refs
-        .iter()
-        .filter_map(|r| r.rollout_strategy.as_ref()?.plugin.clone())
-}
-
-impl PluginInputs {
-    /// What a reader of the hub alone knows of `mwrs`'s plugins (the CLI): each one the
-    /// placementRefs name answers if the controller's `PluginLoaded` says so, and the
-    /// verdicts are those the ManifestWorks carry.
-    pub fn from_status(mwrs: &ManifestWorkReplicaSet) -> Self {
-        let loaded = mwrs
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_deref())
-            .and_then(|l| crate::conditions::find(l, mwrs_condition::PLUGIN_LOADED));
-        let health = named(mwrs)
-            .map(|name| {
-                let health = match loaded {
-                    Some(c) if c.status == "True" => PluginHealth::Available {
-                        description: c.message.clone(),
-                        since: c.last_transition_time.0,
-                    },
-                    Some(c) => PluginHealth::Unreachable {
-                        why: c.message.clone(),
-                        since: c.last_transition_time.0,
-                    },
-                    None => PluginHealth::Unreachable {
-                        why: "the controller has not reported on it yet".into(),
-                        since: Timestamp::MAX,
-                    },
-                };
-                (name, health)
-            })
-            .collect();
-        Self {
-            health,
-            ..Self::default()
-        }
-    }
-}
-
-/// The MWRS's placementRef a call is about, and the revisions at stake.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CallTarget {
-    pub plugin: String,
-    /// The placementRef (its Placement's name).
-    pub placement: String,
-    /// Clusters that placementRef selects.
-    pub total_clusters: usize,
-    /// The stable revision (what an abort returns to), by hash.
-    pub current: Option<String>,
-    /// The revision being rolled out, by hash.
-    pub update: String,
-}
-
-/// A question the controller is to put to a plugin: is `revision` good on `cluster`?
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Validation {
-    pub target: CallTarget,
-    pub cluster: String,
-    pub manifest_work: String,
-    pub revision: String,
-    pub generation: i64,
-    /// Since when the agent has reported the revision done.
-    pub since: Option<Timestamp>,
-    /// About an abort's revert (ValidateAbortCompletion), not a rollout.
-    pub aborting: bool,
-}
-
-/// BeginRollout (or, `aborting`, BeginAbort) about writing `revision` to `cluster`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Begin {
-    pub target: CallTarget,
-    pub cluster: String,
-    pub revision: String,
-    /// That revision's template, which the call carries (shared by every call and write
-    /// about it in a pass).
-    pub template: Arc<serde_json::Value>,
-    pub aborting: bool,
-}
-
-impl std::fmt::Debug for Begin {
-    /// Every field but the template, which its revision names.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Begin")
-            .field("target", &self.target)
-            .field("cluster", &self.cluster)
-            .field("revision", &self.revision)
-            .field("aborting", &self.aborting)
-            .finish()
-    }
-}
-
-/// One cluster's place in a placementRef's rollout, as ProgressRollout tells it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClusterState {
-    pub cluster: Arc<str>,
-    pub status: RolloutStatus,
-    /// The revision its ManifestWork carries (None: no ManifestWork).
-    pub revision: Option<Arc<str>>,
-    pub since: Option<Timestamp>,
-}
-
-/// ProgressRollout: the placementRef's cluster states, which differ from the last ones
-/// sent (`fingerprint` identifies them: [`PluginInputs::progressed`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Progress {
-    pub target: CallTarget,
-    pub clusters: Vec<ClusterState>,
-    pub aborting: bool,
-    pub fingerprint: u64,
-}
-
-/// Every call a pass wants made.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PluginCalls {
-    pub validations: Vec<Validation>,
-    pub begins: Vec<Begin>,
-    pub progress: Vec<Progress>,
-}
-
-impl PluginCalls {
-    pub fn is_empty(&self) -> bool {
-        self.validations.is_empty() && self.begins.is_empty() && self.progress.is_empty()
-    }
-}
-
-/// The spec a plugin's MutateManifestWork returned, to write instead of the template.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mutation {
-    pub spec: Arc<serde_json::Value>,
-    pub digest: Digest,
-}
-
-impl Mutation {
-    pub fn new(spec: serde_json::Value) -> Self {
-        let digest = crate::hash::digest(&spec);
-        Self {
-            spec: Arc::new(spec),
-            digest,
-        }
-    }
-}
-
-/// The value of [`mwrs_api::labels::PLUGIN_SPEC_DIGEST`] on the ManifestWork at `place`
-/// that carries `digest`, the spec a plugin returned for `revision`: the digest, `.`, and
-/// the seal over both.
-pub fn spec_mark(marks: &Marks, place: MarkPlace<'_>, revision: &str, digest: &Digest) -> String {
-    let hex = digest.to_hex();
-    let seal = marks.seal(place, &spec_fields(revision, &hex));
-    format!("{hex}.{seal}")
-}
-
-/// The digest a spec mark found on the ManifestWork at `place` vouches for as `revision`
-/// (None: no digest, or not sealed by this controller for this place and revision).
-pub fn read_spec_mark(
-    value: &str,
-    marks: &Marks,
-    place: MarkPlace<'_>,
-    revision: &str,
-) -> Option<Digest> {
-    let (hex, seal) = value.split_once('.').unwrap_or((value, ""));
-    let digest = Digest::from_hex(hex)?;
-    marks
-        .trusts(place, &spec_fields(revision, hex), seal)
-        .then_some(digest)
-}
-
-fn spec_fields<'a>(revision: &'a str, hex: &'a str) -> [&'a [u8]; 3] {
-    [b"plugin-spec", revision.as_bytes(), hex.as_bytes()]
-}
-
-/// The last BeginRollout or BeginAbort sent about a cluster, with the
-/// MutateManifestWork that follows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Begun {
-    pub plugin: String,
-    pub revision: String,
-    pub aborting: bool,
-    /// When it was sent.
-    pub at: Timestamp,
-    /// The plugin answered both calls.
-    pub acked: bool,
-    /// The spec MutateManifestWork returned (None: write the template unchanged).
-    pub mutation: Option<Mutation>,
-}
+use super::calls::Mutation;
+use super::inputs::{Begun, ClusterVerdict, PluginHealth, PluginInputs, Verdict};
+use super::policy::{ErrorRun, FailureMode, FailurePolicy, PLUGIN_FAILED, spent_words};
 
 /// Whether the update revision may be written to a cluster behind a plugin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -790,8 +290,33 @@ impl PluginInputs {
     }
 }
 
-/// The note a cluster's status carries when a plugin's failure counts against it.
-pub const PLUGIN_FAILED: &str = "PluginFailed";
+/// What a cluster behind `plugin` says while this replica has not asked it anything.
+fn not_asked_yet(plugin: &str) -> String {
+    format!(
+        "plugin {plugin} not asked yet by this replica (it began to lead since): held until it answers, no budget spent"
+    )
+}
+
+/// FNV-1a over the clusters' names, statuses and revisions: stable across processes and
+/// versions, unlike the standard library's hasher.
+fn fingerprint<'s>(states: impl Iterator<Item = (&'s str, RolloutStatus, Option<&'s str>)>) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut h = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
+        }
+        // A separator, so that ("ab", "c") and ("a", "bc") differ.
+        h = (h ^ 0xff).wrapping_mul(PRIME);
+    };
+    for (cluster, status, revision) in states {
+        eat(cluster.as_bytes());
+        eat(status.as_str().as_bytes());
+        eat(revision.unwrap_or_default().as_bytes());
+    }
+    h
+}
 
 /// The gate behind `plugin`, unreachable (`why`) since `since`: held, and past the
 /// budget's `unavailableFor` failed under `Fail`.
@@ -821,47 +346,17 @@ fn outage_gate(
     }
 }
 
-/// What a cluster behind `plugin` says while this replica has not asked it anything.
-fn not_asked_yet(plugin: &str) -> String {
-    format!(
-        "plugin {plugin} not asked yet by this replica (it began to lead since): held until it answers, no budget spent"
-    )
-}
-
-/// What a spent run of errors says.
-pub(crate) fn spent_words(plugin: &str, run: &ErrorRun) -> String {
-    format!(
-        "plugin {plugin} went wrong {} times in a row: {}",
-        run.count, run.last
-    )
-}
-
-/// FNV-1a over the clusters' names, statuses and revisions: stable across processes and
-/// versions, unlike the standard library's hasher.
-fn fingerprint<'s>(states: impl Iterator<Item = (&'s str, RolloutStatus, Option<&'s str>)>) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
-    let mut h = OFFSET;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
-        }
-        // A separator, so that ("ab", "c") and ("a", "bc") differ.
-        h = (h ^ 0xff).wrapping_mul(PRIME);
-    };
-    for (cluster, status, revision) in states {
-        eat(cluster.as_bytes());
-        eat(status.as_str().as_bytes());
-        eat(revision.unwrap_or_default().as_bytes());
-    }
-    h
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use std::collections::BTreeMap;
+
+    use jiff::SignedDuration;
+
     use super::*;
+    use crate::marks::Marks;
+    use crate::plugin::{read_spec_mark, spec_mark};
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(s).unwrap()
