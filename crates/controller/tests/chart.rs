@@ -342,12 +342,7 @@ async fn the_rendered_chart_runs_a_rollout() {
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert!(container["livenessProbe"]["httpGet"].is_object());
     assert_eq!(deployment["spec"]["replicas"], 2);
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
+    let (args, mut env) = common::container_args_env(container);
     assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
 
     // What the kubelet would run, out of a cluster: the rendered args and env, the
@@ -357,12 +352,6 @@ async fn the_rendered_chart_runs_a_rollout() {
     let kubeconfig = kubeconfig.to_string_lossy().to_string();
     let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
     argv.extend(["--kubeconfig", &kubeconfig]);
-    let mut env: Vec<(String, String)> = container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
-        .collect();
     env.push(("HOSTNAME".into(), format!("{release}-pod")));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (&**k, &**v)).collect();
     let binary = Path::new(env!("CARGO_BIN_EXE_mwrs-controller"));

@@ -23,24 +23,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::operator::operators_crd_in_place;
-use common::{create_app_for_all, helm, start_agent_succeeding, wait_complete};
+use common::{
+    container_args_env, create_app_for_all, helm, run_program as run, start_agent_succeeding,
+    wait_complete,
+};
 use kube::config::Kubeconfig;
 use mwrs_testsupport::{ChildProcess, PrivateHub, TestHub, wait_for};
 use serde_json::Value;
 
 /// Where a pod finds its ServiceAccount.
 const IN_CLUSTER: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// The image's config and its binary, pulled from `image` for linux/amd64 into `dir`.
 fn pull(crane: &str, image: &str, dir: &Path) -> (Value, PathBuf) {
@@ -247,19 +239,8 @@ async fn the_published_chart_and_image_install_and_run_as_the_pod_spec_says() {
     let sa = pod["serviceAccountName"].as_str().unwrap();
     let sa_dir = tmp.path().join("serviceaccount");
     service_account_files(&hub, sa, &sa_dir).await;
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
+    let (args, mut env) = container_args_env(container);
     let (host, api_port) = api_server(&hub);
-    let mut env: Vec<(String, String)> = container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
-        .collect();
     env.extend([
         ("HOSTNAME".into(), "mwrs-controller-0".into()),
         ("KUBERNETES_SERVICE_HOST".into(), host),

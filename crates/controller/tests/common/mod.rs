@@ -812,3 +812,26 @@ pub async fn wait_holder(hub: &TestHub, pid: u32, timeout: Duration) {
     })
     .await
 }
+
+/// What a rendered container runs: its args, and its env entries that carry a value (the
+/// downward API's are the caller's to fill in).
+pub fn container_args_env(container: &Value) -> (Vec<String>, Vec<(String, String)>) {
+    let args = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let env = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect();
+    (args, env)
+}
+
+/// Runs `program` with `args` from the repository's root; its stdout (fails on an error).
+pub fn run_program(program: &str, args: &[&str]) -> String {
+    run_in_repo(std::process::Command::new(program).args(args))
+}
