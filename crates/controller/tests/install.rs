@@ -3,7 +3,7 @@
 //! CRD of `open-cluster-management.io/ocm` at the version `bench/peer` builds, written the
 //! way the operator writes it: an update with its own metadata and its version stamp) and
 //! a user's MWRS exists:
-//! - Helm: `helm install` (the packaged chart swapped for its directory, the release's
+//! - Helm: `helm install` (the published chart swapped for its directory, the release's
 //!   namespace for the test's), `helm upgrade` to changed values, `helm uninstall`;
 //! - the plain manifests of `deploy/`: `kubectl apply`, the same line on changed files,
 //!   `kubectl delete`.
@@ -94,12 +94,18 @@ async fn the_readmes_install_lines_take_over_the_operators_crd_and_keep_it() {
     // Helm, as the README writes it.
     let ns = hub.namespace.as_str();
     let release = format!("r-{ns}");
-    let install: Vec<String> = readme_line("helm install ")
+    // The chart from the registry is this directory's; its `--version` goes with it.
+    let words = readme_line("helm install ");
+    let version_at = words.iter().position(|w| w == "--version");
+    let install: Vec<String> = words
         .into_iter()
         .enumerate()
+        .filter(|(i, _)| version_at.is_none_or(|v| *i != v && *i != v + 1))
         .map(|(i, w)| match (i, w.as_str()) {
             (2, _) => release.clone(),
-            (3, w) if w.ends_with(".tgz") => "deploy/helm/mwrs-controller".to_string(),
+            (3, w) if w.starts_with("oci://") || w.ends_with(".tgz") => {
+                "deploy/helm/mwrs-controller".to_string()
+            }
             (_, HUB_NAMESPACE) => ns.to_string(),
             _ => w,
         })
