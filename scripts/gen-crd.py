@@ -128,8 +128,12 @@ def main():
             "timedOutClusters": dict(names, description="Clusters past their progress "
                                                         "deadline (the first ten)."),
             "timedOutCount": {"type": "integer", "format": "int64"},
-            "failedClusters": dict(names, description="Clusters whose agent reported "
-                                                      "Degraded (the first ten)."),
+            "failedClusters": dict(names, description="Clusters counted as failed (the "
+                                                      "first ten): the agent reported "
+                                                      "Degraded, the rollout plugin said "
+                                                      "FAILED or spent its failure budget "
+                                                      "(PluginFailed), or the hub refused the "
+                                                      "ManifestWork's write."),
             "failedCount": {"type": "integer", "format": "int64"},
         }}
     status["blockedClusters"] = {

@@ -98,8 +98,8 @@ struct Args {
     log_format: LogFormat,
     /// Restore an upstream rollout behaviour this controller fixes (comma-separated or
     /// repeated): mandatory-leak, group-index-gaps, start-in-breached-group,
-    /// group-walk-arithmetic. See the README's "Where the rollout engine parts from
-    /// upstream".
+    /// group-walk-arithmetic. See the book's "Deviations from upstream"
+    /// (docs/src/reference/deviations.md).
     #[arg(long = "upstream-quirk", value_delimiter = ',')]
     upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
     /// How long a ManifestWork's reported success, and a placement's decisions, must
