@@ -292,15 +292,6 @@ async fn apply(client: &kube::Client, doc: &Value) {
     .unwrap_or_else(|e| panic!("applying {} {name}: {e}", gvk.kind));
 }
 
-/// A TCP port free on loopback now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rendered_chart_runs_a_rollout() {
     let Ok(helm_bin) = std::env::var("MWRS_HELM") else {
@@ -314,7 +305,7 @@ async fn the_rendered_chart_runs_a_rollout() {
     // The release lives in the test's namespace and handles only its MWRS (other tests
     // share the hub); the CRD is the hub's already.
     let release = format!("r-{ns}");
-    let port = free_port().to_string();
+    let port = common::free_port().to_string();
     let docs = documents(&helm(
         &helm_bin,
         &[

@@ -178,7 +178,7 @@ async fn the_published_chart_and_image_install_and_run_as_the_pod_spec_says() {
     let kubeconfig = hub.kubeconfig.display().to_string();
     let ns = hub.namespace.clone();
     let version = env!("CARGO_PKG_VERSION");
-    let port = portpicker();
+    let port = common::free_port();
 
     // As the install page says, from the registry.
     let chart = format!("oci://{registry}/charts/mwrs-controller");
@@ -278,13 +278,4 @@ async fn the_published_chart_and_image_install_and_run_as_the_pod_spec_says() {
 
 fn is_root() -> bool {
     run("id", &["-u"]).trim() == "0"
-}
-
-/// A port no one listens on now.
-fn portpicker() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }

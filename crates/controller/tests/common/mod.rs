@@ -835,3 +835,12 @@ pub fn container_args_env(container: &Value) -> (Vec<String>, Vec<(String, Strin
 pub fn run_program(program: &str, args: &[&str]) -> String {
     run_in_repo(std::process::Command::new(program).args(args))
 }
+
+/// A TCP port free on loopback now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
