@@ -36,7 +36,7 @@ source=${MWRS_IMAGE_SOURCE:-$(git remote get-url origin 2>/dev/null || echo unkn
 binaries=()
 IFS=, read -ra wanted <<<"$platforms"
 for platform in "${wanted[@]}"; do
-    target=$(musl_target "$platform")
+    target=$(rust_target "$platform")
     release_build "$target" "$package"
     binaries+=(--binary "$platform=target/$target/release/$package")
 done

@@ -29,12 +29,9 @@ need musl-gcc musl-tools aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu \
 mkdir -p "$out"
 declare -A sums
 for platform in linux-amd64 linux-arm64 windows-amd64; do
+    target=$(rust_target "$platform")
     exe=
-    case $platform in
-        linux-amd64) target=x86_64-unknown-linux-musl ;;
-        linux-arm64) target=aarch64-unknown-linux-musl ;;
-        windows-amd64) target=x86_64-pc-windows-gnu exe=.exe ;;
-    esac
+    [[ $platform == windows-* ]] && exe=.exe
     release_build "$target" mwrs-cli
     stage=$(mktemp -d)
     # (No `mwrs` beside them: it is kubectl-mwrs under another name, and krew refuses

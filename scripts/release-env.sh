@@ -6,7 +6,8 @@
 #                              the musl targets): paths
 #                              remapped, the commit and SOURCE_DATE_EPOCH from HEAD
 #   need COMMAND PACKAGE ...   installs each missing COMMAND's Debian PACKAGE (as root)
-#   musl_target OS/ARCH        the Rust target of a linux platform (linux/amd64, linux/arm64)
+#   rust_target PLATFORM       the Rust target of linux/amd64, linux/arm64 or windows/amd64
+#                              (also written with '-': linux-amd64 ...)
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 commit=$(git rev-parse --short=12 HEAD)
@@ -45,10 +46,11 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
 export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 
-musl_target() {
-    case $1 in
-        linux/amd64) echo x86_64-unknown-linux-musl ;;
-        linux/arm64) echo aarch64-unknown-linux-musl ;;
+rust_target() {
+    case ${1/\//-} in
+        linux-amd64) echo x86_64-unknown-linux-musl ;;
+        linux-arm64) echo aarch64-unknown-linux-musl ;;
+        windows-amd64) echo x86_64-pc-windows-gnu ;;
         *) echo "$(basename "$0"): no build for platform $1" >&2; return 2 ;;
     esac
 }

@@ -29,7 +29,7 @@ for package in mwrs-controller mwrs-feedback-plugin; do
     cp -r "${archive%.oci.tar}" "$out/$package-$version.oci"
     IFS=, read -ra wanted <<<"$platforms"
     for platform in "${wanted[@]}"; do
-        scripts/sbom.py binary --package "$package" --target "$(musl_target "$platform")" \
+        scripts/sbom.py binary --package "$package" --target "$(rust_target "$platform")" \
             --artifact "$package-$version-${platform/\//-}" --created "$created" \
             >"$out/$package-$version-${platform/\//-}.spdx.json"
     done
@@ -41,11 +41,7 @@ cli=$(scripts/release-cli.sh "${1:-file://$PWD/$out}")
 cp "$cli"/mwrs-v* "$cli/mwrs.yaml" "$out/"
 for archive in "$out"/mwrs-v*.tar.gz; do
     name=$(basename "$archive" .tar.gz)
-    case $name in
-        *-linux-amd64) target=x86_64-unknown-linux-musl ;;
-        *-linux-arm64) target=aarch64-unknown-linux-musl ;;
-        *-windows-amd64) target=x86_64-pc-windows-gnu ;;
-    esac
+    target=$(rust_target "${name#mwrs-v"$version"-}")
     scripts/sbom.py binary --package mwrs-cli --target "$target" --artifact "$name" \
         --created "$created" >"$out/$name.spdx.json"
 done
