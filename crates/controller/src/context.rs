@@ -56,6 +56,9 @@ pub struct Config {
     /// How long a watch may keep failing before the replica is not ready and no deadline
     /// runs ([`crate::watch_health`]).
     pub blind_after: Duration,
+    /// How long a connection to the hub may stay silent ([`crate::silence`]); the client
+    /// is built with the same bounds.
+    pub silence: crate::silence::SilenceBounds,
 }
 
 impl Default for Config {
@@ -73,6 +76,7 @@ impl Default for Config {
             plugins: Arc::default(),
             crd_stale_after: Duration::from_secs(30),
             blind_after: crate::watch_health::DEFAULT_BLIND_AFTER,
+            silence: crate::silence::SilenceBounds::default(),
         }
     }
 }

@@ -168,6 +168,7 @@ impl SchemaWatch {
         client: Client,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
         stale_after: Duration,
+        silence: crate::silence::SilenceBounds,
     ) -> Self {
         let (tx, rx) = watch::channel(Err("the CRD has not been read yet".to_string()));
         let feed = std::sync::Arc::new(SchemaFeed {
@@ -176,7 +177,7 @@ impl SchemaWatch {
             last_seen: std::sync::Mutex::new(std::time::Instant::now()),
         });
         let api: Api<CustomResourceDefinition> = Api::all(client);
-        tokio::spawn(watch_crd(api.clone(), feed.clone()));
+        tokio::spawn(watch_crd(api.clone(), feed.clone(), silence));
         tokio::spawn(read_crd(api, feed, stale_after));
         Self { rx }
     }
@@ -199,8 +200,14 @@ impl SchemaWatch {
 }
 
 /// The watch feed of a [`SchemaWatch`]: every change of the CRD, at once.
-async fn watch_crd(api: Api<CustomResourceDefinition>, feed: std::sync::Arc<SchemaFeed>) {
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={CRD_NAME}"));
+async fn watch_crd(
+    api: Api<CustomResourceDefinition>,
+    feed: std::sync::Arc<SchemaFeed>,
+    silence: crate::silence::SilenceBounds,
+) {
+    let cfg = watcher::Config::default()
+        .fields(&format!("metadata.name={CRD_NAME}"))
+        .timeout(silence.watch_timeout_secs());
     let mut events = watcher::watcher(api, cfg).default_backoff().boxed();
     while let Some(ev) = events.next().await {
         let state = match ev {

@@ -20,6 +20,7 @@
 //!   SubjectAccessReview);
 //! - [`crd`]: the watch that the installed CRD keeps carrying this project's fields;
 //! - [`leader`]: leader election on a Lease;
+//! - [`silence`]: how long a connection to the hub may stay silent before it counts as dead;
 //! - [`plugins`]: rollout plugins (`--work-config`): their health and verdicts, and the
 //!   calls a plan asks for.
 
@@ -42,6 +43,7 @@ pub mod patch;
 pub mod plugins;
 pub mod queue_delay;
 pub mod reconcile;
+pub mod silence;
 pub mod store_view;
 pub mod tls;
 pub mod unreadable;

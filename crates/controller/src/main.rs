@@ -13,6 +13,7 @@ use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config as KubeConfig};
 use mwrs_controller::metrics::Metrics;
+use mwrs_controller::silence::SilenceBounds;
 use mwrs_controller::{Config, Shared, api_requests, context, crd, http, leader, run};
 use mwrs_engine::PlanConfig;
 use tracing_subscriber::EnvFilter;
@@ -126,6 +127,26 @@ struct Args {
     /// mwrs_controller_watch_failing and runs no deadline until every watch works again.
     #[arg(long, default_value = "2m", value_parser = parse_settle)]
     watch_blind_after: jiff::SignedDuration,
+    /// How often every watch is ended by the API server and made again (it resumes from
+    /// a bookmark, with no relist); a watch silent for this plus 5 s counts as dead, as
+    /// one on a connection that died without closing does.
+    #[arg(long, default_value = "60s", value_parser = parse_settle)]
+    watch_timeout: jiff::SignedDuration,
+    /// How long a pending response may go without a byte before its connection counts
+    /// as dead and the request is retried. Keep it above --watch-timeout and the hub's
+    /// own --request-timeout (60 s by default).
+    #[arg(long, default_value = "90s", value_parser = parse_settle)]
+    read_timeout: jiff::SignedDuration,
+}
+
+/// The bounds on a silent connection (`--watch-timeout`, `--read-timeout`).
+fn silence(args: &Args) -> anyhow::Result<SilenceBounds> {
+    let watch = std::time::Duration::try_from(args.watch_timeout)
+        .context("--watch-timeout must not be negative")?;
+    let read = std::time::Duration::try_from(args.read_timeout)
+        .context("--read-timeout must not be negative")?;
+    SilenceBounds::new(watch, read)
+        .map_err(|e| anyhow::anyhow!("--read-timeout, --watch-timeout: {e}"))
 }
 
 /// The rollout plugins `--work-config` registers (none without it).
@@ -224,7 +245,7 @@ async fn client(args: &Args, metrics: &Metrics) -> anyhow::Result<Client> {
         context: args.context.clone(),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -233,6 +254,7 @@ async fn client(args: &Args, metrics: &Metrics) -> anyhow::Result<Client> {
         None if args.context.is_some() => KubeConfig::from_kubeconfig(&options).await?,
         None => KubeConfig::infer().await?,
     };
+    silence(args)?.apply(&mut config);
     let counting = api_requests::counting(metrics.api_requests.clone());
     Ok(ClientBuilder::try_from(config)?
         .with_layer(&counting)
@@ -376,6 +398,7 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
         plugins,
         blind_after: std::time::Duration::try_from(args.watch_blind_after)
             .context("--watch-blind-after must not be negative")?,
+        silence: silence(&args)?,
         ..Config::default()
     };
 

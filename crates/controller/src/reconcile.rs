@@ -240,6 +240,7 @@ pub async fn run(
         client.clone(),
         shared.metrics.clone(),
         config.crd_stale_after,
+        config.silence,
     );
     let drift = Arc::new(template_drift(&client, &shared).await);
     let shutdown = shutdown.boxed().shared();
@@ -317,7 +318,11 @@ async fn run_while(
 ) {
     // Not ready until this instance's own stores have synced.
     shared.ready.store(false, Ordering::Release);
-    let (stores, triggers) = watch::build(&client, config.namespace.as_deref());
+    let (stores, triggers) = watch::build(watch::Scope {
+        client: &client,
+        namespace: config.namespace.as_deref(),
+        silence: config.silence,
+    });
     let workers = config.workers.max(1);
     let ctx = Arc::new(Context::new(
         client,

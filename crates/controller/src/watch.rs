@@ -34,6 +34,7 @@ use mwrs_engine::owner::OwnerKey;
 
 use crate::changes::{LastChanges, fingerprint};
 use crate::index::{ObjKey, SharedIndex};
+use crate::silence::SilenceBounds;
 use crate::watch_health::WatchFailures;
 use crate::work_cache::{PatchBase, WorkCache};
 use mwrs_engine::stored_work::StoredWork;
@@ -367,36 +368,53 @@ pub struct Triggers {
     pub decisions: Trigger<PlacementDecision>,
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
+/// Where and how every watcher watches: the MWRS-side kinds (MWRS, Placements,
+/// decisions, revisions) in `namespace` (all when None), ManifestWorks cluster-wide,
+/// every watch made again within the silence bound.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub client: &'a Client,
+    pub namespace: Option<&'a str>,
+    pub silence: SilenceBounds,
+}
+
+impl Scope<'_> {
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    /// A watcher's settings: every watch is made again within the silence bound.
+    fn cfg(&self) -> watcher::Config {
+        watcher::Config::default()
+            .any_semantic()
+            .timeout(self.silence.watch_timeout_secs())
     }
 }
 
-/// Builds every reflector. `namespace` scopes the MWRS-side kinds (MWRS, Placements,
-/// decisions, revisions); ManifestWorks are cluster-wide.
-pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
+/// Builds every reflector.
+pub fn build(scope: Scope<'_>) -> (Stores, Triggers) {
     let ready = Readiness::new();
     let placement_changes = LastChanges::default();
-    let (mwrs_store, mwrs_events) = watch_mwrs(client, namespace, &ready);
-    let (works, work_events) = watch_works(client, ready.track(Watcher::Works));
+    let (mwrs_store, mwrs_events) = watch_mwrs(scope, &ready);
+    let (works, work_events) = watch_works(scope, ready.track(Watcher::Works));
     // Index 0 watches the dotted owner label, index 1 the hashed one (`OWNER_KEYS`).
     let [
         (dotted_revisions, dotted_revision_index, dotted_revision_events),
         (hashed_revisions, hashed_revision_index, hashed_revision_events),
     ] = [0, 1].map(|key| {
         let track = ready.track(Watcher::Revisions(key));
-        watch_revisions(client, namespace, OWNER_KEYS[key], track)
+        watch_revisions(scope, OWNER_KEYS[key], track)
     });
-    let (placement_store, placement_events) =
-        watch_placements(client, namespace, &ready, &placement_changes);
+    let (placement_store, placement_events) = watch_placements(scope, &ready, &placement_changes);
     let (decision_store, decision_index, decision_events) =
-        watch_decisions(client, namespace, &ready, &placement_changes);
+        watch_decisions(scope, &ready, &placement_changes);
     let stores = Stores {
         ready,
         mwrs: mwrs_store,
@@ -418,17 +436,9 @@ pub fn build(client: &Client, namespace: Option<&str>) -> (Stores, Triggers) {
     (stores, triggers)
 }
 
-fn cfg() -> watcher::Config {
-    watcher::Config::default().any_semantic()
-}
-
-fn watch_mwrs(
-    client: &Client,
-    namespace: Option<&str>,
-    ready: &Readiness,
-) -> (Store<GuardedMwrs>, Trigger<GuardedMwrs>) {
+fn watch_mwrs(scope: Scope<'_>, ready: &Readiness) -> (Store<GuardedMwrs>, Trigger<GuardedMwrs>) {
     let (r, w) = reflector::store();
-    let stream = watch_fn(api::<GuardedMwrs>(client, namespace), cfg())
+    let stream = watch_fn(scope.api::<GuardedMwrs>(), scope.cfg())
         .default_backoff()
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(w)
@@ -457,7 +467,7 @@ const WORK_LIST_PAGE: u32 = 500;
 /// hashed key alone does on a hub without long-named MWRS) expires at each compaction and
 /// lists again: a full read of the hub at start and after every compaction.
 fn watch_works(
-    client: &Client,
+    scope: Scope<'_>,
     track: impl FnMut(&Result<watcher::Event<StoredWork>, watcher::Error>) + Send + 'static,
 ) -> (WorkCache, Trigger<StoredWork>) {
     let cache = WorkCache::new();
@@ -466,9 +476,10 @@ fn watch_works(
     // owned ManifestWork was the controller's start-up peak.
     let config = watcher::Config::default()
         .labels(labels::MWRS_OWNER)
-        .page_size(WORK_LIST_PAGE);
+        .page_size(WORK_LIST_PAGE)
+        .timeout(scope.silence.watch_timeout_secs());
     let filed = cache.clone();
-    let stream = watch_fn(Api::<StoredWork>::all(client.clone()), config)
+    let stream = watch_fn(Api::<StoredWork>::all(scope.client.clone()), config)
         .default_backoff()
         .inspect(move |ev| {
             if let Ok(ev) = ev {
@@ -483,8 +494,7 @@ fn watch_works(
 
 /// The ControllerRevisions carrying owner label `key`.
 fn watch_revisions(
-    client: &Client,
-    namespace: Option<&str>,
+    scope: Scope<'_>,
     key: &'static str,
     track: impl FnMut(&Result<watcher::Event<ControllerRevision>, watcher::Error>) + Send + 'static,
 ) -> (
@@ -494,27 +504,23 @@ fn watch_revisions(
 ) {
     let (r, w) = reflector::store();
     let index = SharedIndex::new(key);
-    let stream = watch_fn(
-        api::<ControllerRevision>(client, namespace),
-        cfg().labels(key),
-    )
-    .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
-    .inspect(index_events(&index))
-    .reflect(w)
-    .inspect(track)
-    .touched_objects();
+    let stream = watch_fn(scope.api::<ControllerRevision>(), scope.cfg().labels(key))
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .inspect(index_events(&index))
+        .reflect(w)
+        .inspect(track)
+        .touched_objects();
     (r, index, trigger("ControllerRevision", stream))
 }
 
 fn watch_placements(
-    client: &Client,
-    namespace: Option<&str>,
+    scope: Scope<'_>,
     ready: &Readiness,
     changes: &LastChanges,
 ) -> (Store<Placement>, Trigger<Placement>) {
     let (r, w) = reflector::store();
-    let stream = watch_fn(api::<Placement>(client, namespace), cfg())
+    let stream = watch_fn(scope.api::<Placement>(), scope.cfg())
         .default_backoff()
         .modify(|p: &mut Placement| {
             // Scheduling inputs are the placement controller's business.
@@ -530,8 +536,7 @@ fn watch_placements(
 
 /// Decisions, indexed by the placement label's value (the Placement's name).
 fn watch_decisions(
-    client: &Client,
-    namespace: Option<&str>,
+    scope: Scope<'_>,
     ready: &Readiness,
     changes: &LastChanges,
 ) -> (
@@ -542,8 +547,8 @@ fn watch_decisions(
     let (r, w) = reflector::store();
     let index = SharedIndex::new(labels::PLACEMENT_LABEL);
     let stream = watch_fn(
-        api::<PlacementDecision>(client, namespace),
-        cfg().labels(labels::PLACEMENT_LABEL),
+        scope.api::<PlacementDecision>(),
+        scope.cfg().labels(labels::PLACEMENT_LABEL),
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())

@@ -40,7 +40,11 @@ const WAIT: Duration = Duration::from_secs(60);
 /// the gate open once the CRD has been read.
 async fn runtime(hub: &TestHub) -> Context {
     let client: Client = hub.client.clone();
-    let (stores, triggers) = watch::build(&client, Some(&hub.namespace));
+    let (stores, triggers) = watch::build(watch::Scope {
+        client: &client,
+        namespace: Some(&hub.namespace),
+        silence: Default::default(),
+    });
     // The reflectors only run while their streams are polled.
     tokio::spawn(triggers.mwrs.for_each(|_| async {}));
     tokio::spawn(triggers.works.for_each(|_| async {}));
@@ -49,7 +53,12 @@ async fn runtime(hub: &TestHub) -> Context {
     tokio::spawn(triggers.decisions.for_each(|_| async {}));
     stores.wait_ready().await;
     let metrics = Arc::new(Metrics::new());
-    let schema = SchemaWatch::start(client.clone(), metrics.clone(), Duration::from_secs(30));
+    let schema = SchemaWatch::start(
+        client.clone(),
+        metrics.clone(),
+        Duration::from_secs(30),
+        Default::default(),
+    );
     tokio::time::timeout(WAIT, schema.usable())
         .await
         .expect("the CRD is readable");

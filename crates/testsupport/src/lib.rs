@@ -8,8 +8,10 @@
 //!   fixed sleeps;
 //! - [`TaskGuard`] (an in-process controller or agent, aborted on drop) and
 //!   [`ChildProcess`] (the controller binary, killed on drop, for restart tests);
-//! - [`sse`]: a Server-Sent Events stream, as a dashboard page reads it.
+//! - [`sse`]: a Server-Sent Events stream, as a dashboard page reads it;
+//! - [`silent_proxy`]: a TCP proxy whose connections can go silent without closing.
 
+pub mod silent_proxy;
 pub mod sse;
 
 use std::collections::BTreeMap;
