@@ -168,6 +168,27 @@ Examples:
   kubectl mwrs handover app -n team-a
   kubectl mwrs handover -A --timeout 15m")]
     Handover(HandoverArgs),
+    /// Turn upstream's MWRS controller off in the ClusterManager and wait until it has
+    /// stopped (before installing this controller).
+    #[command(after_help = "\
+Both controllers would write the same ManifestWorks, so upstream's must stop first. The
+cluster-manager operator reads the first entry of a feature in the ClusterManager's
+spec.workConfiguration.featureGates and ignores the rest, and ManifestWorkReplicaSet is off
+when no entry names it. So only a first entry with mode Enable is changed, to Disable, in
+place: every other gate stays as it was (an appended Disable would be ignored, and a merge
+patch would replace the whole list). The patch tests the entry first, so an edit made since
+it was read fails it (run it again).
+
+It then waits until the operator's <clustermanager>-work-controller Deployment in
+--hub-namespace, and every pod of it (label app=<clustermanager>-work-controller), is gone
+or no longer passes --feature-gates=ManifestWorkReplicaSet=true (the same Deployment runs
+for CleanUpCompletedManifestWork). Exit 0 once stopped, 5 on --timeout.
+
+Examples:
+  kubectl mwrs disable-upstream
+  kubectl mwrs disable-upstream --dry-run
+  kubectl mwrs disable-upstream --cluster-manager cluster-manager --timeout 10m")]
+    DisableUpstream(DisableUpstreamArgs),
     /// Rollout plugins: check one against the contract the controller holds it to.
     Plugin {
         #[command(subcommand)]
@@ -379,6 +400,22 @@ pub struct HandoverArgs {
     /// still refuses.
     #[arg(long)]
     pub controller_stopped: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DisableUpstreamArgs {
+    /// The ClusterManager (cluster-scoped).
+    #[arg(long, default_value = "cluster-manager", value_name = "NAME")]
+    pub cluster_manager: String,
+    /// Where the operator runs the hub's controllers.
+    #[arg(long, default_value = "open-cluster-management-hub", value_name = "NS")]
+    pub hub_namespace: String,
+    /// How long to wait for upstream's controller to stop (Go duration; 0: no limit).
+    #[arg(long, default_value = "5m", value_name = "D")]
+    pub timeout: String,
+    /// Say what would change and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Subcommand, Debug)]

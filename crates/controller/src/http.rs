@@ -137,6 +137,32 @@ pub async fn serve_with(
     Ok(bound)
 }
 
+/// GETs `url` (`/readyz` of a running controller, for `helm test`) and returns its body
+/// unless the answer is an error status. Over https the certificate is not verified: the probe checks that a replica
+/// answers, as the kubelet's does, not who it is, and sends nothing secret.
+pub async fn probe(url: &str) -> Result<String, String> {
+    let uri: axum::http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(format!("{url}: not an absolute URL"));
+    };
+    let base = format!("{scheme}://{authority}")
+        .parse()
+        .map_err(|e| format!("{url}: {e}"))?;
+    let mut config = kube::Config::new(base);
+    config.accept_invalid_certs = true;
+    config.read_timeout = Some(std::time::Duration::from_secs(10));
+    config.connect_timeout = Some(std::time::Duration::from_secs(10));
+    let client = kube::Client::try_from(config).map_err(|e| format!("{url}: {e}"))?;
+    let request = axum::http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| format!("{url}: {e}"))?;
+    client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("{url}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -137,6 +137,11 @@ struct Args {
     /// own --request-timeout (60 s by default).
     #[arg(long, default_value = "90s", value_parser = parse_settle)]
     read_timeout: jiff::SignedDuration,
+    /// GET this URL (a running replica's /readyz) and exit 0 if it answers without an error
+    /// status, 1 if not (or not at all);
+    /// nothing else runs. The chart's `helm test` runs it.
+    #[arg(long, value_name = "URL")]
+    probe: Option<String>,
 }
 
 /// The bounds on a silent connection (`--watch-timeout`, `--read-timeout`).
@@ -433,6 +438,18 @@ fn lease_error(e: kube::Error, namespace: &str) -> anyhow::Error {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(url) = &args.probe {
+        return match http::probe(url).await {
+            Ok(body) => {
+                println!("{url}: {}", body.trim());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("mwrs-controller --probe: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     init_logging(args.log_format);
     tracing::info!(version = VERSION, "mwrs-controller starting");
     // Freed pages go back to the system within jemalloc's decay time (10 s), also while

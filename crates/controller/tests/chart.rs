@@ -322,6 +322,10 @@ async fn the_rendered_chart_runs_a_rollout() {
             &format!("metrics.port={port}"),
         ],
     ));
+    // Hooks (the `helm test` pod) are Helm's to create, on `helm test` only.
+    let (hooks, docs): (Vec<Value>, Vec<Value>) = docs
+        .into_iter()
+        .partition(|d| d["metadata"]["annotations"]["helm.sh/hook"].is_string());
     for doc in &docs {
         apply(&hub.client, doc).await;
     }
@@ -351,4 +355,36 @@ async fn the_rendered_chart_runs_a_rollout() {
     let _agent = start_agent_succeeding(&hub, std::time::Duration::from_millis(100));
     create_app_for_all(&hub).await;
     wait_complete(&hub, "app", None).await;
+
+    // `helm test`: its pod's command, the Service's name standing for this process.
+    let test_pod = hooks
+        .iter()
+        .find(|d| d["metadata"]["annotations"]["helm.sh/hook"] == "test")
+        .expect("a helm test pod");
+    assert_eq!(test_pod["spec"]["automountServiceAccountToken"], false);
+    let (probe_args, _) = common::container_args_env(&test_pod["spec"]["containers"][0]);
+    let service = format!("{release}-mwrs-controller-metrics.{ns}.svc");
+    let here: Vec<String> = probe_args
+        .iter()
+        .map(|a| a.replace(&service, "127.0.0.1"))
+        .collect();
+    assert_ne!(
+        here, probe_args,
+        "the probe names the metrics Service: {probe_args:?}"
+    );
+    let probe = |args: &[String]| {
+        Command::new(binary)
+            .args(args)
+            .output()
+            .expect("run the probe")
+    };
+    let answered = probe(&here);
+    assert!(answered.status.success(), "{answered:?}");
+    let closed = format!("127.0.0.1:{}", common::free_port());
+    let nobody: Vec<String> = here
+        .iter()
+        .map(|a| a.replace(&format!("127.0.0.1:{port}"), &closed))
+        .collect();
+    let refused = probe(&nobody);
+    assert!(!refused.status.success(), "{refused:?}");
 }

@@ -29,6 +29,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use mwrs_cli::cmd::upstream;
 use mwrs_controller::Shared;
 use mwrs_controller::crd::CRD_NAME;
 use mwrs_testsupport::{ChildProcess, TestHub, wait_for};
@@ -42,6 +43,8 @@ const VERSION_ANNOTATION: &str = "operator.open-cluster-management.io/version";
 /// ours.
 const PROBE_CRD: &str = "placementdecisions.cluster.open-cluster-management.io";
 const RECONCILES: usize = 3;
+/// The operator's Deployment of upstream's work controller (MWRS among its gates).
+const WORK_CONTROLLER: &str = "cluster-manager-work-controller";
 
 /// The operator binary: `MWRS_OCM_OPERATOR`, or built (and cached) by bench/peer.
 fn operator_binary() -> PathBuf {
@@ -94,6 +97,83 @@ fn cluster_manager(poke: usize) -> serde_json::Value {
             {"feature": "ManifestWorkReplicaSet", "mode": "Disable"}
         ]}}
     })
+}
+
+/// The ClusterManager of a hub that ran upstream's MWRS controller: its first entry turns
+/// the gate on (a later `Disable` is ignored by the operator).
+fn cluster_manager_running_upstream() -> serde_json::Value {
+    json!({
+        "apiVersion": "operator.open-cluster-management.io/v1",
+        "kind": "ClusterManager",
+        "metadata": {"name": "cluster-manager"},
+        "spec": {"workConfiguration": {"featureGates": [
+            {"feature": "ManifestWorkReplicaSet", "mode": "Enable"},
+            {"feature": "ManifestWorkReplicaSet", "mode": "Disable"}
+        ]}}
+    })
+}
+
+/// Upstream's MWRS controller deployed by the operator, then `kubectl mwrs
+/// disable-upstream` (the README's install step): the first entry turned off in place,
+/// the rest of the list untouched, and the command returns once the operator has removed
+/// the controller.
+async fn disable_upstream(hub: &TestHub) {
+    let managers = cluster_managers(&hub.client);
+    apply(
+        &managers,
+        "cluster-manager",
+        cluster_manager_running_upstream(),
+    )
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(hub.client.clone(), HUB_NAMESPACE);
+    wait_for(
+        "upstream's MWRS controller deployed",
+        common::WAIT,
+        || async {
+            let d = deployments
+                .get_opt(WORK_CONTROLLER)
+                .await
+                .map_err(|e| e.to_string())?;
+            let spec = d.and_then(|d| d.spec).and_then(|s| s.template.spec);
+            match spec {
+                Some(p) if upstream::runs_mwrs(&p.containers) => Ok(()),
+                other => Err(format!("not yet: {other:?}")),
+            }
+        },
+    )
+    .await;
+    let cli = mwrs_cli::hub::HubClient {
+        client: hub.client.clone(),
+        namespace: hub.namespace.clone(),
+        url: String::new(),
+    };
+    // The README's line, as written.
+    let words = common::readme_line("kubectl mwrs disable-upstream");
+    let cli_line = std::iter::once("kubectl-mwrs".to_string()).chain(words.into_iter().skip(2));
+    let parsed = <mwrs_cli::args::Cli as clap::Parser>::try_parse_from(cli_line).unwrap();
+    let mwrs_cli::args::Command::DisableUpstream(args) = parsed.command else {
+        panic!("the README's line is not disable-upstream: {parsed:?}");
+    };
+    let exit = upstream::run(&cli, &args).await;
+    assert!(
+        matches!(exit, Ok(mwrs_cli::error::Exit::Ok)),
+        "{:?}",
+        exit.err()
+    );
+    let cm = managers.get("cluster-manager").await.unwrap();
+    assert_eq!(
+        cm.data["spec"]["workConfiguration"]["featureGates"],
+        json!([
+            {"feature": "ManifestWorkReplicaSet", "mode": "Disable"},
+            {"feature": "ManifestWorkReplicaSet", "mode": "Disable"}
+        ])
+    );
+    let left = deployments.get_opt(WORK_CONTROLLER).await.unwrap();
+    let spec = left.and_then(|d| d.spec).and_then(|s| s.template.spec);
+    assert!(
+        !spec.is_some_and(|p| upstream::runs_mwrs(&p.containers)),
+        "upstream's MWRS controller still deployed"
+    );
 }
 
 /// Puts back every CRD the operator replaced, as it was before the test.
@@ -229,6 +309,7 @@ async fn upstreams_operator_leaves_our_crd_and_an_abort_hold_alone() {
     .unwrap();
 
     let checks = async {
+        disable_upstream(&hub).await;
         for poke in 1..=RECONCILES {
             one_reconcile(&hub, &crds, poke).await;
         }
@@ -256,7 +337,7 @@ async fn upstreams_operator_leaves_our_crd_and_an_abort_hold_alone() {
             "{names:?}"
         );
         assert!(
-            !names.iter().any(|n| n == "cluster-manager-work-controller"),
+            !names.iter().any(|n| n == WORK_CONTROLLER),
             "upstream's MWRS controller was deployed: {names:?}"
         );
         assert!(shared.ready.load(Ordering::Acquire), "still ready");

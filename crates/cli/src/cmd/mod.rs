@@ -10,6 +10,7 @@ pub mod plan;
 pub mod plugin;
 pub mod status;
 pub mod undo;
+pub mod upstream;
 
 use clap::CommandFactory;
 
@@ -39,6 +40,7 @@ pub async fn run(cli: &Cli, out: &Out) -> Result<Exit> {
         }
         Command::Get(a) => get::run(&HubClient::connect(g, false).await?, g, out, a).await,
         Command::Handover(a) => handover::run(&HubClient::connect(g, false).await?, g, a).await,
+        Command::DisableUpstream(a) => upstream::run(&HubClient::connect(g, false).await?, a).await,
         Command::Dashboard(a) => dashboard::run(HubClient::connect(g, false).await?, g, a).await,
         Command::Plugin {
             command: PluginCommand::Check(a),

@@ -824,8 +824,8 @@ pub fn container_args_env(container: &Value) -> (Vec<String>, Vec<(String, Strin
         .collect();
     let env = container["env"]
         .as_array()
-        .unwrap()
-        .iter()
+        .into_iter()
+        .flatten()
         .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
         .collect();
     (args, env)

@@ -70,3 +70,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "mwrs.markKeySecret" -}}
 {{- .Values.controller.markKeySecret | default (printf "%s-marks" (include "mwrs.fullname" .)) -}}
 {{- end }}
+
+{{/* The controller's image: by digest when one is given, else by tag. */}}
+{{- define "mwrs.image" -}}
+{{- if .Values.image.digest -}}
+"{{ .Values.image.repository }}@{{ .Values.image.digest }}"
+{{- else -}}
+"{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
+{{- end -}}
+{{- end -}}
