@@ -21,7 +21,7 @@
 //! and written again with the plugin's spec when one comes.
 //!
 //! In four files: `inputs` (what the planner reads of plugins), `calls` (what it asks of
-//! them), `policy` (their failure budget) and `gate` (what a cluster becomes behind its
+//! them), `policy` (their failure budget and a placementRef's override, parsed) and `gate` (what a cluster becomes behind its
 //! plugin, from the first three).
 
 mod calls;

@@ -1,8 +1,12 @@
 //! A plugin's failure budget (rules §12.3): what its failures do to the clusters it
 //! holds, how many errors in a row or how long unreachable before that applies, a
-//! placementRef's override, and what the clusters say when it is spent.
+//! placementRef's override (parsed from its `pluginFailurePolicy`), and what the
+//! clusters say when it is spent.
 
 use jiff::{SignedDuration, Timestamp};
+use mwrs_api::rollout::PluginFailurePolicy;
+
+use crate::Invalid;
 
 /// What a plugin's failures do to the clusters it holds (rules §12.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,4 +90,66 @@ pub struct ErrorRun {
     pub since: Timestamp,
     /// The last error, cut to [`PLUGIN_TEXT_MAX`].
     pub last: String,
+}
+
+/// A plugin name as `--work-config` registers it: a DNS-1123 label, so that it can also
+/// name the plugin's Service.
+pub fn parse_plugin_name(name: &str) -> Result<String, Invalid> {
+    if mwrs_api::labels::is_dns_label(name) {
+        Ok(name.to_string())
+    } else {
+        Err(Invalid::new(
+            "plugin",
+            format!(
+                "{name:?} is not a plugin name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
+            ),
+        ))
+    }
+}
+
+/// A placementRef's `pluginFailurePolicy`: each field it sets, checked.
+pub fn parse_override(p: &PluginFailurePolicy) -> Result<PolicyOverride, Invalid> {
+    let field = |f: &str| format!("pluginFailurePolicy.{f}");
+    let mode = match p.policy.as_deref() {
+        None => None,
+        Some("Fail") => Some(FailureMode::Fail),
+        Some("Hold") => Some(FailureMode::Hold),
+        Some(other) => {
+            return Err(Invalid::new(
+                field("policy"),
+                format!("unknown policy {other:?}; expected Fail or Hold"),
+            ));
+        }
+    };
+    let consecutive_errors = p
+        .consecutive_errors
+        .map(|n| {
+            u32::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+                Invalid::new(
+                    field("consecutiveErrors"),
+                    format!("must be 1 or more, got {n}"),
+                )
+            })
+        })
+        .transpose()?;
+    let unavailable_for = p
+        .unavailable_for
+        .as_deref()
+        .map(|d| {
+            mwrs_duration::parse_go_duration(d)
+                .ok()
+                .filter(|d| d.is_positive())
+                .ok_or_else(|| {
+                    Invalid::new(
+                        field("unavailableFor"),
+                        format!("{d:?} is not a positive duration such as 30s or 5m"),
+                    )
+                })
+        })
+        .transpose()?;
+    Ok(PolicyOverride {
+        mode,
+        consecutive_errors,
+        unavailable_for,
+    })
 }

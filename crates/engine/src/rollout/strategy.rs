@@ -6,14 +6,14 @@ use std::fmt;
 
 use jiff::SignedDuration;
 use mwrs_api::rollout::{
-    FAILURE_STRATEGY_ABORT_ALL, PluginFailurePolicy, RolloutConfig, RolloutStrategy, TYPE_ALL,
-    TYPE_PROGRESSIVE, TYPE_PROGRESSIVE_PER_GROUP,
+    FAILURE_STRATEGY_ABORT_ALL, RolloutConfig, RolloutStrategy, TYPE_ALL, TYPE_PROGRESSIVE,
+    TYPE_PROGRESSIVE_PER_GROUP,
 };
 
 use super::groups::{MandatoryGroup, mandatory_groups};
 use super::parse::{Deadline, Size, parse_deadline, parse_go_duration, parse_size};
 use crate::Invalid;
-use crate::plugin::{FailureMode, PolicyOverride};
+use crate::plugin::{PolicyOverride, parse_override, parse_plugin_name};
 
 /// The three rollout types.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -78,11 +78,11 @@ impl ParsedStrategy {
     pub fn parse(s: &RolloutStrategy) -> Result<Self, Invalid> {
         let kind = parse_kind(s.type_.as_deref())?;
         let abort_all = parse_failure_strategy(s.failure_strategy.as_deref())?;
-        let plugin = s.plugin.as_deref().map(parse_plugin).transpose()?;
+        let plugin = s.plugin.as_deref().map(parse_plugin_name).transpose()?;
         let plugin_failure = s
             .plugin_failure_policy
             .as_ref()
-            .map(parse_plugin_failure)
+            .map(parse_override)
             .transpose()?
             .unwrap_or_default();
         let (mandatory, max_concurrency) = match kind {
@@ -148,68 +148,6 @@ fn parse_failure_strategy(v: Option<&str>) -> Result<bool, Invalid> {
             ),
         )),
     }
-}
-
-/// A plugin name as `--work-config` registers it: a DNS-1123 label, so that it can also
-/// name the plugin's Service.
-fn parse_plugin(name: &str) -> Result<String, Invalid> {
-    if mwrs_api::labels::is_dns_label(name) {
-        Ok(name.to_string())
-    } else {
-        Err(Invalid::new(
-            "plugin",
-            format!(
-                "{name:?} is not a plugin name: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"
-            ),
-        ))
-    }
-}
-
-/// `pluginFailurePolicy`: each field it sets, checked.
-fn parse_plugin_failure(p: &PluginFailurePolicy) -> Result<PolicyOverride, Invalid> {
-    let field = |f: &str| format!("pluginFailurePolicy.{f}");
-    let mode = match p.policy.as_deref() {
-        None => None,
-        Some("Fail") => Some(FailureMode::Fail),
-        Some("Hold") => Some(FailureMode::Hold),
-        Some(other) => {
-            return Err(Invalid::new(
-                field("policy"),
-                format!("unknown policy {other:?}; expected Fail or Hold"),
-            ));
-        }
-    };
-    let consecutive_errors = p
-        .consecutive_errors
-        .map(|n| {
-            u32::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
-                Invalid::new(
-                    field("consecutiveErrors"),
-                    format!("must be 1 or more, got {n}"),
-                )
-            })
-        })
-        .transpose()?;
-    let unavailable_for = p
-        .unavailable_for
-        .as_deref()
-        .map(|d| {
-            parse_go_duration(d)
-                .ok()
-                .filter(|d| d.is_positive())
-                .ok_or_else(|| {
-                    Invalid::new(
-                        field("unavailableFor"),
-                        format!("{d:?} is not a positive duration such as 30s or 5m"),
-                    )
-                })
-        })
-        .transpose()?;
-    Ok(PolicyOverride {
-        mode,
-        consecutive_errors,
-        unavailable_for,
-    })
 }
 
 /// The fields every type shares, with upstream's defaults.
