@@ -9,6 +9,7 @@ use mwrs_engine::text::prefix;
 
 use crate::context::Context;
 use crate::events::EventType;
+use crate::plugins::Outlet;
 
 /// Longest Event note the API accepts.
 const MAX_NOTE: usize = 1024;
@@ -73,5 +74,31 @@ async fn publish_fenced(
         .write("event", "create", if r.is_ok() { "ok" } else { "error" });
     if let Err(e) = r {
         tracing::warn!(error = %e, reason, "cannot publish event");
+    }
+}
+
+/// The plugin service reports through the context, under the same gate.
+impl Outlet for Context {
+    fn may_call(&self) -> bool {
+        self.gate_is_open("call", "rollout plugin")
+    }
+
+    fn may_call_quietly(&self) -> bool {
+        self.gate_is_open_quietly()
+    }
+
+    fn warn<'a>(
+        &'a self,
+        regarding: &'a k8s_openapi::api::core::v1::ObjectReference,
+        reason: &'a str,
+        message: &'a str,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(publish_on(
+            self,
+            regarding,
+            EventType::Warning,
+            reason,
+            message,
+        ))
     }
 }

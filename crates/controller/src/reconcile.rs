@@ -134,7 +134,9 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -
     // The plugins' answers are the next pass's input: it comes when one of them differs.
     if !plan.plugin_calls.is_empty() {
         let calls = plan.plugin_calls.clone();
-        ctx.config.plugins.call_in_background(ctx, mwrs, calls);
+        ctx.config
+            .plugins
+            .call_in_background(ctx.clone(), mwrs, calls);
     }
     if ctx.blocked_writes(&work_name).len() > blocked_before {
         // A write found blocked in this pass: report it without waiting for a change.
