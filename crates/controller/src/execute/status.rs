@@ -1,0 +1,69 @@
+//! The status: a merge patch guarded by the resourceVersion read, written whatever the
+//! writes did, and the abort it records counted.
+
+use super::*;
+
+/// Writes `new` when it differs from the status read, guarded by `version` (the version
+/// it was computed from); returns the version the write produced, if any.
+pub(super) async fn write_status(
+    on: &On<'_>,
+    new: Option<&ManifestWorkReplicaSetStatus>,
+    version: Option<String>,
+    tally: &mut Tally,
+) -> Result<Option<String>> {
+    let Some(new) = new else { return Ok(None) };
+    let ser = |v: &ManifestWorkReplicaSetStatus| {
+        serde_json::to_value(v).map_err(|source| Error::Serialize {
+            what: "status",
+            source,
+        })
+    };
+    let old = ser(&on.mwrs.status.clone().unwrap_or_default())?;
+    let Some(body) = patch::status(&old, &ser(new)?, version.as_deref()) else {
+        return Ok(None);
+    };
+    on.ctx.may_write("patch", "status")?;
+    let r = on
+        .api
+        .patch_status(&on.name, &patch_params(), &Patch::Merge(&body))
+        .await
+        .map_err(|e| Error::kube(format!("status of {}", on.key()), e));
+    on.ctx.metrics.write("status", "patch", result_label(&r));
+    match r {
+        Ok(obj) => {
+            tally.record(Ok(()));
+            Ok(obj.resource_version())
+        }
+        Err(e) => {
+            tally.record(Err(e));
+            Ok(None)
+        }
+    }
+}
+
+/// Counts an abort when the planned status records a new one (a typed value, not an
+/// event reason).
+pub(super) fn count_abort(
+    metrics: &Metrics,
+    old: Option<&AbortRecord>,
+    planned: Option<&ManifestWorkReplicaSetStatus>,
+) {
+    let Some(new) = planned.and_then(|s| s.last_abort.as_ref()) else {
+        return;
+    };
+    if old == Some(new) {
+        return;
+    }
+    let outcome = if new.reverted_to.is_some() {
+        "reverted"
+    } else {
+        "stopped"
+    };
+    metrics
+        .aborts
+        .get_or_create(&AbortLabels {
+            trigger: new.trigger.clone(),
+            outcome: outcome.into(),
+        })
+        .inc();
+}
