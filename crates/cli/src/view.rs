@@ -7,6 +7,7 @@
 
 use jiff::Timestamp;
 use kube::ResourceExt;
+use mwrs_api::labels;
 use mwrs_api::mwrs::{AbortRecord, ManifestWorkReplicaSet};
 use mwrs_api::rollout::RolloutStrategy;
 use mwrs_engine::phase::{Phase, phase};
@@ -44,6 +45,8 @@ pub struct View {
     pub clusters: Vec<ClusterLine>,
     /// The `rollout` commands that mean something now, in the order a page offers them.
     pub actions: Vec<&'static str>,
+    /// For each of `actions`, in the same order, what a page asks before it writes it.
+    pub confirmations: Vec<Confirmation>,
     /// Why per-cluster states are missing, when they are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -182,6 +185,10 @@ impl View {
             state: st,
             message,
             actions: actions(st, header.stable, header.update),
+            confirmations: actions(st, header.stable, header.update)
+                .into_iter()
+                .map(|a| Confirmation::of(a, &m.name_any(), &header))
+                .collect(),
             current_revision: status.current_revision,
             update_revision: status.update_revision,
             last_abort: status.last_abort,
@@ -371,6 +378,80 @@ fn actions(st: Phase, stable: Option<&str>, update: Option<&str>) -> Vec<&'stati
     out
 }
 
+/// What an action does and writes, as a page asks before it writes it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Confirmation {
+    pub action: &'static str,
+    pub title: String,
+    pub does: String,
+    pub writes: String,
+}
+
+impl Confirmation {
+    /// The question before `action` on the MWRS `name`, whose revisions `header` holds.
+    fn of(action: &'static str, name: &str, header: &Header<'_>) -> Self {
+        let name = format!("mwrs/{name}");
+        let update = header.update.unwrap_or("<none>");
+        let annotation = |key: &str| format!("It writes the annotation {key} on {name}, as you.");
+        let (title, does, writes) = match action {
+            "pause" => (
+                format!("Pause {name}?"),
+                "No cluster starts a new revision until it is resumed; clusters already rolling \
+                 finish."
+                    .to_string(),
+                annotation(labels::CONTROL_PAUSE),
+            ),
+            "resume" => (
+                format!("Resume {name}?"),
+                "The rollout goes on where it stopped.".to_string(),
+                format!(
+                    "It removes the annotation {} from {name}, as you.",
+                    labels::CONTROL_PAUSE
+                ),
+            ),
+            "abort" => (
+                format!("Abort revision {update} of {name}?"),
+                match header.stable {
+                    Some(stable) => format!(
+                        "Every cluster that got revision {update} goes back to the stable \
+                         revision {stable}, and the rollout stops until a retry or a new \
+                         template."
+                    ),
+                    None => format!(
+                        "There is no stable revision to go back to: the rollout stops where it \
+                         is (clusters keep revision {update}) until a retry or a new template."
+                    ),
+                },
+                annotation(labels::CONTROL_ABORT),
+            ),
+            "retry" => (
+                format!("Retry revision {update} of {name}?"),
+                format!(
+                    "The abort is lifted and revision {update} rolls out again from the start of \
+                     the strategy."
+                ),
+                annotation(labels::CONTROL_RETRY),
+            ),
+            _ => (
+                format!("Undo {name}?"),
+                "The template goes back to the revision chosen below, which then rolls out as a \
+                 new update."
+                    .to_string(),
+                format!(
+                    "It rewrites spec.manifestWorkTemplate of {name}, as you, only if the spec has \
+                     not changed since it was read."
+                ),
+            ),
+        };
+        Self {
+            action,
+            title,
+            does,
+            writes,
+        }
+    }
+}
+
 impl BudgetLine {
     fn new(b: &Budget, strategy: Option<&RolloutStrategy>) -> Self {
         // The engine's reading of the type ("" and absent are All); the knobs as written.
@@ -547,6 +628,38 @@ mod tests {
             .collect();
         // Group 0: bb done, cc waiting; group 1: a done, d progressing.
         assert_eq!(got, [(0, 1, 2), (1, 1, 2)]);
+    }
+
+    #[test]
+    fn an_abort_says_where_the_clusters_go_as_the_engine_does() {
+        let with = |stable| Header {
+            aborted: false,
+            stable,
+            update: Some("u2"),
+            causes: None,
+        };
+        let back = Confirmation::of("abort", "app", &with(Some("s1")));
+        assert_eq!(back.title, "Abort revision u2 of mwrs/app?");
+        assert!(
+            back.does.contains("back to the stable revision s1"),
+            "{}",
+            back.does
+        );
+        assert!(
+            back.writes.contains(labels::CONTROL_ABORT),
+            "{}",
+            back.writes
+        );
+        // The engine stops a first rollout where it is: nothing to go back to.
+        let first = Confirmation::of("abort", "app", &with(None));
+        assert!(first.does.contains("no stable revision"), "{}", first.does);
+        assert!(!first.does.contains("goes back"), "{}", first.does);
+        let resume = Confirmation::of("resume", "app", &with(None));
+        assert!(
+            resume.writes.contains(labels::CONTROL_PAUSE),
+            "{}",
+            resume.writes
+        );
     }
 
     #[test]

@@ -342,6 +342,7 @@ mod tests {
             bands: Vec::new(),
             clusters: clusters.iter().map(|(c, s)| line(c, s)).collect(),
             actions: Vec::new(),
+            confirmations: Vec::new(),
             note: None,
             plugins: None,
         }

@@ -434,7 +434,9 @@ function drawActions() {
 
 /** Asks before `action` is written: what it does and what it writes; an undo shows its dry run. */
 function confirmAction(action) {
-  const text = V.actionText(action, page.state.header);
+  // The view says what each action does and writes: the page states no rule of its own.
+  const text = (page.state.header.confirmations || []).find((c) => c.action === action);
+  if (!text) return;
   const error = el('p', { class: 'acted failed' });
   const go = el('button', { type: 'button', id: 'confirm-go', text: text.title.split(' ')[0] });
   const cancel = el('button', { type: 'button', text: 'Cancel' });

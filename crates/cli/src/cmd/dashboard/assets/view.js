@@ -223,31 +223,6 @@ export function planRows(plan, names = 6) {
 }
 
 /**
- * What an action asks before it writes, for mwrs `header`: a title, what it does, and
- * what it writes (the same as the `rollout` command of its name).
- */
-export function actionText(action, header) {
-  const name = `mwrs/${header.name}`;
-  const update = header.updateRevision || '<none>';
-  const stable = header.currentRevision || '<none>';
-  const annotation = (a) => `It writes the annotation mwrs.rollout.open-cluster-management.io/${a} on ${name}, as you.`;
-  switch (action) {
-    case 'pause':
-      return { title: `Pause ${name}?`, does: 'No cluster starts a new revision until it is resumed; clusters already rolling finish.', writes: annotation('paused') };
-    case 'resume':
-      return { title: `Resume ${name}?`, does: 'The rollout goes on where it stopped.', writes: `It removes the annotation mwrs.rollout.open-cluster-management.io/paused from ${name}, as you.` };
-    case 'abort':
-      return { title: `Abort revision ${update} of ${name}?`, does: `Every cluster that got revision ${update} goes back to the stable revision ${stable}, and the rollout stops until a retry or a new template.`, writes: annotation('abort') };
-    case 'retry':
-      return { title: `Retry revision ${update} of ${name}?`, does: `The abort is lifted and revision ${update} rolls out again from the start of the strategy.`, writes: annotation('retry') };
-    case 'undo':
-      return { title: `Undo ${name}?`, does: 'The template goes back to the revision chosen below, which then rolls out as a new update.', writes: `It rewrites spec.manifestWorkTemplate of ${name}, as you, only if the spec has not changed since it was read.` };
-    default:
-      return null;
-  }
-}
-
-/**
  * A revision as the header names it: its number, hash and change-cause from `history`
  * (the entries of `rollout history -o json`), or the hash alone while they are unknown.
  */

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 // attention, budgets, band progress, actions) comes computed in the view and is tested in
 // Rust (crates/cli/src/view.rs, the engine's plan/tests/budget.rs).
 import {
-  actionText, applyChange, applyListChange, listFromSnapshot, listRows, listSummary, bandProgress, bands, budgetText, counts,
+  applyChange, applyListChange, listFromSnapshot, listRows, listSummary, bandProgress, bands, budgetText, counts,
   filtering, formatFilters, fromSnapshot, groupLabel, matches, parseFilters, planRows, repaint, revisionText, rows, seconds,
   summary,
 } from './view.js';
@@ -129,15 +129,6 @@ test('the planned waves read as rollout plan prints them', () => {
     { wave: 1, at: '+0s', action: 'rollout', revision: 'v2', count: 2, clusters: 'a, b' },
     { wave: 2, at: '+1m15s', action: 'revert', revision: 'v1', count: 4, clusters: 'c, d, e (+1 more)' },
   ]);
-});
-
-test('each action says what it writes', () => {
-  const abort = actionText('abort', header);
-  assert.equal(abort.title, 'Abort revision v2 of mwrs/app?');
-  assert.match(abort.does, /back to the stable revision v1/);
-  assert.match(abort.writes, /annotation mwrs\.rollout\.open-cluster-management\.io\/abort on mwrs\/app/);
-  assert.match(actionText('undo', header).writes, /spec\.manifestWorkTemplate/);
-  assert.equal(actionText('delete', header), null);
 });
 
 test('the header names a revision by number, hash and change-cause once the history is read', () => {
