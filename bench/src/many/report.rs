@@ -149,7 +149,17 @@ impl ManyRow {
     }
 }
 
+/// The row as the bench prints it: the phases against their references, what they cost,
+/// failover and the hub, and the targets.
 pub fn print(r: &ManyRow) {
+    print_phases(r);
+    print_costs(r);
+    print_failover_and_hub(r);
+    print_targets(r);
+}
+
+/// The title and the table of phases, each beside its reference of the same run.
+fn print_phases(r: &ManyRow) {
     let works = r.works();
     println!(
         "\n{} MWRS × {} clusters = {works} ManifestWorks",
@@ -174,7 +184,6 @@ pub fn print(r: &ManyRow) {
             println!("| {what} | not reached | {reference:.2} s ({what_ref}) | – |");
         }
     };
-    let all = r.bare_scaled(r.bare_update_all_s, r.count);
     line(
         "create every MWRS",
         r.create_s,
@@ -216,7 +225,7 @@ pub fn print(r: &ManyRow) {
     line(
         &all_what,
         r.all_change_projected_s(),
-        all,
+        r.bare_scaled(r.bare_update_all_s, r.count),
         "bare update of all",
     );
     line(
@@ -225,6 +234,10 @@ pub fn print(r: &ManyRow) {
         r.list_works_s,
         "bench client lists them",
     );
+}
+
+/// Idle work, memory, CPU per ManifestWork, queue delay and Lease renewals.
+fn print_costs(r: &ManyRow) {
     println!(
         "idle: {:.1} reconciles/min, {:.1} writes/min; one change wrote {} ManifestWorks of other MWRS",
         r.idle_reconciles_per_min, r.idle_writes_per_min, r.one_change_other_writes
@@ -272,6 +285,10 @@ pub fn print(r: &ManyRow) {
         "Lease: {} renewal gaps, p50 {:.2} s, p99 {:.2} s, largest {:.2} s (due every 2 s; the lease lasts 15 s)",
         r.lease_gaps, r.lease_gap_p50_s, r.lease_gap_p99_s, r.lease_gap_max_s
     );
+}
+
+/// The failover, the hub's own memory and the controller's requests.
+fn print_failover_and_hub(r: &ManyRow) {
     let f = &r.failover;
     println!(
         "failover: leader killed with {} ManifestWorks left; the standby's first write {:.1} s after, the last {:.1} s after; it wrote {} ({} repeated); its peak {:.1} MiB",
@@ -303,6 +320,10 @@ pub fn print(r: &ManyRow) {
         verbs_text(&r.all_change_requests),
         r.all_change_conflicts
     );
+}
+
+/// The targets and whether each was met.
+fn print_targets(r: &ManyRow) {
     println!("\n| target | figure | met |\n|---|---|---|");
     for (what, figure, met) in r.targets() {
         println!(
