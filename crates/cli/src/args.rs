@@ -372,6 +372,11 @@ pub struct DashboardArgs {
     /// loopback only over TLS.
     #[arg(long)]
     pub enable_actions: bool,
+    /// The controller's Deployment, NAMESPACE/NAME: clusters are judged with the
+    /// planner settings its arguments set (--settle-time, --upstream-quirk), or with the
+    /// defaults when it cannot be read (the output says which).
+    #[arg(long, default_value = crate::settings::DEFAULT_CONTROLLER, value_name = "NS/NAME")]
+    pub controller: String,
 }
 
 #[derive(Args, Debug)]
@@ -493,6 +498,11 @@ pub struct StatusArgs {
     /// Most per-cluster lines: a number or `all`.
     #[arg(long, default_value = "20", value_name = "N|all")]
     pub clusters: String,
+    /// The controller's Deployment, NAMESPACE/NAME: clusters are judged with the
+    /// planner settings its arguments set (--settle-time, --upstream-quirk), or with the
+    /// defaults when it cannot be read (the output says which).
+    #[arg(long, default_value = crate::settings::DEFAULT_CONTROLLER, value_name = "NS/NAME")]
+    pub controller: String,
 }
 
 #[derive(Args, Debug)]

@@ -22,6 +22,7 @@ pub mod error;
 pub mod hub;
 pub mod output;
 pub mod reference;
+pub mod settings;
 pub mod state;
 pub mod streamed;
 pub mod view;

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::hub::hidden_note;
 use crate::output::age;
+use crate::settings::Judging;
 use crate::state::{PlacementProgress, ordered, placements, published_placements};
 
 /// What a reader shows of one MWRS.
@@ -50,6 +51,8 @@ pub struct View {
     /// Why per-cluster states are missing, when they are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Whose planner settings the clusters are judged with ([`crate::settings`]).
+    pub judged_with: String,
     /// What the rollout plugins do to the rollout, when they hold it (or are skipped):
     /// the controller's `PluginLoaded` message, which says how to get past them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,9 +158,15 @@ pub struct BudgetLine {
 }
 
 impl View {
-    /// The view of `snap` at `now`; with `works_hidden` (the ManifestWorks could not be
-    /// read), the progress the controller publishes and no cluster lines.
-    pub fn of(snap: &Snapshot, works_hidden: Option<&str>, now: Timestamp) -> Self {
+    /// The view of `snap` at `now`, judged with `judging`'s settings; with
+    /// `works_hidden` (the ManifestWorks could not be read), the progress the controller
+    /// publishes and no cluster lines.
+    pub fn of(
+        snap: &Snapshot,
+        works_hidden: Option<&str>,
+        now: Timestamp,
+        judging: &Judging,
+    ) -> Self {
         let m = &snap.mwrs;
         let (st, message) = phase(m);
         let status = m.status.clone().unwrap_or_default();
@@ -169,7 +178,7 @@ impl View {
         };
         let (placements, clusters) = match works_hidden {
             Some(_) => (published_placements(m), Vec::new()),
-            None => judged(snap, &header, now),
+            None => judged(snap, &header, now, &judging.plan),
         };
         let bands = bands(&placements, &clusters, header.target());
         let reverting = header.aborted.then(|| Reverting {
@@ -203,6 +212,7 @@ impl View {
                 )
             }),
             plugins: plugins_line(m),
+            judged_with: judging.said.clone(),
         }
     }
 }
@@ -212,6 +222,7 @@ fn judged(
     snap: &Snapshot,
     header: &Header<'_>,
     now: Timestamp,
+    config: &PlanConfig,
 ) -> (Vec<PlacementProgress>, Vec<ClusterLine>) {
     let m = &snap.mwrs;
     let plugins = PluginInputs::from_status(m);
@@ -220,7 +231,7 @@ fn judged(
         sight: mwrs_engine::plan::Sight::Clear,
         ..snap.observed()
     };
-    let Progress { clusters, budgets } = progress(&observed, now, &PlanConfig::default());
+    let Progress { clusters, budgets } = progress(&observed, now, config);
     let mut placements = placements(m, &clusters);
     for (p, (b, r)) in placements
         .iter_mut()

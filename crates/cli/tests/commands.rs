@@ -343,6 +343,61 @@ async fn status_shows_placements_and_clusters() {
     assert_eq!(j["state"], "Complete");
     assert_eq!(j["clusters"].as_array().unwrap().len(), 4);
     assert_eq!(j["placements"][0]["done"], 4);
+    assert!(
+        j["judgedWith"]
+            .as_str()
+            .unwrap()
+            .starts_with("judged with the default settings"),
+        "no controller Deployment where --controller looks by default: {}",
+        j["judgedWith"]
+    );
+
+    // Judged with the settings of the controller's Deployment, as its arguments set them.
+    let controller = format!("{}/mwrs-controller", hub.namespace);
+    controller_deployment(&hub, &["--leader-elect", "--settle-time=7s"]).await;
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "--controller", &controller],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let said = format!(
+        "judged with the settings of deployment {controller} (settle time 7s, no upstream quirk)"
+    );
+    assert!(r.out.contains(&said), "{}", r.out);
+    controller_deployment(&hub, &["--upstream-quirk=sideways"]).await;
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "--controller", &controller],
+    )
+    .await;
+    assert!(
+        r.out.contains("judged with the default settings") && r.out.contains("sideways"),
+        "{}",
+        r.out
+    );
+}
+
+/// A Deployment `mwrs-controller` in the test's namespace whose controller container has
+/// `args` (no kubelet runs it: only its arguments are read).
+async fn controller_deployment(hub: &TestHub, args: &[&str]) {
+    let labels = json!({"app": "mwrs-controller"});
+    let body = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "mwrs-controller", "namespace": hub.namespace},
+        "spec": {"selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "controller", "image": "mwrs-controller:test", "args": args}]}}}});
+    kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+        hub.client.clone(),
+        &hub.namespace,
+    )
+    .patch(
+        "mwrs-controller",
+        &kube::api::PatchParams::apply("mwrs-tests").force(),
+        &kube::api::Patch::Apply(&body),
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ use crate::args::StatusArgs;
 use crate::error::{CliError, Exit, Result};
 use crate::hub::{HubClient, parse_timeout};
 use crate::output::{Out, Paint, Table, age, bar, paint_state};
+use crate::settings::Judging;
 use crate::state::abort_line;
 use crate::view::{ClusterLine, View};
 use crate::watch::MwrsWatch;
@@ -47,10 +48,12 @@ pub async fn run(hub: &HubClient, out: &Out, a: &StatusArgs) -> Result<Exit> {
     let timeout = parse_timeout(&a.timeout, "--timeout")?;
     if !a.watch {
         let (_, read) = hub.read(&a.name).await?;
+        let judging = Judging::read(&hub.client, &a.controller).await;
         let view = View::of(
             &read.snapshot,
             read.works_hidden.as_deref(),
             Timestamp::now(),
+            &judging,
         );
         if out.structured() {
             out.print_structured(&view)?;
@@ -60,7 +63,8 @@ pub async fn run(hub: &HubClient, out: &Out, a: &StatusArgs) -> Result<Exit> {
         return Ok(exit_of(view.state));
     }
     let m = hub.get(&a.name).await?;
-    watch(hub, out, &m, limit, timeout).await
+    let judging = Judging::read(&hub.client, &a.controller).await;
+    watch(hub, out, &m, (limit, timeout), &judging).await
 }
 
 /// Renders the view as text.
@@ -86,6 +90,7 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
     if let Some(plugins) = &v.plugins {
         s.push_str(&format!("plugins: {plugins}\n"));
     }
+    s.push_str(&format!("{}\n", out.paint(Paint::Dim, &v.judged_with)));
     s.push('\n');
     // The VALIDATING column only where a rollout plugin judges clusters.
     let validating = v.placements.iter().any(|p| p.validating > 0);
@@ -216,8 +221,8 @@ async fn watch(
     hub: &HubClient,
     out: &Out,
     m: &ManifestWorkReplicaSet,
-    limit: Option<usize>,
-    timeout: Option<Duration>,
+    (limit, timeout): (Option<usize>, Option<Duration>),
+    judging: &Judging,
 ) -> Result<Exit> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let name = m.name_any();
@@ -244,7 +249,7 @@ async fn watch(
             )));
         };
         let now = Timestamp::now();
-        let view = View::of(&snap, stores.works_hidden.as_deref(), now);
+        let view = View::of(&snap, stores.works_hidden.as_deref(), now, judging);
         if out.structured() {
             if prev.as_ref() != Some(&view) {
                 out.print_structured(&view)?;

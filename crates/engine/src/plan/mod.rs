@@ -50,6 +50,7 @@ mod output;
 mod pass;
 mod plugin_gate;
 mod revision_ids;
+mod settings;
 mod status;
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,8 @@ pub struct Source {
     /// The namespace shown; None: every namespace.
     pub namespace: Option<String>,
     pub url: String,
+    /// The settings every view is judged with.
+    pub judging: crate::settings::Judging,
 }
 
 impl Source {
@@ -198,6 +200,7 @@ pub async fn one(State(s): State<Arc<Source>>, path: Segments) -> Result<Json<Vi
         &read.snapshot,
         read.works_hidden.as_deref(),
         Timestamp::now(),
+        &s.judging,
     );
     Ok(Json(view))
 }
@@ -286,6 +289,7 @@ mod tests {
             client: Client::try_from(config).unwrap(),
             namespace: None,
             url: String::new(),
+            judging: Default::default(),
         };
         let at: std::net::SocketAddr = "127.0.0.1:8000".parse().unwrap();
         let g = Guard::with_token(at, "t0k3n").with_actions(true);

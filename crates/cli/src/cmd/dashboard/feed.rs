@@ -74,7 +74,8 @@ impl Feeds {
         running.insert(key.clone(), rx.clone());
         let feeds = self.clone();
         tokio::spawn(async move {
-            frames::follow(&tx, || watch_one(&hub, &key.1, &tx)).await;
+            let judging = &feeds.source.judging;
+            frames::follow(&tx, || watch_one(&hub, &key.1, &tx, judging)).await;
             if let Ok(mut r) = feeds.running.lock() {
                 r.remove(&key);
             }
@@ -89,6 +90,7 @@ async fn watch_one(
     hub: &HubClient,
     name: &str,
     tx: &watch::Sender<Frame<View>>,
+    judging: &crate::settings::Judging,
 ) -> Result<(), CliError> {
     let m = hub.get(name).await?;
     let (w, mut changes) = MwrsWatch::start(hub, &m).await?;
@@ -103,7 +105,7 @@ async fn watch_one(
                 "manifestworkreplicaset {name:?} was deleted"
             )));
         };
-        let view = View::of(&snap, w.works_hidden.as_deref(), Timestamp::now());
+        let view = View::of(&snap, w.works_hidden.as_deref(), Timestamp::now(), judging);
         Frame::publish(tx, view);
         match tokio::time::timeout(TICK, changes.recv()).await {
             Ok(Some(())) => tokio::time::sleep(BATCH).await,

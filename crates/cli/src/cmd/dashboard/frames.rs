@@ -345,6 +345,7 @@ mod tests {
             confirmations: Vec::new(),
             note: None,
             plugins: None,
+            judged_with: String::new(),
         }
     }
 

@@ -221,6 +221,7 @@ pub async fn run(hub: HubClient, g: &Global, a: &DashboardArgs) -> Result<Exit> 
         client: hub.client.clone(),
         namespace: (!g.all_namespaces).then(|| hub.namespace.clone()),
         url: hub.url.clone(),
+        judging: crate::settings::Judging::read(&hub.client, &a.controller).await,
     };
     let url = d.url();
     println!("{url}");
