@@ -139,7 +139,14 @@ impl Env {
         let client = self.hub.client.clone();
         TaskGuard::spawn(async move {
             let shared = mwrs_controller::Shared::default();
-            mwrs_controller::run(client, config, shared, std::future::pending()).await
+            mwrs_controller::run(
+                client,
+                config,
+                Default::default(),
+                shared,
+                std::future::pending(),
+            )
+            .await
         })
     }
 

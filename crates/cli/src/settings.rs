@@ -34,6 +34,15 @@ impl Judging {
         Self { plan, said }
     }
 
+    /// The settings of a controller the caller runs itself (the demo's).
+    pub fn in_process(plan: PlanConfig) -> Self {
+        let said = format!(
+            "judged with the settings of the controller in this process ({})",
+            plan.describe()
+        );
+        Self { plan, said }
+    }
+
     /// The settings of the controller Deployment `at` (`NAMESPACE/NAME`): its container
     /// named `controller`, else its first.
     pub async fn read(client: &Client, at: &str) -> Self {

@@ -595,11 +595,8 @@ async fn the_page_budget_line_is_the_engines() {
         }),
     );
     let (plugin, plugins) = feedback_plugin(&hub).await;
-    let config = mwrs_controller::Config {
-        plugins: std::sync::Arc::new(plugins),
-        ..mwrs_controller::Config::default()
-    };
-    let _controller = common::start_controller_with(&hub, config);
+    let config = mwrs_controller::Config::default();
+    let _controller = common::start_controller_with(&hub, config, std::sync::Arc::new(plugins));
     let p = json!({"type": "Progressive", "progressive": {"maxConcurrency": "40%",
         "maxFailures": "20%", "minSuccessTime": "1h", "progressDeadline": "1h"}});
     let q = json!({"type": "ProgressivePerGroup", "progressivePerGroup": {

@@ -48,8 +48,6 @@ pub struct Config {
     /// Whether passes act (a standby's keep only its stores warm; always without leader
     /// election).
     pub leading: Leading,
-    /// Rollout plugins `--work-config` registers (none by default).
-    pub plugins: Arc<Plugins>,
     /// How long the MWRS CRD may go unread (every read refused or failing) before its
     /// state counts as unknown and every write stops (rules §11.6).
     pub crd_stale_after: Duration,
@@ -73,7 +71,6 @@ impl Default for Config {
             instance: default_identity(),
             write_gate: WriteGate::default(),
             leading: Leading::default(),
-            plugins: Arc::default(),
             crd_stale_after: Duration::from_secs(30),
             blind_after: crate::watch_health::DEFAULT_BLIND_AFTER,
             silence: crate::silence::SilenceBounds::default(),
@@ -112,6 +109,8 @@ pub struct Context {
     pub events: EventSink,
     pub metrics: Arc<Metrics>,
     pub config: Config,
+    /// The rollout plugins `--work-config` registers, running (none by default).
+    pub plugins: Arc<Plugins>,
     /// Consecutive failures per MWRS, for exponential backoff.
     pub(crate) failures: Failures,
     /// The resourceVersion of our last status write per MWRS.
@@ -246,7 +245,7 @@ impl Context {
         client: Client,
         stores: Stores,
         metrics: Arc<Metrics>,
-        config: Config,
+        (config, plugins): (Config, Arc<Plugins>),
         schema: SchemaWatch,
         template_drift: Arc<TemplateDrift>,
     ) -> Self {
@@ -258,6 +257,7 @@ impl Context {
             events,
             metrics,
             config,
+            plugins,
             failures: Failures::default(),
             status_writes: StatusWrites::default(),
             blocked: Mutex::default(),

@@ -12,7 +12,9 @@ use clap::{Parser, ValueEnum};
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config as KubeConfig};
+use mwrs_controller::mark_key::KeyKeeper;
 use mwrs_controller::metrics::Metrics;
+use mwrs_controller::plugins::Plugins;
 use mwrs_controller::silence::SilenceBounds;
 use mwrs_controller::{Config, Shared, api_requests, context, crd, http, leader, run};
 use mwrs_engine::PlanConfig;
@@ -155,8 +157,7 @@ fn silence(args: &Args) -> anyhow::Result<SilenceBounds> {
 }
 
 /// The rollout plugins `--work-config` registers (none without it).
-fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
-    use mwrs_controller::plugins::Plugins;
+fn plugins(args: &Args) -> anyhow::Result<Plugins> {
     use mwrs_plugin::config::WorkConfig;
     let config = match &args.work_config {
         None => WorkConfig::default(),
@@ -183,14 +184,11 @@ fn plugins(args: &Args) -> anyhow::Result<mwrs_controller::plugins::Plugins> {
 /// meanwhile, which costs a verdict asked again and a spec written again after a restart
 /// or failover; the log and `mwrs_controller_mark_key_own` say so.
 async fn with_mark_key(
-    plugins: mwrs_controller::plugins::Plugins,
+    plugins: Plugins,
     args: &Args,
     client: &kube::Client,
     metrics: Arc<mwrs_controller::metrics::Metrics>,
-) -> (
-    Arc<mwrs_controller::plugins::Plugins>,
-    Option<Arc<mwrs_controller::mark_key::KeyKeeper>>,
-) {
+) -> (Arc<Plugins>, Option<Arc<KeyKeeper>>) {
     use mwrs_controller::mark_key::{self, KeyHolding, KeyKeeper, KeySecret};
     let plugins = plugins.with_manifest_size_limit(args.manifest_size_limit);
     if plugins.is_empty() {
@@ -272,7 +270,7 @@ async fn client(args: &Args, metrics: &Metrics) -> anyhow::Result<Client> {
 async fn lead_while_elected(
     args: &Args,
     client: Client,
-    (config, keeper): (Config, Option<Arc<mwrs_controller::mark_key::KeyKeeper>>),
+    (config, plugins, keeper): (Config, Arc<Plugins>, Option<Arc<KeyKeeper>>),
     shared: Shared,
     identity: &str,
 ) -> anyhow::Result<()> {
@@ -288,7 +286,7 @@ async fn lead_while_elected(
         ..config
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(client, config, shared, async move {
+    let controller = tokio::spawn(run(client, config, plugins, shared, async move {
         let _ = stopped.await;
     }));
     let ns = &args.lease_namespace;
@@ -400,7 +398,6 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
             labels_not_copied: labels_not_copied(args.labels_not_copied.as_deref()),
         },
         instance: identity.clone(),
-        plugins,
         blind_after: std::time::Duration::try_from(args.watch_blind_after)
             .context("--watch-blind-after must not be negative")?,
         silence: silence(&args)?,
@@ -408,9 +405,10 @@ async fn main_inner(args: Args) -> anyhow::Result<()> {
     };
 
     if args.leader_elect {
-        lead_while_elected(&args, client, (config, keeper), shared, &identity).await?;
+        let services = (config, plugins, keeper);
+        lead_while_elected(&args, client, services, shared, &identity).await?;
     } else {
-        run(client, config, shared, shutdown_signal()).await;
+        run(client, config, plugins, shared, shutdown_signal()).await;
     }
     tracing::info!("controller stopped");
     Ok(())

@@ -22,6 +22,7 @@ use mwrs_engine::rollout::RolloutStatus;
 use crate::context::{Config, Context, Shared};
 use crate::error::{Error, Result};
 use crate::metrics::{InfoLabels, WatchLabels};
+use crate::plugins::Plugins;
 use crate::store_view::StoreView;
 use crate::watch::{self, GuardedMwrs};
 use crate::watch_health::WatchFailures;
@@ -97,7 +98,7 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -
     let blocked_before = blocked.len();
     let taken = ctx.taken_revision_names(&mwrs.namespace().unwrap_or_default());
     let snap = StoreView::gather(&ctx.stores, mwrs, blocked, taken);
-    let plugins = ctx.config.plugins.inputs(&owner.slashed());
+    let plugins = ctx.plugins.inputs(&owner.slashed());
     let plan_started = Instant::now();
     let observed = snap.observed(mwrs, &plugins);
     let plan = mwrs_engine::plan(&observed, Timestamp::now(), &ctx.config.plan);
@@ -134,9 +135,7 @@ async fn reconcile_readable(mwrs: &ManifestWorkReplicaSet, ctx: &Arc<Context>) -
     // The plugins' answers are the next pass's input: it comes when one of them differs.
     if !plan.plugin_calls.is_empty() {
         let calls = plan.plugin_calls.clone();
-        ctx.config
-            .plugins
-            .call_in_background(ctx.clone(), mwrs, calls);
+        ctx.plugins.call_in_background(ctx.clone(), mwrs, calls);
     }
     if ctx.blocked_writes(&work_name).len() > blocked_before {
         // A write found blocked in this pass: report it without waiting for a change.
@@ -191,7 +190,7 @@ fn forget(ctx: &Context, mwrs: &ManifestWorkReplicaSet) {
     );
     ctx.status_writes.forget(&ObjectRef::from_obj(mwrs));
     let owner = OwnerKey::new(mwrs.namespace().unwrap_or_default(), mwrs.name_any());
-    ctx.config.plugins.forget(&owner.slashed());
+    ctx.plugins.forget(&owner.slashed());
 }
 
 /// Every failure backs off per object, 1 s doubling to 5 min, with a warning (rules
@@ -234,6 +233,7 @@ pub fn backoff(n: u32) -> Duration {
 pub async fn run(
     client: Client,
     config: Config,
+    plugins: Arc<Plugins>,
     shared: Shared,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -266,7 +266,7 @@ pub async fn run(
         };
         run_while(
             client.clone(),
-            config.clone(),
+            (config.clone(), plugins.clone()),
             shared.clone(),
             (schema.clone(), drift.clone()),
             stop,
@@ -313,7 +313,7 @@ async fn template_drift(client: &Client, shared: &Shared) -> crd::TemplateDrift 
 /// CRD lost this controller's fields, every MWRS it knew gets a Warning Event.
 async fn run_while(
     client: Client,
-    config: Config,
+    (config, plugins): (Config, Arc<Plugins>),
     shared: Shared,
     (schema, drift): (crd::SchemaWatch, Arc<crd::TemplateDrift>),
     stop: impl Future<Output = ()> + Send + Sync + 'static,
@@ -330,7 +330,7 @@ async fn run_while(
         client,
         stores.clone(),
         shared.metrics.clone(),
-        config,
+        (config, plugins),
         schema.clone(),
         drift,
     ));
@@ -351,7 +351,7 @@ async fn run_while(
     let (plugin_health, health_changes) = futures::channel::mpsc::channel(1);
     let prober = tokio::spawn(probe_plugins(ctx.clone(), plugin_health));
     let (plugin_news, answered) = futures::channel::mpsc::unbounded();
-    ctx.config.plugins.answers_to(plugin_news);
+    ctx.plugins.answers_to(plugin_news);
     let mwrs_store = stores.mwrs.clone();
     let queue = ctx.queue.clone();
     let (asked, answered_asks) = (queue.clone(), queue.clone());
@@ -417,7 +417,7 @@ async fn run_while(
 /// Asks every registered plugin `Initialize` once per poll interval, and says so on
 /// `changed` when any plugin's health changed.
 async fn probe_plugins(ctx: Arc<Context>, mut changed: futures::channel::mpsc::Sender<()>) {
-    let plugins = &ctx.config.plugins;
+    let plugins = &ctx.plugins;
     if plugins.is_empty() {
         return;
     }
@@ -447,7 +447,7 @@ fn record_client_certs(ctx: &Context) {
     let now = jiff::Timestamp::now().as_second();
     let warned = WARNED_AT.load(Ordering::Relaxed);
     let warn = now - warned >= 3600;
-    for (plugin, expiry) in ctx.config.plugins.client_cert_expiries() {
+    for (plugin, expiry) in ctx.plugins.client_cert_expiries() {
         let labels = crate::metrics::PluginLabels {
             plugin: plugin.to_string(),
         };

@@ -340,7 +340,7 @@ async fn started_registering(
     let (work_config, server) = serve(script.clone()).await;
     let work_config = format!("{work_config}{registration}");
     let config = knowing_judge(&work_config, config, call_timeout);
-    let controller = common::start_controller_configured(&hub, config, Shared::default());
+    let controller = common::start_controller_judged(&hub, config, Shared::default());
     hub.publish_all("p").await;
     let agent = start_agent_succeeding(&hub, Duration::from_millis(200));
     Some((hub, script, (server, controller, agent)))
@@ -348,7 +348,11 @@ async fn started_registering(
 
 /// `config` with plugin `judge` registered by `work_config` (asked again every second),
 /// each call bounded by `call_timeout`.
-fn knowing_judge(work_config: &str, config: Config, call_timeout: Duration) -> Config {
+fn knowing_judge(
+    work_config: &str,
+    config: Config,
+    call_timeout: Duration,
+) -> (Config, Arc<Plugins>) {
     let plugins = Plugins::new(
         &WorkConfig::parse(work_config).unwrap(),
         Duration::from_secs(1),
@@ -357,10 +361,7 @@ fn knowing_judge(work_config: &str, config: Config, call_timeout: Duration) -> C
     .unwrap()
     .with_call_timeout(call_timeout)
     .with_mark_key(MarkKey::new(&[42; 32]).unwrap());
-    Config {
-        plugins: Arc::new(plugins),
-        ..config
-    }
+    (config, Arc::new(plugins))
 }
 
 /// What runs for a test: the plugin, the controller and the agent.
@@ -702,7 +703,7 @@ async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
     let (work_config, _server) = serve(script.clone()).await;
     let shared = Shared::default();
     let config = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
-    let controller = common::start_controller_configured(&hub, config, shared.clone());
+    let controller = common::start_controller_judged(&hub, config, shared.clone());
     hub.publish_all("p").await;
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(200));
     hub.create_mwrs(&mwrs(
@@ -741,7 +742,7 @@ async fn the_plugins_spec_is_what_clusters_get_and_no_pass_writes_it_again() {
     drop(controller);
     let shared = Shared::default();
     let config = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
-    let _controller = common::start_controller_configured(&hub, config, shared.clone());
+    let _controller = common::start_controller_judged(&hub, config, shared.clone());
     common::poke_passes(&hub, &shared, "app", 3).await;
     let written = ["create", "update"].map(|op| common::work_writes(&shared, op));
     assert_eq!(written, [0, 0], "written again after a restart");
@@ -1094,7 +1095,7 @@ async fn a_plugin_requiring_a_client_certificate_answers_only_the_controller() {
     script.set_all(&hub.clusters, api::Verdict::Succeeded);
     let (work_config, _server) = serve_with(script.clone(), Some(&cert)).await;
     let anonymous = knowing_judge(&work_config, Config::default(), Duration::from_secs(2));
-    let controller = common::start_controller_configured(&hub, anonymous, Shared::default());
+    let controller = common::start_controller_judged(&hub, anonymous, Shared::default());
     hub.publish_all("p").await;
     let _agent = start_agent_succeeding(&hub, Duration::from_millis(200));
     hub.create_mwrs(&mwrs(
@@ -1121,7 +1122,7 @@ async fn a_plugin_requiring_a_client_certificate_answers_only_the_controller() {
         dir.join("tls.key").display()
     );
     let config = knowing_judge(&identified, Config::default(), Duration::from_secs(2));
-    let _controller = common::start_controller_configured(&hub, config, Shared::default());
+    let _controller = common::start_controller_judged(&hub, config, Shared::default());
     let m = wait_complete(&hub, "app", None).await;
     assert_eq!(plugin_loaded(&m), Some(("True".into(), "Available".into())));
     let _ = std::fs::remove_dir_all(&dir);
@@ -1178,7 +1179,7 @@ async fn a_fenced_replica_calls_no_plugin() {
     };
     let config = knowing_judge(&work_config, fenced, Duration::from_secs(2));
     let shared = Shared::default();
-    let _controller = common::start_controller_configured(&hub, config, shared.clone());
+    let _controller = common::start_controller_judged(&hub, config, shared.clone());
     hub.publish_all("p").await;
     hub.create_mwrs(&mwrs(
         "app",

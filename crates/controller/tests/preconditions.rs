@@ -70,7 +70,7 @@ async fn runtime(hub: &TestHub) -> Context {
         client,
         stores,
         metrics,
-        config,
+        (config, Arc::default()),
         schema,
         Arc::new(TemplateDrift::new(Vec::new())),
     )
@@ -79,7 +79,7 @@ async fn runtime(hub: &TestHub) -> Context {
 /// The controller's plan for `mwrs` from the stores as they are now.
 fn plan_now(stores: &Stores, mwrs: &ManifestWorkReplicaSet, ctx: &Context) -> (StoreView, Plan) {
     let snap = StoreView::gather(stores, mwrs, Vec::new(), Vec::new());
-    let plugins = ctx.config.plugins.inputs(&stores_key(mwrs));
+    let plugins = ctx.plugins.inputs(&stores_key(mwrs));
     let observed = snap.observed(mwrs, &plugins);
     let plan = mwrs_engine::plan(&observed, jiff::Timestamp::now(), &ctx.config.plan);
     (snap, plan)

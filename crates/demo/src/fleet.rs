@@ -380,13 +380,13 @@ async fn start_controller(
 ) -> anyhow::Result<AbortOnDrop> {
     let config = mwrs_controller::Config {
         namespace: Some(namespace.to_string()),
-        plugins: Arc::new(plugins),
         ..mwrs_controller::Config::default()
     };
     let shared = mwrs_controller::Shared::default();
     let task = AbortOnDrop(tokio::spawn(mwrs_controller::run(
         client.clone(),
         config,
+        Arc::new(plugins),
         shared.clone(),
         std::future::pending(),
     )));

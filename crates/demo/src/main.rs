@@ -141,6 +141,7 @@ async fn watch_in_browser(
         client: client.clone(),
         namespace: Some(namespace.to_string()),
         url: config_from(&args.kubeconfig).await?.cluster_url.to_string(),
+        judging: mwrs_cli::settings::Judging::in_process(mwrs_engine::PlanConfig::default()),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {

@@ -84,12 +84,18 @@ fn start_controller(hub: &TestHub, addr: &str) -> TaskGuard {
     .unwrap();
     let config = Config {
         namespace: Some(hub.namespace.clone()),
-        plugins: Arc::new(plugins),
         ..Config::default()
     };
     let client = hub.client.clone();
     TaskGuard::spawn(async move {
-        mwrs_controller::run(client, config, Shared::default(), std::future::pending()).await
+        mwrs_controller::run(
+            client,
+            config,
+            Arc::new(plugins),
+            Shared::default(),
+            std::future::pending(),
+        )
+        .await
     })
 }
 

@@ -185,31 +185,11 @@ impl RawFailurePolicy {
     }
 }
 
-/// A duration written as Go writes one, in h, m, s and ms (`1h30m`, `90s`).
+/// A duration as Go writes one (`1h30m`, `90s`, `1.5m`), not negative: the project's one
+/// reader of Go durations ([`mwrs_duration::parse_go_duration`]).
 fn parse_duration(s: &str) -> Option<Duration> {
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "h" => Duration::from_secs(3600),
-            "m" => Duration::from_secs(60),
-            "s" => Duration::from_secs(1),
-            "ms" => Duration::from_millis(1),
-            _ => return None,
-        };
-        total = total.checked_add(unit.checked_mul(u32::try_from(n).ok()?)?)?;
-        rest = &rest[unit_len..];
-    }
-    Some(total)
+    let d = mwrs_duration::parse_go_duration(s).ok()?;
+    Duration::try_from(d).ok()
 }
 
 #[derive(Deserialize)]
@@ -503,6 +483,8 @@ mod tests {
             ("", None),
             ("5", None),
             ("m", None),
+            ("1.5m", Some(90)),
+            ("-5m", None),
         ] {
             assert_eq!(parse_duration(text).map(|d| d.as_secs()), want, "{text:?}");
         }

@@ -122,18 +122,29 @@ pub fn section<'a>(text: &'a str, header: &str) -> &'a str {
 
 /// Runs the controller in this process for the test's namespace.
 pub fn start_controller(hub: &TestHub) -> TaskGuard {
-    start_controller_with(hub, Config::default())
+    start_controller_with(hub, Config::default(), Default::default())
 }
 
 /// [`start_controller`] with `config` (its namespace is the test's).
-pub fn start_controller_with(hub: &TestHub, config: Config) -> TaskGuard {
+pub fn start_controller_with(
+    hub: &TestHub,
+    config: Config,
+    plugins: std::sync::Arc<mwrs_controller::plugins::Plugins>,
+) -> TaskGuard {
     let config = Config {
         namespace: Some(hub.namespace.clone()),
         ..config
     };
     let client = hub.client.clone();
     TaskGuard::spawn(async move {
-        mwrs_controller::run(client, config, Shared::default(), std::future::pending()).await
+        mwrs_controller::run(
+            client,
+            config,
+            plugins,
+            Shared::default(),
+            std::future::pending(),
+        )
+        .await
     })
 }
 

@@ -107,6 +107,15 @@ pub fn start_controller_sharing(hub: &TestHub, shared: Shared) -> TaskGuard {
 
 /// [`start_controller_sharing`] with `config` (its namespace is the test's).
 pub fn start_controller_configured(hub: &TestHub, config: Config, shared: Shared) -> TaskGuard {
+    start_controller_judged(hub, (config, Default::default()), shared)
+}
+
+/// [`start_controller_configured`] with rollout plugins running.
+pub fn start_controller_judged(
+    hub: &TestHub,
+    (config, plugins): (Config, std::sync::Arc<mwrs_controller::plugins::Plugins>),
+    shared: Shared,
+) -> TaskGuard {
     // Controller logs show up in a failing test's output (the test writer captures them).
     mwrs_testsupport::init_tracing();
     let config = Config {
@@ -119,7 +128,7 @@ pub fn start_controller_configured(hub: &TestHub, config: Config, shared: Shared
         let client = rbac::shipped_role_client(&site)
             .await
             .unwrap_or_else(|e| panic!("cannot set up the shipped RBAC: {e:#}"));
-        mwrs_controller::run(client, config, shared, std::future::pending()).await
+        mwrs_controller::run(client, config, plugins, shared, std::future::pending()).await
     })
 }
 
@@ -151,6 +160,7 @@ pub fn start_controller_configured_through(
         mwrs_controller::run(
             through(client),
             config,
+            Default::default(),
             Shared::default(),
             std::future::pending(),
         )
