@@ -302,6 +302,7 @@ mod tests {
                 "rollout",
                 "dashboard",
                 "handover",
+                "disable-upstream",
                 "plugin",
                 "completion",
                 "version"
