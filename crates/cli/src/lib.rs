@@ -16,6 +16,7 @@
 //! - [`reference`]: the book's CLI reference page, written from the clap definition.
 
 pub mod args;
+pub mod budget;
 pub mod cmd;
 pub mod complete;
 pub mod error;

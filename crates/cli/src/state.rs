@@ -11,7 +11,7 @@ use mwrs_engine::plan::ClusterReport;
 use mwrs_engine::rollout::RolloutStatus;
 use serde::Serialize;
 
-use crate::view::BudgetLine;
+use crate::budget::BudgetLine;
 
 /// The last abort in one line: "ProgressDeadlineExceeded 3m ago: revision X went back to
 /// Y; timed out: a, b; degraded: c (+2 more)".

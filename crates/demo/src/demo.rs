@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
@@ -16,9 +16,8 @@ use mwrs_engine::rollout::RolloutStatus;
 use serde_json::{Value, json};
 
 use crate::fleet::{Fleet, MWRS_NAME};
+use crate::poll::POLL;
 use crate::timeline::{self, Frame, WorkState};
-
-const POLL: Duration = Duration::from_millis(150);
 
 /// A step of the scenario and how it went.
 pub struct StepResult {
@@ -287,43 +286,4 @@ fn describe(snap: &Frame) -> String {
         s.aborted_time.map(|t| t.0.to_string()),
         s.summary,
     )
-}
-
-/// Deletes MWRS `namespace/`[`MWRS_NAME`] and waits until it is gone (its finalizer needs
-/// the controller running).
-pub async fn delete_mwrs(client: &Client, namespace: &str) -> anyhow::Result<()> {
-    let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), namespace);
-    match api.delete(MWRS_NAME, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(e).context("deleting the MWRS"),
-    }
-    poll(
-        "the MWRS gone after its deletion",
-        Duration::from_secs(60),
-        || async {
-            match api.get_opt(MWRS_NAME).await.context("reading the MWRS")? {
-                None => Ok(Ok(())),
-                Some(_) => Ok(Err(format!("MWRS {MWRS_NAME} still present"))),
-            }
-        },
-    )
-    .await
-}
-
-/// Calls `check` every [`POLL`] until it gives `Ok(value)`; fails with its last `Err(why)`
-/// once `timeout` has passed, or at once with an error of its own.
-pub async fn poll<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<Result<T, String>>>,
-{
-    let by = Instant::now() + timeout;
-    loop {
-        match check().await? {
-            Ok(v) => return Ok(v),
-            Err(why) if Instant::now() >= by => bail!("{what}: not within {timeout:?}: {why}"),
-            Err(_) => tokio::time::sleep(POLL).await,
-        }
-    }
 }

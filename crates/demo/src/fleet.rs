@@ -12,10 +12,11 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
 use mwrs_api::labels;
+use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_fleet::placement::{self, DecisionGroup};
 use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour, ocm};
 
-use crate::demo::poll;
+use crate::poll::poll;
 use mwrs_controller::plugins::Plugins;
 use mwrs_plugin::config::WorkConfig;
 use serde_json::{Value, json};
@@ -284,7 +285,7 @@ impl Fleet {
     /// demo namespace and the simulated clusters' namespaces (real clusters stay
     /// registered). Returns how many namespaces it deleted.
     pub async fn tear_down(&self, client: &Client, namespace: &str) -> anyhow::Result<usize> {
-        crate::demo::delete_mwrs(client, namespace).await?;
+        delete_mwrs(client, namespace).await?;
         if matches!(self, Self::Ocm { .. }) {
             self.wait_spokes_clean().await?;
         }
@@ -449,4 +450,26 @@ async fn start_plugin(client: &Client) -> anyhow::Result<(AbortOnDrop, Plugins)>
     let version = env!("CARGO_PKG_VERSION");
     let plugins = Plugins::new(&work_config, PLUGIN_POLL, version)?;
     Ok((task, plugins))
+}
+
+/// Deletes MWRS `namespace/`[`MWRS_NAME`] and waits until it is gone (its finalizer needs
+/// the controller running).
+pub async fn delete_mwrs(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), namespace);
+    match api.delete(MWRS_NAME, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e).context("deleting the MWRS"),
+    }
+    poll(
+        "the MWRS gone after its deletion",
+        Duration::from_secs(60),
+        || async {
+            match api.get_opt(MWRS_NAME).await.context("reading the MWRS")? {
+                None => Ok(Ok(())),
+                Some(_) => Ok(Err(format!("MWRS {MWRS_NAME} still present"))),
+            }
+        },
+    )
+    .await
 }

@@ -18,6 +18,7 @@
 
 mod demo;
 mod fleet;
+mod poll;
 mod scenario;
 mod timeline;
 
