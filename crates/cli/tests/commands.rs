@@ -915,3 +915,30 @@ async fn rollout_status_says_why_a_cluster_is_not_done() {
     assert!(note(&c[0]).is_some_and(|n| n.contains(APPLY_ERROR)), "{j}");
     assert_eq!(note(&c[2]), None, "{j}");
 }
+
+/// `rollout status -w` on an MWRS whose status no controller catches up with (none runs,
+/// as after a handover to upstream's controller, which writes no observedGeneration):
+/// after a while it says why the wait can last, once, and goes on waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_says_why_a_status_may_never_catch_up() {
+    let Some(hub) = TestHub::from_env("cli-unobserved", 1).await else {
+        return;
+    };
+    hub.create_mwrs(&app()).await;
+    let status = json!({"status": {"observedGeneration": 1, "currentRevision": "a",
+        "updateRevision": "a"}});
+    hub.mwrs_api()
+        .patch_status("app", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    set_template(&hub, "app", "v2", "after the handover").await;
+    let r = mwrs(
+        &hub,
+        &["rollout", "status", "app", "-w", "--timeout", "30s"],
+    )
+    .await;
+    assert_eq!(r.code, 5, "{r:?}");
+    let hint = "no controller has written the status of mwrs/app for generation 2";
+    assert_eq!(r.err.matches(hint).count(), 1, "{}", r.err);
+    assert!(r.err.contains("kubectl mwrs handover"), "{}", r.err);
+}

@@ -25,6 +25,8 @@ use mwrs_testsupport::{PrivateHub, TestHub, configmap_template, mwrs, wait_for};
 use serde_json::Value;
 
 const CLUSTERS: usize = 3;
+/// How long the rollout may take to go on once the watch may list again.
+const RECOVERY: Duration = Duration::from_secs(150);
 
 /// The shipped ClusterRole, with `list` and `watch` on ManifestWorks or without them.
 fn role(may_watch_works: bool) -> Value {
@@ -106,7 +108,18 @@ async fn no_deadline_runs_while_a_watch_cannot_see() {
     assert!(shared.blind.load(Ordering::Acquire), "still blind");
 
     set_role(&hub, true).await;
-    let m = wait_complete(&hub, "app", Some(&v1)).await;
+    // Back within the watcher's backoff ceiling (30 s) plus the quiet that ends a run of
+    // failures (65 s, `watch_health`), with room for a loaded machine: more than WAIT.
+    let back = wait_for("v2 complete once the watch works", RECOVERY, || async {
+        let m = hub.get_mwrs("app").await.ok_or("no MWRS")?;
+        if common::is_complete(&m) && current(&m).as_deref() != Some(v1.as_str()) {
+            Ok(m)
+        } else {
+            Err(describe(&m))
+        }
+    })
+    .await;
+    let m = back;
     assert_eq!(aborted(&m), None, "{}", describe(&m));
     wait_for("ready again", common::WAIT, || async {
         if shared.blind.load(Ordering::Acquire) {

@@ -240,6 +240,7 @@ async fn watch(
     }
     let mut prev: Option<View> = None;
     let mut drawn_lines = 0usize;
+    let mut unobserved = Unobserved::default();
     loop {
         // Drain what arrived meanwhile: one redraw serves a burst of events.
         while rx.try_recv().is_ok() {}
@@ -249,6 +250,7 @@ async fn watch(
             )));
         };
         let now = Timestamp::now();
+        let hint_in = unobserved.follow(&snap.mwrs);
         let view = View::of(&snap, stores.works_hidden.as_deref(), now, judging);
         if out.structured() {
             if prev.as_ref() != Some(&view) {
@@ -284,6 +286,7 @@ async fn watch(
         } else {
             Duration::from_secs(3600)
         };
+        let tick = hint_in.map_or(tick, |h| tick.min(h));
         let wait = match remaining(deadline) {
             Some(r) if r.is_zero() => return timed_out(&name),
             Some(r) => r.min(tick),
@@ -303,6 +306,61 @@ async fn watch(
             return timed_out(&name);
         }
     }
+}
+
+/// How long `-w` follows a status no controller has caught up with before it says why
+/// that can last.
+const UNOBSERVED_HINT_AFTER: Duration = Duration::from_secs(20);
+
+/// Since when the followed MWRS's spec has been newer than its status, and whether the
+/// hint was given for that stretch.
+#[derive(Default)]
+struct Unobserved {
+    since: Option<Instant>,
+    said: bool,
+}
+
+impl Unobserved {
+    /// Follows `m`; prints the hint once a stretch has lasted [`UNOBSERVED_HINT_AFTER`].
+    /// Returns how long until the hint is due, while it is.
+    fn follow(&mut self, m: &ManifestWorkReplicaSet) -> Option<Duration> {
+        let Some((seen, generation)) = unobserved_generation(m) else {
+            *self = Self::default();
+            return None;
+        };
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if self.said {
+            return None;
+        }
+        let waited = since.elapsed();
+        if waited < UNOBSERVED_HINT_AFTER {
+            return Some(UNOBSERVED_HINT_AFTER - waited);
+        }
+        self.said = true;
+        eprintln!(
+            "{}",
+            unobserved_hint(&m.name_any(), seen, generation, waited)
+        );
+        None
+    }
+}
+
+/// The status's generation and the spec's, while the status is older.
+fn unobserved_generation(m: &ManifestWorkReplicaSet) -> Option<(i64, i64)> {
+    let seen = m.status.as_ref()?.observed_generation?;
+    let generation = m.metadata.generation?;
+    (seen < generation).then_some((seen, generation))
+}
+
+fn unobserved_hint(name: &str, seen: i64, generation: i64, waited: Duration) -> String {
+    format!(
+        "note: no controller has written the status of mwrs/{name} for generation \
+         {generation} in {}s (the status is of generation {seen}). This controller may be \
+         stopped, or not handle this namespace (--namespace); an MWRS handed over to \
+         upstream's controller (kubectl mwrs handover) stays so, since upstream writes no \
+         observedGeneration: read its conditions with `kubectl get mwrs {name} -o yaml`.",
+        waited.as_secs()
+    )
 }
 
 fn timed_out(name: &str) -> Result<Exit> {
