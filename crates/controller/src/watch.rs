@@ -452,8 +452,9 @@ fn watch_mwrs(scope: Scope<'_>, ready: &Readiness) -> (Store<GuardedMwrs>, Trigg
 /// A page served from etcd (a hub without a watch cache for ManifestWorks, or one whose
 /// API server sends paged consistent lists to etcd) costs etcd a walk over every key after
 /// it, which it counts for the answer (etcd 3.6 `treeIndex.Revisions`): a list of `n` in
-/// pages of `p` walks about n²/2p keys, so pages this large keep a restart on a big hub
-/// near a bare client's list of the same (`bench/README.md` has the runs). A page is held
+/// pages of `p` walks about n²/2p keys, so the page must be large enough that a restart
+/// on a big hub lists about as fast as a bare client's list of the same (the sizes
+/// benchmark holds it to that). A page is held
 /// as its JSON until decoded (decoding skips the manifests): its size bounds that moment's
 /// memory.
 const WORK_LIST_PAGE: u32 = 500;
@@ -472,8 +473,8 @@ fn watch_works(
 ) -> (WorkCache, Trigger<StoredWork>) {
     let cache = WorkCache::new();
     // A paged, consistent list: a list at any resource version is served whole from the
-    // watch cache (the API server ignores `limit` there), and one response holding every
-    // owned ManifestWork was the controller's start-up peak.
+    // watch cache (the API server ignores `limit` there), so the start-up's memory would
+    // hold every owned ManifestWork's JSON at once; a page bounds it.
     let config = watcher::Config::default()
         .labels(labels::MWRS_OWNER)
         .page_size(WORK_LIST_PAGE)

@@ -13,9 +13,9 @@
 //!
 //! Fed by the ManifestWork watch, filed by the value of upstream's owner label; a relist
 //! replaces what that watch fed, at its end, as a reflector does, so a reconcile never
-//! sees half a list. The first list is the exception: nothing reads the cache before it ends (the controller
-//! waits for every watcher's first list), so it is filed as it comes instead of being
-//! held twice, which was most of the controller's start-up peak.
+//! sees half a list. The first list is the exception: nothing reads the cache before it
+//! ends (the controller waits for every watcher's first list), so it is filed as it comes
+//! and never held twice: the start-up's memory is one copy of the hub's ManifestWorks.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -16,9 +16,8 @@ pub(super) async fn write_works(on: &On<'_>, works: &[WorkChange], tally: &mut T
 
 /// Writes `batch` with at most `write_concurrency` writes of this pass in flight, each
 /// holding one of the controller's write permits while it is sent. Each write's future
-/// (several KB: it holds the request and the response) exists only while it runs: built
-/// for a whole fan-out of 3,000 ManifestWorks up front, they were most of a pass's memory,
-/// times every MWRS changing at once.
+/// holds its request and its response, so it is built only when it runs: a pass's memory
+/// grows with `write_concurrency`, never with the size of its fan-out.
 pub(super) async fn write_bounded(on: &On<'_>, batch: Vec<&WorkChange>, tally: &mut Tally) {
     let n = on.ctx.config.write_concurrency.max(1);
     let mut waiting = batch.into_iter();

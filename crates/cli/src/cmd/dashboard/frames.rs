@@ -53,8 +53,8 @@ pub struct Frame<P> {
     header: Arc<Value>,
     /// For each recent frame, oldest first: its number and the keys of the lines it
     /// changed, added or removed against the frame before. Keys only, not whole pictures
-    /// (a view of 5,000 clusters takes about 1.5 MB): a page that resumes is sent those
-    /// lines as they are now.
+    /// (a picture grows with the fleet): a page that resumes is sent those lines as they
+    /// are now.
     recent: Arc<VecDeque<(u64, Arc<[String]>)>>,
     /// The `snapshot` event's data, serialized once for every page that needs it.
     snapshot: Arc<OnceLock<Arc<str>>>,
