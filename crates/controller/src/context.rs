@@ -31,7 +31,8 @@ pub struct Config {
     /// ManifestWork writes in flight at once across every reconcile. The API server
     /// answers this controller's requests in the order they queue, so this bound is what
     /// keeps a Lease renewal, and anyone else's request on a hub without priority and
-    /// fairness, from waiting behind a whole fan-out (`bench/README.md` has the runs).
+    /// fairness, from waiting behind a whole fan-out: renewals stay within half the lease
+    /// at every size the sizes benchmark runs (its failover row holds it to that).
     pub writes_in_flight: usize,
     /// MWRS reconciled at once.
     pub workers: u16,
