@@ -69,6 +69,14 @@ pub async fn run(hub: &HubClient, out: &Out, a: &StatusArgs) -> Result<Exit> {
 
 /// Renders the view as text.
 pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> String {
+    let mut s = render_header(out, v, now);
+    s.push_str(&render_placements(out, v, now));
+    s.push_str(&render_clusters(out, v, limit, now));
+    s
+}
+
+/// The MWRS's line, its revisions, its last abort and what holds or judges it.
+fn render_header(out: &Out, v: &View, now: Timestamp) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "{}  {}  {}\n",
@@ -92,6 +100,12 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
     }
     s.push_str(&format!("{}\n", out.paint(Paint::Dim, &v.judged_with)));
     s.push('\n');
+    s
+}
+
+/// The table of placements and each one's budget line.
+fn render_placements(out: &Out, v: &View, now: Timestamp) -> String {
+    let mut s = String::new();
     // The VALIDATING column only where a rollout plugin judges clusters.
     let validating = v.placements.iter().any(|p| p.validating > 0);
     let mut head = vec!["PLACEMENT", "PROGRESS", "DONE", "PROGRESSING"];
@@ -132,6 +146,12 @@ pub fn render(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> Stri
             s.push_str(&format!("budget {}: {}\n", p.name, b.at(now)));
         }
     }
+    s
+}
+
+/// The clusters, attention first, at most `limit` of them.
+fn render_clusters(out: &Out, v: &View, limit: Option<usize>, now: Timestamp) -> String {
+    let mut s = String::new();
     let shown = limit.unwrap_or(usize::MAX).min(v.clusters.len());
     if shown > 0 {
         s.push('\n');
