@@ -334,15 +334,7 @@ async fn run_while(
         schema.clone(),
         drift,
     ));
-    {
-        let stores = stores.clone();
-        let ready = shared.ready.clone();
-        tokio::spawn(async move {
-            stores.wait_ready().await;
-            ready.store(true, Ordering::Release);
-            tracing::info!("stores synced; ready");
-        });
-    }
+    tokio::spawn(ready_once_synced(stores.clone(), shared.clone()));
     let sight = tokio::spawn(keep_sight(
         stores.ready.failures.clone(),
         shared.clone(),
@@ -388,29 +380,46 @@ async fn run_while(
         )
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, ctx.clone())
-        .for_each(|r| async move {
-            match r {
-                Ok((obj, _)) => tracing::trace!(mwrs = %obj, "reconciled"),
-                Err(controller::Error::ReconcilerFailed(e, obj)) => {
-                    tracing::debug!(mwrs = %obj, error = %e, "reconcile failed")
-                }
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    tracing::trace!(mwrs = %obj, "object gone")
-                }
-                Err(e) => tracing::warn!(error = %e, "controller error"),
-            }
-        })
+        .for_each(|r| async move { log_pass(r) })
         .await;
     prober.abort();
     sight.abort();
     shared.blind.store(false, Ordering::Release);
     shared.ready.store(false, Ordering::Release);
     if let Err(why) = schema.state() {
-        for m in stores.mwrs.state() {
-            let regarding = m.object_ref(&());
-            let note = format!("writes stopped until the CRD is restored: {why}");
-            crate::announce::publish_crd_state(&ctx, &regarding, &note).await;
+        announce_writes_stopped(&ctx, &stores, &why).await;
+    }
+}
+
+/// Sets `shared.ready` once every store of this run has synced.
+async fn ready_once_synced(stores: watch::Stores, shared: Shared) {
+    stores.wait_ready().await;
+    shared.ready.store(true, Ordering::Release);
+    tracing::info!("stores synced; ready");
+}
+
+/// What one pass's outcome says in the log (its errors are already the error policy's).
+fn log_pass<T>(
+    r: Result<(ObjectRef<GuardedMwrs>, T), controller::Error<Error, kube::runtime::watcher::Error>>,
+) {
+    match r {
+        Ok((obj, _)) => tracing::trace!(mwrs = %obj, "reconciled"),
+        Err(controller::Error::ReconcilerFailed(e, obj)) => {
+            tracing::debug!(mwrs = %obj, error = %e, "reconcile failed")
         }
+        Err(controller::Error::ObjectNotFound(obj)) => {
+            tracing::trace!(mwrs = %obj, "object gone")
+        }
+        Err(e) => tracing::warn!(error = %e, "controller error"),
+    }
+}
+
+/// One Event on every MWRS known: the CRD lost this controller's fields, so writes stop.
+async fn announce_writes_stopped(ctx: &Context, stores: &watch::Stores, why: &str) {
+    for m in stores.mwrs.state() {
+        let regarding = m.object_ref(&());
+        let note = format!("writes stopped until the CRD is restored: {why}");
+        crate::announce::publish_crd_state(ctx, &regarding, &note).await;
     }
 }
 
