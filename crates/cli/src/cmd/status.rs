@@ -272,26 +272,7 @@ async fn watch(
         let now = Timestamp::now();
         let hint_in = unobserved.follow(&snap.mwrs);
         let view = View::of(&snap, stores.works_hidden.as_deref(), now, judging);
-        if out.structured() {
-            if prev.as_ref() != Some(&view) {
-                out.print_structured(&view)?;
-                if out.format == crate::args::Format::Yaml {
-                    println!("---");
-                }
-            }
-        } else if out.tty {
-            let text = render(out, &view, limit, now);
-            // Back to the top of the previous frame and clear it, then draw.
-            if drawn_lines > 0 {
-                print!("\x1b[{drawn_lines}A\x1b[J");
-            }
-            print!("{text}");
-            drawn_lines = text.lines().count();
-        } else {
-            for line in changes(prev.as_ref(), &view) {
-                println!("{line}");
-            }
-        }
+        drawn_lines = draw(out, (prev.as_ref(), &view), limit, now, drawn_lines)?;
         let st = view.state;
         // An abort is followed until the revert is done: every cluster back on the
         // stable revision.
@@ -326,6 +307,40 @@ async fn watch(
             return timed_out(&name);
         }
     }
+}
+
+/// Shows `view` as `out` asks: a structured document when it changed, the whole frame
+/// drawn over the last one on a terminal (`drawn_lines` long), or the lines that changed
+/// since `prev`. Returns how many lines the terminal now shows.
+fn draw(
+    out: &Out,
+    (prev, view): (Option<&View>, &View),
+    limit: Option<usize>,
+    now: Timestamp,
+    drawn_lines: usize,
+) -> Result<usize> {
+    if out.structured() {
+        if prev != Some(view) {
+            out.print_structured(view)?;
+            if out.format == crate::args::Format::Yaml {
+                println!("---");
+            }
+        }
+        return Ok(drawn_lines);
+    }
+    if out.tty {
+        let text = render(out, view, limit, now);
+        // Back to the top of the previous frame and clear it, then draw.
+        if drawn_lines > 0 {
+            print!("\x1b[{drawn_lines}A\x1b[J");
+        }
+        print!("{text}");
+        return Ok(text.lines().count());
+    }
+    for line in changes(prev, view) {
+        println!("{line}");
+    }
+    Ok(drawn_lines)
 }
 
 /// How long `-w` follows a status no controller has caught up with before it says why
