@@ -242,30 +242,7 @@ pub(super) async fn create_work(
             // The deterministic name is taken: ours (a stale cache) or someone else's.
             let what = format!("work {}/{}", a.cluster, a.name);
             if let Holder::Other = holder(&api, mwrs, &a.name, &what).await? {
-                // Remembered, so the next passes count the cluster as failed and send
-                // nothing there; reported once per discovery.
-                let why = format!(
-                    "ManifestWork {}/{} exists and belongs to another owner; it is left \
-                     untouched",
-                    a.cluster, a.name
-                );
-                if !ctx.mark_blocked(&a.cluster, &a.name, why, TAKEN_RECHECK) {
-                    return Ok(());
-                }
-                ctx.metrics.foreign_works.inc();
-                tracing::warn!(cluster = %a.cluster, work = %a.name, "ManifestWork name taken by another owner");
-                publish(
-                    ctx,
-                    mwrs,
-                    EventType::Warning,
-                    "ManifestWorkNameTaken",
-                    &format!(
-                        "ManifestWork {}/{} exists and is not owned by this ManifestWorkReplicaSet; \
-                         it is left untouched and cluster {} counts as failed",
-                        a.cluster, a.name, a.cluster
-                    ),
-                )
-                .await;
+                name_taken(ctx, mwrs, a).await;
                 return Ok(());
             }
             // Ours, and the cache did not show it yet: what to write into it is the
@@ -285,4 +262,30 @@ pub(super) async fn create_work(
             ))
         }
     }
+}
+
+/// ManifestWork `a` exists and belongs to another owner: remembered, so the next passes
+/// count the cluster as failed and send nothing there; reported once per discovery.
+async fn name_taken(ctx: &Context, mwrs: &ManifestWorkReplicaSet, a: &WorkApply) {
+    let why = format!(
+        "ManifestWork {}/{} exists and belongs to another owner; it is left untouched",
+        a.cluster, a.name
+    );
+    if !ctx.mark_blocked(&a.cluster, &a.name, why, TAKEN_RECHECK) {
+        return;
+    }
+    ctx.metrics.foreign_works.inc();
+    tracing::warn!(cluster = %a.cluster, work = %a.name, "ManifestWork name taken by another owner");
+    publish(
+        ctx,
+        mwrs,
+        EventType::Warning,
+        "ManifestWorkNameTaken",
+        &format!(
+            "ManifestWork {}/{} exists and is not owned by this ManifestWorkReplicaSet; \
+             it is left untouched and cluster {} counts as failed",
+            a.cluster, a.name, a.cluster
+        ),
+    )
+    .await;
 }
