@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use mwrs_api::labels;
-use mwrs_api::mwrs::ManifestWorkReplicaSet;
+use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 use mwrs_api::work::ManifestWorkTemplate;
 use mwrs_engine::hash;
 use mwrs_engine::revision::{self, NoUndoTarget, RevisionView};
@@ -134,43 +134,11 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
             .map_err(|why| no_target(&a.name, why))?,
     };
     if target.digest == spec_digest {
-        let held = status.aborted_time.is_some()
-            && status.update_revision.as_deref() == Some(&target.hash);
-        return Ok(Done::said(if held {
-            format!(
-                "revision {} is the update revision an abort holds: undo to it changes nothing. \
-                 To roll it out again run `kubectl mwrs rollout retry {}`",
-                target.revision, a.name
-            )
-        } else {
-            format!(
-                "mwrs/{} is already at {}: nothing to do",
-                a.name,
-                label(target)
-            )
-        }));
+        return Ok(Done::said(already_there(&a.name, &status, target)));
     }
     refuse_invalid(&m, target)?;
     if a.dry_run {
-        let diff = diff_text(
-            out,
-            &spec,
-            "spec.manifestWorkTemplate (now)",
-            &target.template,
-            &label(target),
-        )?;
-        return Ok(Done {
-            undo: Some(UndoPin {
-                revision: target.revision,
-                generation,
-            }),
-            template: Some(target.template.clone()),
-            ..Done::said(format!(
-                "{diff}dry run: mwrs/{} would go to {}; nothing written",
-                a.name,
-                label(target)
-            ))
-        });
+        return dry_run(out, &a.name, (&spec, target), generation);
     }
     let guard = match &a.resource_version {
         Some(rv) => Guard::ResourceVersion(rv.clone()),
@@ -192,6 +160,54 @@ pub async fn undo(hub: &HubClient, out: &Out, a: &UndoArgs) -> Result<Done> {
         ));
     }
     Ok(done)
+}
+
+/// What undo says when the template is the target's already: an abort holding that
+/// revision (a retry rolls it again), or nothing to do.
+fn already_there(
+    name: &str,
+    status: &ManifestWorkReplicaSetStatus,
+    target: &RevisionView,
+) -> String {
+    let held =
+        status.aborted_time.is_some() && status.update_revision.as_deref() == Some(&target.hash);
+    if held {
+        format!(
+            "revision {} is the update revision an abort holds: undo to it changes nothing. \
+             To roll it out again run `kubectl mwrs rollout retry {name}`",
+            target.revision
+        )
+    } else {
+        format!("mwrs/{name} is already at {}: nothing to do", label(target))
+    }
+}
+
+/// The dry run: the diff from the template `spec` to `target`'s, and the revision and
+/// generation a confirmation sends back to write exactly that.
+fn dry_run(
+    out: &Out,
+    name: &str,
+    (spec, target): (&serde_json::Value, &RevisionView),
+    generation: i64,
+) -> Result<Done> {
+    let diff = diff_text(
+        out,
+        spec,
+        "spec.manifestWorkTemplate (now)",
+        &target.template,
+        &label(target),
+    )?;
+    Ok(Done {
+        undo: Some(UndoPin {
+            revision: target.revision,
+            generation,
+        }),
+        template: Some(target.template.clone()),
+        ..Done::said(format!(
+            "{diff}dry run: mwrs/{name} would go to {}; nothing written",
+            label(target)
+        ))
+    })
 }
 
 /// The JSON patch op that sets the skip-plugins annotation of `m` to `value`.
