@@ -18,6 +18,7 @@ use mwrs_controller::plugins::Plugins;
 use mwrs_controller::silence::SilenceBounds;
 use mwrs_controller::{Config, Shared, api_requests, context, crd, http, leader, run};
 use mwrs_engine::PlanConfig;
+use mwrs_engine::plan::{labels_not_copied, non_negative_duration};
 use tracing_subscriber::EnvFilter;
 
 /// jemalloc, purging freed pages from background threads: glibc's per-thread arenas kept
@@ -84,11 +85,11 @@ struct Args {
     mark_key_secret: String,
     /// How often the Secret `--mark-key-secret` is read again (a Go duration); a replica
     /// also reads it when it begins to lead.
-    #[arg(long, default_value = "1m", value_parser = parse_settle)]
+    #[arg(long, default_value = "1m", value_parser = non_negative_duration)]
     mark_key_reread: jiff::SignedDuration,
     /// After the key in `--mark-key-secret` changes, how long marks sealed with the
     /// previous key are still believed (a Go duration).
-    #[arg(long, default_value = "24h", value_parser = parse_settle)]
+    #[arg(long, default_value = "24h", value_parser = non_negative_duration)]
     mark_key_grace: jiff::SignedDuration,
     /// Largest total size of a template's manifests, in bytes.
     #[arg(long, default_value_t = mwrs_engine::validate::DEFAULT_MANIFEST_SIZE_LIMIT)]
@@ -107,7 +108,7 @@ struct Args {
     upstream_quirks: Vec<mwrs_engine::rollout::Quirk>,
     /// How long a ManifestWork's reported success, and a placement's decisions, must
     /// stay unchanged before they are trusted (Go duration, e.g. "2s"; rules §11.3, §11.5).
-    #[arg(long, default_value = "2s", value_parser = parse_settle)]
+    #[arg(long, default_value = "2s", value_parser = non_negative_duration)]
     settle_time: jiff::SignedDuration,
     /// MWRS label keys never copied onto its ManifestWorks, comma-separated (default: the
     /// tracking labels of Argo CD and Flux, so that a GitOps tool never takes the
@@ -123,21 +124,21 @@ struct Args {
     work_config: Option<std::path::PathBuf>,
     /// How often a cluster still Validating is asked again, and each plugin's
     /// Initialize called to see that it answers.
-    #[arg(long, default_value = "10s", value_parser = parse_settle)]
+    #[arg(long, default_value = "10s", value_parser = non_negative_duration)]
     plugin_poll: jiff::SignedDuration,
     /// How long a watch may keep failing before this replica turns not ready, exports
     /// mwrs_controller_watch_failing and runs no deadline until every watch works again.
-    #[arg(long, default_value = "2m", value_parser = parse_settle)]
+    #[arg(long, default_value = "2m", value_parser = non_negative_duration)]
     watch_blind_after: jiff::SignedDuration,
     /// How often every watch is ended by the API server and made again (it resumes from
     /// a bookmark, with no relist); a watch silent for this plus 5 s counts as dead, as
     /// one on a connection that died without closing does.
-    #[arg(long, default_value = "60s", value_parser = parse_settle)]
+    #[arg(long, default_value = "60s", value_parser = non_negative_duration)]
     watch_timeout: jiff::SignedDuration,
     /// How long a pending response may go without a byte before its connection counts
     /// as dead and the request is retried. Keep it above --watch-timeout and the hub's
     /// own --request-timeout (60 s by default).
-    #[arg(long, default_value = "90s", value_parser = parse_settle)]
+    #[arg(long, default_value = "90s", value_parser = non_negative_duration)]
     read_timeout: jiff::SignedDuration,
     /// GET this URL (a running replica's /readyz) and exit 0 if it answers without an error
     /// status, 1 if not (or not at all);
@@ -214,23 +215,6 @@ async fn with_mark_key(
     let every = Duration::try_from(args.mark_key_reread).unwrap_or(mark_key::DEFAULT_REREAD);
     tokio::spawn(keeper.clone().keep(every.max(Duration::from_secs(1))));
     (plugins, Some(keeper))
-}
-
-/// `--labels-not-copied`: the keys given (empty ones left out), else GitOps tools'
-/// tracking labels.
-fn labels_not_copied(given: Option<&[String]>) -> Vec<String> {
-    match given {
-        Some(keys) => keys.iter().filter(|k| !k.is_empty()).cloned().collect(),
-        None => PlanConfig::default().labels_not_copied,
-    }
-}
-
-fn parse_settle(s: &str) -> Result<jiff::SignedDuration, String> {
-    let d = mwrs_engine::rollout::parse_go_duration(s)?;
-    if d.is_negative() {
-        return Err("must not be negative".into());
-    }
-    Ok(d)
 }
 
 fn init_logging(format: LogFormat) {

@@ -60,6 +60,7 @@ pub use forward::{PlacementRollout, RollForward};
 pub use output::*;
 use pass::Pass;
 pub use pass::{DEFAULT_SETTLE, Observed, PlanConfig, Sight};
+pub use settings::{labels_not_copied, non_negative_duration};
 
 /// Every desired cluster's place in the rollout and each placementRef's budget, as the
 /// planner's first three stages see them, without deciding or writing anything: for

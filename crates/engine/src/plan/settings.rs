@@ -34,7 +34,7 @@ impl PlanConfig {
             };
             let bad = |why: String| format!("{flag} {value:?}: {why}");
             match flag {
-                SETTLE => config.settle = settle(&value).map_err(bad)?,
+                SETTLE => config.settle = non_negative_duration(&value).map_err(bad)?,
                 QUIRK => {
                     for name in value.split(',').filter(|n| !n.is_empty()) {
                         quirks.push(name.parse().map_err(bad)?);
@@ -44,11 +44,8 @@ impl PlanConfig {
                     config.manifest_size_limit = value.parse().map_err(|e| bad(format!("{e}")))?
                 }
                 _ => {
-                    config.labels_not_copied = value
-                        .split(',')
-                        .filter(|k| !k.is_empty())
-                        .map(str::to_string)
-                        .collect()
+                    let keys: Vec<String> = value.split(',').map(str::to_string).collect();
+                    config.labels_not_copied = labels_not_copied(Some(&keys));
                 }
             }
         }
@@ -68,8 +65,18 @@ impl PlanConfig {
     }
 }
 
-/// `--settle-time`: a Go duration, not negative.
-fn settle(s: &str) -> Result<SignedDuration, String> {
+/// `--labels-not-copied`: the keys given (empty ones left out), else GitOps tools'
+/// tracking labels.
+pub fn labels_not_copied(given: Option<&[String]>) -> Vec<String> {
+    match given {
+        Some(keys) => keys.iter().filter(|k| !k.is_empty()).cloned().collect(),
+        None => PlanConfig::default().labels_not_copied,
+    }
+}
+
+/// A controller flag's duration (`--settle-time` and the others): a Go duration, not
+/// negative.
+pub fn non_negative_duration(s: &str) -> Result<SignedDuration, String> {
     let d = parse_go_duration(s)?;
     if d.is_negative() {
         return Err("must not be negative".into());
