@@ -156,16 +156,17 @@ impl View {
                 .count(),
             of: clusters.len(),
         });
+        let offered = actions(st, header.stable, header.update);
         Self {
             name: m.name_any(),
             namespace: m.namespace().unwrap_or_default(),
             state: st,
             message,
-            actions: actions(st, header.stable, header.update),
-            confirmations: actions(st, header.stable, header.update)
-                .into_iter()
+            confirmations: offered
+                .iter()
                 .map(|a| Confirmation::of(a, &m.name_any(), &header))
                 .collect(),
+            actions: offered,
             current_revision: status.current_revision,
             update_revision: status.update_revision,
             last_abort: status.last_abort,

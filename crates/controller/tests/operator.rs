@@ -27,9 +27,9 @@ use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
-use mwrs_cli::cmd::upstream;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use mwrs_cli::cmd::upstream::{self, cluster_managers};
 use mwrs_controller::Shared;
 use mwrs_controller::crd::CRD_NAME;
 use mwrs_testsupport::{ChildProcess, TestHub, wait_for};
@@ -66,17 +66,6 @@ fn cluster_manager_crd() -> CustomResourceDefinition {
         "deploy/cluster-manager/config/crds/0000_01_operator.open-cluster-management.io_clustermanagers.crd.yaml",
     );
     serde_saphyr::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
-}
-
-fn cluster_managers(client: &Client) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: "operator.open-cluster-management.io".into(),
-        version: "v1".into(),
-        api_version: "operator.open-cluster-management.io/v1".into(),
-        kind: "ClusterManager".into(),
-        plural: "clustermanagers".into(),
-    };
-    Api::all_with(client.clone(), &ar)
 }
 
 async fn apply<K>(api: &Api<K>, name: &str, body: serde_json::Value)

@@ -90,7 +90,7 @@ pub fn runs_mwrs(containers: &[Container]) -> bool {
 
 pub async fn run(hub: &HubClient, a: &DisableUpstreamArgs) -> Result<Exit> {
     let timeout = parse_timeout(&a.timeout, "--timeout")?.unwrap_or(Duration::MAX);
-    let api = cluster_managers(hub);
+    let api = cluster_managers(&hub.client);
     let name = a.cluster_manager.as_str();
     let cm = api
         .get(name)
@@ -128,13 +128,14 @@ pub async fn run(hub: &HubClient, a: &DisableUpstreamArgs) -> Result<Exit> {
     wait_stopped(hub, a, timeout).await
 }
 
-fn cluster_managers(hub: &HubClient) -> Api<DynamicObject> {
+/// The ClusterManagers of the hub (cluster-scoped), read as they come.
+pub fn cluster_managers(client: &kube::Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(
         "operator.open-cluster-management.io",
         "v1",
         "ClusterManager",
     );
-    Api::all_with(hub.client.clone(), &ApiResource::from_gvk(&gvk))
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
 /// Waits until no Deployment or pod of upstream's work controller runs the MWRS
