@@ -51,9 +51,10 @@ use mwrs_plugin::client::{PluginClient, SetupError};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
 
-use crate::watch::GuardedMwrs;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
+
+use crate::watch::GuardedMwrs;
 
 use calls::*;
 use health::*;
