@@ -60,10 +60,11 @@ pub fn requested_revision(token: &str) -> Option<&str> {
 /// revisions that completed and were not aborted since.
 pub const REVISION_COMPLETED_AT: &str = "mwrs.rollout.open-cluster-management.io/completed-at";
 pub const REVISION_ABORTED_AT: &str = "mwrs.rollout.open-cluster-management.io/aborted-at";
-/// On a ManifestWork: the rollout plugin's final verdict on the revision it carries
+/// On a ManifestWork: the rollout plugin's FAILED verdict on the revision it carries
 /// (JSON: plugin, revision, generation, verdict, at, message, seal), so that a restarted
-/// controller and the CLI know it without asking. The controller believes it only with
-/// its own seal (rules §12.2).
+/// controller and the CLI know it without asking (a SUCCEEDED one lives in the MWRS
+/// status, `pluginJudged`). The controller believes it only with its own seal (rules
+/// §12.2).
 pub const PLUGIN_VERDICT: &str = "mwrs.rollout.open-cluster-management.io/plugin-verdict";
 
 /// On a ManifestWork: the digest (SHA-256 hex of its canonical JSON) of the spec a

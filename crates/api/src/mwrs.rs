@@ -98,6 +98,30 @@ pub struct ManifestWorkReplicaSetStatus {
         deserialize_with = "null_as_default"
     )]
     pub blocked_clusters: Vec<BlockedCluster>,
+    /// NEW: the clusters a rollout plugin judged SUCCEEDED on the revision it is judging,
+    /// sealed by the controller, so that a restarted replica asks none of them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_judged: Option<PluginJudged>,
+}
+
+/// The clusters a rollout plugin judged SUCCEEDED on one revision: one bit per cluster
+/// the placementRefs choose, in the order of their names.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginJudged {
+    /// The revision judged.
+    pub revision: String,
+    /// How many clusters were judged SUCCEEDED (the bits set).
+    pub count: i64,
+    /// The bits, base64: bit `i % 8` of byte `i / 8` is the `i`-th chosen cluster.
+    pub clusters: String,
+    /// A digest of what the bits are about: the chosen clusters' names, the judged ones'
+    /// ManifestWork generations and the plugins named; a bitmap about other clusters or
+    /// generations counts for none.
+    pub about: String,
+    /// The controller's seal over the fields above; empty when written without a key.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seal: String,
 }
 
 /// A cluster whose ManifestWork cannot be written for now.

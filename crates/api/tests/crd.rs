@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 
 use mwrs_api::mwrs::{
     AbortRecord, BlockedCluster, HandledControls, LocalPlacementReference, ManifestWorkReplicaSet,
-    ManifestWorkReplicaSetSpec, ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
+    ManifestWorkReplicaSetSpec, ManifestWorkReplicaSetStatus, PlacementSummary, PluginJudged,
+    Summary,
 };
 use mwrs_api::rollout::{
     MandatoryDecisionGroup, RolloutConfig, RolloutProgressive, RolloutProgressivePerGroup,
@@ -277,6 +278,13 @@ fn full_object() -> ManifestWorkReplicaSet {
                 cluster: "c3".into(),
                 message: "the hub refused the ManifestWork write".into(),
             }],
+            plugin_judged: Some(PluginJudged {
+                revision: "b".into(),
+                count: 1,
+                clusters: "AQ==".into(),
+                about: "00".into(),
+                seal: "k:t".into(),
+            }),
         }),
     }
 }

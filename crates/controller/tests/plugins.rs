@@ -414,32 +414,23 @@ async fn a_rollout_is_promoted_only_once_the_plugin_says_succeeded() {
     script.set(&last, api::Verdict::Succeeded);
     let m = wait_complete(&hub, "app", None).await;
     assert_eq!(current(&m).as_deref(), Some(revision.as_str()));
-    // Each ManifestWork carries its verdict, for a restarted controller and the CLI.
+    // The status records every cluster judged, for a restarted controller and the CLI;
+    // no ManifestWork carries a SUCCEEDED verdict (no write per cluster for it).
     let hub = &hub;
     let revision = &revision;
-    wait_for("every verdict written down", common::WAIT, || async move {
-        let works = common::works_by_cluster(hub, "app").await;
-        let verdicts: Vec<Option<ClusterVerdict>> = works
-            .values()
-            .map(|w| {
-                let value = w
-                    .metadata
-                    .annotations
-                    .as_ref()?
-                    .get(labels::PLUGIN_VERDICT)?;
-                ClusterVerdict::as_written(value)
-            })
-            .collect();
-        let written = verdicts.iter().flatten().filter(|v| {
-            v.verdict == Verdict::Succeeded && &v.revision == revision && v.plugin == "judge"
-        });
-        if works.len() == CLUSTERS && written.count() == CLUSTERS {
-            Ok(())
-        } else {
-            Err(format!("{verdicts:?}"))
-        }
+    wait_mwrs(hub, "app", "every cluster judged in the status", |m| {
+        common::status(m)
+            .plugin_judged
+            .as_ref()
+            .is_some_and(|j| &j.revision == revision && j.count == CLUSTERS as i64)
     })
     .await;
+    let works = common::works_by_cluster(hub, "app").await;
+    let verdicts: Vec<&String> = works
+        .values()
+        .filter_map(|w| w.metadata.annotations.as_ref()?.get(labels::PLUGIN_VERDICT))
+        .collect();
+    assert!(verdicts.is_empty(), "{verdicts:?}");
     // Each cluster got the revision only after the plugin answered BeginRollout.
     let works = common::works_by_cluster(hub, "app").await;
     let begun = script.calls("BeginRollout");
@@ -1428,7 +1419,8 @@ async fn a_rotated_mark_key_survives_a_failover() {
     let v2 = current(&wait_complete(&hub, "app", Some(&stable)).await).unwrap();
     hub.set_template("app", configmap_template("v3")).await;
     let v3 = current(&wait_complete(&hub, "app", Some(&v2)).await).unwrap();
-    // Every verdict and spec of v3 sealed by the leader with the new key.
+    // Every spec of v3, and the status record of its verdicts, sealed by the leader with
+    // the new key.
     wait_for(
         "v3's marks sealed with the new key",
         common::WAIT,
@@ -1441,12 +1433,15 @@ async fn a_rotated_mark_key_survives_a_failover() {
                     .and_then(|a| a.get(key))
                     .is_some_and(|v| v.contains(&format!("{sep}{new_id}:")))
             };
+            let judged = hub.get_mwrs("app").await.and_then(|m| m.status?.plugin_judged);
             let all = works.len() == CLUSTERS
-                && works.values().all(|w| {
-                    sealed(w, labels::PLUGIN_VERDICT, "\"")
-                        && sealed(w, labels::PLUGIN_SPEC_DIGEST, ".")
+                && works
+                    .values()
+                    .all(|w| sealed(w, labels::PLUGIN_SPEC_DIGEST, "."))
+                && judged.as_ref().is_some_and(|j| {
+                    j.revision == v3 && j.seal.starts_with(&format!("{new_id}:"))
                 });
-            all.then_some(()).ok_or(format!("{works:?}"))
+            all.then_some(()).ok_or(format!("{judged:?} {works:?}"))
         },
     )
     .await;

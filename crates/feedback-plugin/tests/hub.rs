@@ -14,10 +14,8 @@ use std::time::Duration;
 
 use mwrs_api::labels;
 use mwrs_api::mwrs::ManifestWorkReplicaSet;
-use mwrs_api::work::ManifestWork;
 use mwrs_controller::plugins::Plugins;
 use mwrs_controller::{Config, Shared};
-use mwrs_engine::plugin::{ClusterVerdict, Verdict};
 use mwrs_fleet::{Agent, AgentConfig, Behaviour};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_testsupport::{ChildProcess, TaskGuard, TestHub, mwrs, wait_for};
@@ -117,20 +115,6 @@ async fn wait_mwrs(
     .await
 }
 
-fn verdicts(works: &[ManifestWork]) -> Vec<Option<ClusterVerdict>> {
-    works
-        .iter()
-        .map(|w| {
-            let v = w
-                .metadata
-                .annotations
-                .as_ref()?
-                .get(labels::PLUGIN_VERDICT)?;
-            ClusterVerdict::as_written(v)
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_feedback_plugin_gates_a_rollout_on_the_fleets_feedback() {
     let Some(hub) = TestHub::from_env("feedback-plugin", CLUSTERS).await else {
@@ -160,24 +144,12 @@ async fn the_feedback_plugin_gates_a_rollout_on_the_fleets_feedback() {
     let v1 = status(&m).current_revision.unwrap();
     let hub = &hub;
     let v1 = &v1;
-    wait_for(
-        "every cluster's verdict written down",
-        WAIT,
-        || async move {
-            let works = hub.works_of("web").await;
-            let all = verdicts(&works);
-            let passed = all.iter().flatten().filter(|v| {
-                v.verdict == Verdict::Succeeded
-                    && &v.revision == v1
-                    && v.message.contains("ReadyReplicas == Replicas")
-            });
-            if works.len() == CLUSTERS && passed.count() == CLUSTERS {
-                Ok(())
-            } else {
-                Err(format!("{all:?}"))
-            }
-        },
-    )
+    // Every cluster judged SUCCEEDED on v1, as the status records it.
+    wait_mwrs(hub, "every cluster's verdict recorded", |m| {
+        status(m)
+            .plugin_judged
+            .is_some_and(|j| &j.revision == v1 && j.count == CLUSTERS as i64)
+    })
     .await;
 
     // Six replicas break `Replicas <= 5`: the plugin never says SUCCEEDED, the deadline

@@ -6,10 +6,14 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::rollout::{ClusterRolloutStatus, DecisionGroups, RolloutResult, RolloutStatus};
+use crate::rollout::{
+    ClusterRolloutStatus, DecisionGroups, ParsedStrategy, RolloutResult, RolloutStatus,
+};
 use crate::{rollout, work};
 
-use super::cluster_table::ClusterRow;
+use crate::plugin::JudgedBits;
+
+use super::cluster_table::{ClusterRow, Desired};
 use super::output::ClusterReport;
 use super::pass::Pass;
 use super::plugin_gate::{Gated, Questions};
@@ -33,6 +37,8 @@ pub(super) struct Classified {
     pub(super) settling: Option<Timestamp>,
     /// What to ask rollout plugins now, and when the next question not due yet is.
     pub(super) questions: Questions,
+    /// The chosen clusters (in the order of their names) their plugin judged SUCCEEDED.
+    pub(super) judged: JudgedBits,
 }
 
 /// One walk over the desired clusters.
@@ -42,6 +48,34 @@ pub(super) struct Walk {
     pub(super) on_target: Vec<Vec<ClusterRolloutStatus>>,
     pub(super) settling: Option<Timestamp>,
     pub(super) questions: Questions,
+    pub(super) judged: JudgedBits,
+}
+
+/// A gated cluster's deadline and soak, and its status with the deadline applied.
+struct Timed {
+    status: RolloutStatus,
+    soak_until: Option<Timestamp>,
+    deadline: Option<Timestamp>,
+}
+
+/// The rollout engine's input for a cluster whose ManifestWork carries the target, with
+/// the status as the agent reports it (`since` and `held` as the sight bounds them).
+fn engine_input(
+    name: &Arc<str>,
+    d: &Desired<'_>,
+    gated: &Gated,
+    since: Option<Timestamp>,
+    held: bool,
+) -> ClusterRolloutStatus {
+    ClusterRolloutStatus {
+        cluster: name.clone(),
+        group: d.group.clone(),
+        status: gated.status,
+        // A held cluster's deadline does not run, not even a zero one: the wait is the
+        // plugin's.
+        last_transition_time: if held { Some(Timestamp::MAX) } else { since },
+        recheck_time: None,
+    }
 }
 
 impl<'a> Pass<'a> {
@@ -54,6 +88,7 @@ impl<'a> Pass<'a> {
             verdicts,
             settling: walk.settling,
             questions: walk.questions,
+            judged: walk.judged,
         }
     }
 
@@ -112,24 +147,23 @@ impl<'a> Pass<'a> {
     /// Also finds when the first success still settling will have settled, and what to
     /// ask rollout plugins.
     pub(super) fn classify(&self, target: Option<usize>) -> Walk {
-        let mut settling: Option<Timestamp> = None;
-        let mut questions = Questions::default();
-        let mut out = Vec::with_capacity(self.clusters.desired_len);
-        let mut on_target: Vec<Vec<ClusterRolloutStatus>> = vec![Vec::new(); self.views.len()];
-        let names: Vec<Arc<str>> = self
-            .observed
-            .mwrs
-            .spec
-            .placement_refs
+        let mut walk = Walk {
+            reports: Vec::with_capacity(self.clusters.desired_len),
+            on_target: vec![Vec::new(); self.views.len()],
+            settling: None,
+            questions: Questions::default(),
+            judged: JudgedBits::of(self.clusters.desired_len),
+        };
+        let placements = self.placement_names();
+        let revisions = self.revision_names();
+        let prior = target.and_then(|i| self.prior_judged(self.ids.name(i)));
+        let chosen = self
+            .clusters
+            .rows
             .iter()
-            .map(|r| Arc::from(r.name.as_str()))
-            .collect();
-        let revisions: Vec<Arc<str>> = (0..self.ids.len())
-            .map(|i| Arc::from(self.ids.name(i)))
-            .collect();
-        for (cluster, row) in self.clusters.rows.iter() {
+            .filter(|(_, r)| r.desired.is_some());
+        for (k, (cluster, row)) in chosen.enumerate() {
             let Some(d) = &row.desired else { continue };
-            let strategy = &self.validated.strategies[d.placement];
             let revision = row.carried.map(|r| match r {
                 Carried::Known(i) => revisions[i].clone(),
                 Carried::Unstored(h) => Arc::from(h),
@@ -141,72 +175,86 @@ impl<'a> Pass<'a> {
                 .map_or_else(|| cluster.into(), |w| w.cluster.clone());
             let observed = self.observed_status(cluster, row, target);
             if let Some(t) = self.settles_at(row, observed.0) {
-                settling = Some(settling.map_or(t, |s| s.min(t)));
+                walk.settling = Some(walk.settling.map_or(t, |s| s.min(t)));
             }
-            let Gated {
-                mut status,
-                since,
-                note,
-                held,
-                asked_at,
-            } = self.gate(&name, row, d, target, observed, &mut questions);
-            let (since, held) = self.observed.sight.bound(since, held);
-            if status != RolloutStatus::ToApply {
-                on_target[d.placement].push(ClusterRolloutStatus {
-                    cluster: name.clone(),
-                    group: d.group.clone(),
-                    status,
-                    // A held cluster's deadline does not run, not even a zero one: the
-                    // wait is the plugin's.
-                    last_transition_time: if held { Some(Timestamp::MAX) } else { since },
-                    recheck_time: None,
-                });
+            let judged_before = prior.is_some_and(|p| p.get(k));
+            let questions = &mut walk.questions;
+            let gated = self.gate((&name, row, d), target, observed, judged_before, questions);
+            if gated.judged {
+                walk.judged.set(k);
             }
-            let in_flight = matches!(
-                status,
-                RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
-            );
-            let deadline = if in_flight && !held {
-                strategy.deadline.at(since, self.now)
-            } else {
-                None
-            };
-            let mut soak_until = None;
-            match status {
-                RolloutStatus::Succeeded => {
-                    let end = rollout::soak_end(strategy.min_success_time, since, self.now);
-                    if end.is_some_and(|e| self.now < e) {
-                        soak_until = end;
-                    }
-                }
-                RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
-                    if !held
-                        && strategy
-                            .deadline
-                            .passed(since, asked_at.unwrap_or(self.now)) =>
-                {
-                    status = RolloutStatus::TimeOut;
-                }
-                _ => {}
+            let (since, held) = self.observed.sight.bound(gated.since, gated.held);
+            if gated.status != RolloutStatus::ToApply {
+                walk.on_target[d.placement].push(engine_input(&name, d, &gated, since, held));
             }
-            out.push(ClusterReport {
+            let timed = self.timed(&self.validated.strategies[d.placement], &gated, since, held);
+            walk.reports.push(ClusterReport {
                 cluster: name,
-                placement: names[d.placement].clone(),
+                placement: placements[d.placement].clone(),
                 group: Some(d.group.clone()),
                 revision,
-                status,
+                status: timed.status,
                 since,
-                soak_until,
-                deadline,
-                note,
+                soak_until: timed.soak_until,
+                deadline: timed.deadline,
+                note: gated.note,
             });
         }
-        Walk {
-            reports: out,
-            on_target,
-            settling,
-            questions,
+        walk
+    }
+
+    /// The name of each placementRef, shared by the reports of its clusters.
+    fn placement_names(&self) -> Vec<Arc<str>> {
+        let refs = &self.observed.mwrs.spec.placement_refs;
+        refs.iter().map(|r| Arc::from(r.name.as_str())).collect()
+    }
+
+    /// The name of each revision id, shared by the reports of the clusters carrying it.
+    fn revision_names(&self) -> Vec<Arc<str>> {
+        (0..self.ids.len())
+            .map(|i| Arc::from(self.ids.name(i)))
+            .collect()
+    }
+
+    /// A gated cluster's deadline and soak, and its status once its deadline has passed
+    /// (`since` and `held` as the sight bounds them).
+    fn timed(
+        &self,
+        strategy: &ParsedStrategy,
+        gated: &Gated,
+        since: Option<Timestamp>,
+        held: bool,
+    ) -> Timed {
+        let mut timed = Timed {
+            status: gated.status,
+            soak_until: None,
+            deadline: None,
+        };
+        let in_flight = matches!(
+            gated.status,
+            RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
+        );
+        if in_flight && !held {
+            timed.deadline = strategy.deadline.at(since, self.now);
         }
+        match gated.status {
+            RolloutStatus::Succeeded => {
+                let end = rollout::soak_end(strategy.min_success_time, since, self.now);
+                if end.is_some_and(|e| self.now < e) {
+                    timed.soak_until = end;
+                }
+            }
+            RolloutStatus::Progressing | RolloutStatus::Validating | RolloutStatus::Failed
+                if !held
+                    && strategy
+                        .deadline
+                        .passed(since, gated.asked_at.unwrap_or(self.now)) =>
+            {
+                timed.status = RolloutStatus::TimeOut;
+            }
+            _ => {}
+        }
+        timed
     }
 
     /// When a success reported for this row settles, if it is still settling (`status`

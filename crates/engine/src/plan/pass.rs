@@ -3,7 +3,7 @@
 //! (the validated spec, the cluster table, the revision ids). Each stage is an `impl Pass`
 //! in a file of its own; the driver in `mod.rs` sequences them.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use mwrs_api::mwrs::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
 use crate::hash;
 use crate::owner::OwnerKey;
 use crate::placement::{PlacementState, PlacementView};
-use crate::plugin::PluginInputs;
+use crate::plugin::{JudgedBits, PluginInputs};
 use crate::revision::{self, Resolution, RevisionView};
 use crate::rollout::Compat;
 use crate::validate::{self, DEFAULT_MANIFEST_SIZE_LIMIT};
@@ -125,6 +125,8 @@ pub(super) struct Pass<'a> {
     /// The label and annotation maps of the writes planned so far: a fan-out holds one of
     /// each per revision and placement, not one per cluster.
     maps: RefCell<HashSet<Arc<BTreeMap<String, String>>>>,
+    /// The status record of the clusters judged SUCCEEDED, once decoded and checked.
+    pub(super) prior_judged: OnceCell<Option<JudgedBits>>,
 }
 
 impl<'a> Pass<'a> {
@@ -179,6 +181,7 @@ impl<'a> Pass<'a> {
         Self {
             owner_label,
             maps: RefCell::default(),
+            prior_judged: OnceCell::new(),
             resolution,
             ids,
             observed,

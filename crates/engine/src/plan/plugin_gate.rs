@@ -9,15 +9,16 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use mwrs_api::labels;
-use mwrs_api::mwrs::condition as mwrs_condition;
+use mwrs_api::mwrs::{PluginJudged, condition as mwrs_condition};
 use serde_json::Value;
 
 use crate::conditions::{self, Cond, Status};
+use crate::hash::Digest;
 use crate::marks::MarkPlace;
 use crate::plugin::{
-    Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, FailureMode, FailurePolicy, Gate,
-    Mutation, PLUGIN_FAILED, PluginHealth, Progress, Validation, read_spec_mark, spec_mark,
-    spent_words,
+    About, Begin, BeginGate, CallTarget, ClusterState, ClusterVerdict, FailureMode, FailurePolicy,
+    Gate, JudgedBits, Mutation, PLUGIN_FAILED, PluginHealth, Progress, Validation, Verdict,
+    read_spec_mark, spec_mark, spent_words,
 };
 use crate::rollout::RolloutStatus;
 use crate::work::WorkView;
@@ -36,6 +37,8 @@ pub(super) struct Gated {
     /// A question about the cluster went out at this time and is not answered yet: its
     /// deadline is judged as of then, and the answer decides.
     pub(super) asked_at: Option<Timestamp>,
+    /// Its plugin judged it SUCCEEDED (the status record keeps this).
+    pub(super) judged: bool,
 }
 
 /// The questions a pass wants put to plugins, and the answers to write down.
@@ -60,14 +63,14 @@ impl Questions {
 impl<'a> Pass<'a> {
     /// `status` as the agent's report makes it, gated by the placementRef's plugin when
     /// the cluster carries the target revision: the update revision, or the stable one
-    /// an abort reverts to (ValidateAbortCompletion).
+    /// an abort reverts to (ValidateAbortCompletion). `judged_before`: the status record
+    /// says its plugin judged it SUCCEEDED ([`Pass::prior_judged`]).
     pub(super) fn gate(
         &self,
-        cluster: &Arc<str>,
-        row: &ClusterRow<'a>,
-        d: &Desired<'a>,
+        (cluster, row, d): (&Arc<str>, &ClusterRow<'a>, &Desired<'a>),
         target: Option<usize>,
         (status, since, note): (RolloutStatus, Option<Timestamp>, Option<String>),
+        judged_before: bool,
         questions: &mut Questions,
     ) -> Gated {
         let ungated = Gated {
@@ -76,6 +79,7 @@ impl<'a> Pass<'a> {
             note: note.clone(),
             held: false,
             asked_at: None,
+            judged: false,
         };
         let (Some(plugin), Some(i)) = (self.plugin_of(d.placement), target) else {
             return ungated;
@@ -98,7 +102,8 @@ impl<'a> Pass<'a> {
         let place = self.mark_place(work);
         let persisted = work
             .annotation(labels::PLUGIN_VERDICT)
-            .and_then(|v| ClusterVerdict::from_annotation(v, &plugins.marks, place));
+            .and_then(|v| ClusterVerdict::from_annotation(v, &plugins.marks, place))
+            .or_else(|| judged_before.then(|| judged_earlier(plugin, about)));
         if let Some(value) = plugins.unwritten(plugin, place, about, persisted.as_ref()) {
             questions.to_write.push((cluster.clone(), value));
         }
@@ -111,6 +116,7 @@ impl<'a> Pass<'a> {
         ) {
             Gate::Passed(at) => Gated {
                 since: since.max(Some(at)),
+                judged: true,
                 ..ungated
             },
             Gate::Failed(at, why) => Gated {
@@ -141,6 +147,7 @@ impl<'a> Pass<'a> {
                     note: said.or(note),
                     held,
                     asked_at: plugins.unanswered.get(cluster).copied(),
+                    judged: false,
                 }
             }
             Gate::Held(why) => {
@@ -151,9 +158,92 @@ impl<'a> Pass<'a> {
                     note: Some(why),
                     held: true,
                     asked_at: None,
+                    judged: false,
                 }
             }
         }
+    }
+}
+
+/// A SUCCEEDED verdict the status record keeps about `(revision, generation)`: it holds
+/// no time, so the cluster's success counts from its agent's report.
+fn judged_earlier(plugin: &str, (revision, generation): (&str, i64)) -> ClusterVerdict {
+    ClusterVerdict {
+        plugin: plugin.to_string(),
+        revision: revision.to_string(),
+        generation,
+        verdict: Verdict::Succeeded,
+        message: String::new(),
+        at: Timestamp::MIN,
+    }
+}
+
+impl Pass<'_> {
+    /// The clusters the status record says their plugin judged SUCCEEDED on `revision`,
+    /// if it vouches for them as the hub stands now (decoded once a pass).
+    pub(super) fn prior_judged(&self, revision: &str) -> Option<&JudgedBits> {
+        let record = self.old.plugin_judged.as_ref()?;
+        if record.revision != revision {
+            return None;
+        }
+        self.prior_judged
+            .get_or_init(|| {
+                let bits = JudgedBits::written(record)?;
+                let about = self.judged_about(&bits);
+                JudgedBits::vouched(
+                    record,
+                    revision,
+                    &about,
+                    &self.observed.plugins.marks,
+                    self.mwrs_uid(),
+                )
+                .then_some(bits)
+            })
+            .as_ref()
+    }
+
+    /// The status record of the clusters `bits` marks judged SUCCEEDED on `revision`
+    /// (None: none is, or no placementRef names a plugin).
+    pub(super) fn judged_record(&self, revision: &str, bits: &JudgedBits) -> Option<PluginJudged> {
+        if bits.count() == 0 {
+            return None;
+        }
+        let about = self.judged_about(bits);
+        Some(bits.record(
+            revision,
+            &about,
+            &self.observed.plugins.marks,
+            self.mwrs_uid(),
+        ))
+    }
+
+    /// What `bits`, one per chosen cluster in the order of their names, are about now.
+    fn judged_about(&self, bits: &JudgedBits) -> Digest {
+        let plugins = self
+            .validated
+            .strategies
+            .iter()
+            .map(|s| s.plugin.as_deref());
+        let mut about = About::new(plugins);
+        let chosen = self
+            .clusters
+            .rows
+            .iter()
+            .filter(|(_, r)| r.desired.is_some());
+        for (i, (cluster, row)) in chosen.enumerate() {
+            let judged_at = bits.get(i).then(|| row.work.map_or(-1, |w| w.generation));
+            about.cluster(cluster, judged_at);
+        }
+        about.finish()
+    }
+
+    fn mwrs_uid(&self) -> &str {
+        self.observed
+            .mwrs
+            .metadata
+            .uid
+            .as_deref()
+            .unwrap_or_default()
     }
 }
 
@@ -210,13 +300,7 @@ impl<'a> Pass<'a> {
         existing: Option<&WorkView>,
     ) -> MarkPlace<'p> {
         MarkPlace {
-            mwrs_uid: self
-                .observed
-                .mwrs
-                .metadata
-                .uid
-                .as_deref()
-                .unwrap_or_default(),
+            mwrs_uid: self.mwrs_uid(),
             cluster,
             work,
             work_uid: existing.and_then(|w| w.uid),

@@ -163,6 +163,7 @@ impl<'a> Pass<'a> {
         }
         self.report(&mut status, &seen.reports, &hold.target, update);
         status.blocked_clusters = blocked_clusters(self.observed.blocked);
+        status.plugin_judged = self.judged_record(&hold.target, &seen.judged);
         let conds = self.conditions(
             &outcome,
             &abort.state,

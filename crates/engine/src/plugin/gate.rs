@@ -158,10 +158,11 @@ impl PluginInputs {
             .filter(|r| r.plugin == plugin && r.revision == revision && r.count > 0)
     }
 
-    /// The annotation value of a final verdict recorded here about `cluster` on
+    /// The annotation value of a FAILED verdict recorded here about `cluster` on
     /// `(revision, generation)` that its ManifestWork does not carry (`persisted`: what it
     /// carries, read back). Compared without the message, which the annotation may
     /// shorten, and without serializing anything on a pass that has nothing to write.
+    /// A SUCCEEDED one is never written there: the status record keeps it.
     pub(crate) fn unwritten(
         &self,
         plugin: &str,
@@ -171,7 +172,9 @@ impl PluginInputs {
     ) -> Option<String> {
         let cluster = place.cluster;
         let v = self.verdicts.get(cluster)?;
-        if (v.plugin.as_str(), v.revision.as_str(), v.generation) != (plugin, revision, generation)
+        if v.verdict != Verdict::Failed
+            || (v.plugin.as_str(), v.revision.as_str(), v.generation)
+                != (plugin, revision, generation)
         {
             return None;
         }

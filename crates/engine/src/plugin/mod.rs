@@ -20,16 +20,23 @@
 //! never waits for a plugin: its reverts are written whatever the plugin says or does,
 //! and written again with the plugin's spec when one comes.
 //!
-//! In four files: `inputs` (what the planner reads of plugins), `calls` (what it asks of
-//! them), `policy` (their failure budget and a placementRef's override, parsed) and `gate` (what a cluster becomes behind its
-//! plugin, from the first three).
+//! A SUCCEEDED verdict is kept in memory and in the MWRS status ([`JudgedBits`]), never
+//! on its ManifestWork; a FAILED one is sealed onto its ManifestWork, where the abort
+//! that follows writes anyway.
+//!
+//! In five files: `inputs` (what the planner reads of plugins), `calls` (what it asks of
+//! them), `policy` (their failure budget and a placementRef's override, parsed), `gate`
+//! (what a cluster becomes behind its plugin, from the first three) and `judged` (the
+//! status record of the clusters judged SUCCEEDED).
 
 mod calls;
 mod gate;
 mod inputs;
+mod judged;
 mod policy;
 
 pub use calls::*;
 pub(crate) use gate::*;
 pub use inputs::*;
+pub use judged::*;
 pub use policy::*;

@@ -168,6 +168,7 @@ fn the_abort_decision_table() {
             verdicts: vec![Some(RolloutResult::default())],
             settling: None,
             questions: Default::default(),
+            judged: Default::default(),
         };
         let d = pass.decide_abort(&update, row.requested, &hold, &seen, memory.clone());
         assert_eq!(state_word(&d.state), row.want, "row {i}");

@@ -175,13 +175,119 @@ fn a_cluster_its_agent_reports_done_waits_for_the_plugin() {
     );
 }
 
+/// The verdict annotations `out` writes, by cluster.
+fn verdict_writes(out: &crate::Plan) -> Vec<(String, Option<String>)> {
+    out.works
+        .iter()
+        .map(|w| match w {
+            WorkChange::Relabel {
+                cluster,
+                annotations,
+                ..
+            } => (
+                cluster.clone(),
+                annotations.get(labels::PLUGIN_VERDICT).cloned(),
+            ),
+            other => panic!("only a verdict is written: {other:?}"),
+        })
+        .collect()
+}
+
 #[test]
-fn a_final_verdict_is_written_onto_its_manifestwork_once() {
+fn a_succeeded_verdict_is_kept_in_the_status_not_on_its_manifestwork() {
     let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
     f.work("c1", &update, secs(60), Reported::Done);
     f.work("c2", &update, secs(60), Reported::Done);
     let mut p = plugins(available());
     said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
+    said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(30));
+    let out = plan_with(&f, &p);
+    assert!(out.works.is_empty(), "no ManifestWork write: {:?}", out.works);
+    let record = out.status.as_ref().and_then(|s| s.plugin_judged.clone());
+    let record = record.expect("the status records the judged cluster");
+    assert_eq!((record.revision.as_str(), record.count), (update.as_str(), 1));
+    // A replica that knows nothing (a restart) takes c1 from the status, asks about c2
+    // only, and keeps the record as it is.
+    *f.status() = out.status.clone().unwrap();
+    let restarted = plugins(available());
+    let out = plan_with(&f, &restarted);
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Validating);
+    let asked: Vec<&str> = out
+        .plugin_calls
+        .validations
+        .iter()
+        .map(|v| v.cluster.as_str())
+        .collect();
+    assert_eq!(asked, ["c2"]);
+    assert!(out.works.is_empty(), "{:?}", out.works);
+    let judged = |s: Option<&mwrs_api::mwrs::ManifestWorkReplicaSetStatus>| {
+        s.and_then(|s| s.plugin_judged.clone())
+    };
+    assert_eq!(
+        judged(out.status.as_ref()),
+        judged(f.mwrs.status.as_ref()),
+        "the same record"
+    );
+    // The plugin down meanwhile: c1 stays judged.
+    let out = plan_with(&f, &plugins(unreachable()));
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
+    assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Validating);
+}
+
+#[test]
+fn a_status_record_counts_only_sealed_and_for_the_generation_judged() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
+    let sealed = plan_with(&f, &p).status.unwrap();
+    let restarted = plugins(available());
+    let asked = |f: &Fixture| {
+        let out = plan_with(f, &restarted);
+        let mut asked: Vec<String> = out
+            .plugin_calls
+            .validations
+            .iter()
+            .map(|v| v.cluster.clone())
+            .collect();
+        asked.sort();
+        asked
+    };
+    // Forged by whoever can write the status: every cluster judged, no seal.
+    let mut forged = sealed.clone();
+    let record = forged.plugin_judged.as_mut().unwrap();
+    record.clusters = "Aw==".into();
+    record.count = 2;
+    *f.status() = forged;
+    assert_eq!(asked(&f), ["c1", "c2"], "a forged record counts for none");
+    // The record for another MWRS (same names, another uid).
+    *f.status() = sealed.clone();
+    let uid = f.mwrs.metadata.uid.replace("another".into());
+    assert_eq!(asked(&f), ["c1", "c2"]);
+    f.mwrs.metadata.uid = uid;
+    assert_eq!(asked(&f), ["c2"], "the sealed record, for this MWRS");
+    // c1's ManifestWork edited since it was judged (another generation).
+    let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
+    w.generation = 2;
+    let at = t0() - secs(20);
+    for (type_, status) in [("Applied", "True"), ("Available", "True")] {
+        w.set_condition(type_, status, 2, at);
+    }
+    for type_ in ["Progressing", "Degraded"] {
+        w.set_condition(type_, "False", 2, at);
+    }
+    assert_eq!(asked(&f), ["c1", "c2"], "a judged ManifestWork edited since");
+}
+
+#[test]
+fn a_failed_verdict_is_written_onto_its_manifestwork_once() {
+    let (mut f, update) = fixture(json!({"type": "All", "plugin": "judge"}), &["c1", "c2"]);
+    f.work("c1", &update, secs(60), Reported::Done);
+    f.work("c2", &update, secs(60), Reported::Done);
+    let mut p = plugins(available());
+    said(&mut p, "c1", &update, Verdict::Failed, t0() - secs(30));
     said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(30));
     let out = plan_with(&f, &p);
     let w = f.works.iter().find(|w| &*w.cluster == "c1").unwrap();
@@ -193,22 +299,7 @@ fn a_final_verdict_is_written_onto_its_manifestwork_once() {
         at_creation: w.generation == 1,
     };
     let value = p.verdicts["c1"].to_annotation(&p.marks, place).unwrap();
-    let writes: Vec<(String, Option<String>)> = out
-        .works
-        .iter()
-        .map(|w| match w {
-            WorkChange::Relabel {
-                cluster,
-                annotations,
-                ..
-            } => (
-                cluster.clone(),
-                annotations.get(labels::PLUGIN_VERDICT).cloned(),
-            ),
-            other => panic!("only the verdict is written: {other:?}"),
-        })
-        .collect();
-    assert_eq!(writes, [("c1".to_string(), Some(value.clone()))]);
+    assert_eq!(verdict_writes(&out), [("c1".to_string(), Some(value.clone()))]);
     // Once the ManifestWork carries it, nothing more is written, and a controller that
     // knows nothing (a restart, the CLI) reads it from there.
     let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
@@ -216,9 +307,9 @@ fn a_final_verdict_is_written_onto_its_manifestwork_once() {
     annotations.insert(labels::PLUGIN_VERDICT.into(), value);
     w.annotations = std::sync::Arc::new(annotations);
     let out = plan_with(&f, &p);
-    assert!(out.works.is_empty(), "{:?}", out.works);
+    assert!(out.works.iter().all(|w| !matches!(w, WorkChange::Relabel { .. })));
     let out = plan_with(&f, &plugins(unreachable()));
-    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Succeeded);
+    assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Failed);
     assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Validating);
 }
 
