@@ -24,7 +24,6 @@ use mwrs_api::labels;
 use mwrs_controller::plugins::Plugins;
 use mwrs_controller::{Config, Shared};
 use mwrs_engine::marks::MarkKey;
-use mwrs_engine::plugin::{ClusterVerdict, Verdict};
 use mwrs_plugin::config::WorkConfig;
 use mwrs_plugin::v1alpha1 as api;
 use mwrs_plugin::v1alpha1::rollout_plugin_server::{RolloutPlugin, RolloutPluginServer};
