@@ -430,6 +430,21 @@ async fn a_rollout_is_promoted_only_once_the_plugin_says_succeeded() {
         .filter_map(|w| w.metadata.annotations.as_ref()?.get(labels::PLUGIN_VERDICT))
         .collect();
     assert!(verdicts.is_empty(), "{verdicts:?}");
+    // `kubectl mwrs rollout status` reads them from there: every cluster Succeeded.
+    let cli = mwrs_cli::hub::HubClient {
+        client: hub.client.clone(),
+        namespace: hub.namespace.clone(),
+        url: String::new(),
+    };
+    let (_, read) = cli.read("app").await.unwrap();
+    let view = mwrs_cli::view::View::of(
+        &read.snapshot,
+        None,
+        jiff::Timestamp::now(),
+        &Default::default(),
+    );
+    let states: Vec<&str> = view.clusters.iter().map(|c| c.state.as_str()).collect();
+    assert_eq!(states, ["Succeeded"; CLUSTERS], "{view:?}");
     // Each cluster got the revision only after the plugin answered BeginRollout.
     let works = common::works_by_cluster(hub, "app").await;
     let begun = script.calls("BeginRollout");
