@@ -3,6 +3,7 @@
 //! stages read from it. Built for fleets of 100,000 clusters: one sorted merge per pass.
 
 use std::collections::BTreeMap;
+use std::iter::Peekable;
 
 use hashbrown::HashMap;
 use jiff::Timestamp;
@@ -279,40 +280,14 @@ impl<'a> Clusters<'a> {
                 (None, None) => break,
             };
             let wanted = wanted.map(|(_, d)| d.clone());
-            // Survivor: the deterministic name, else the oldest (upstream's generateName
-            // works), so restarts always pick the same one. Kept apart from the others so
-            // that the usual namespace, with one ManifestWork, allocates nothing.
-            let rank = |w: &'a WorkView| survivor_rank(w, &e.owner_work_name);
-            let mut survivor: Option<&'a WorkView> = None;
-            let mut duplicates = Vec::new();
-            let mut name_blocked = false;
-            let mut next = first;
-            while let Some(w) = next {
-                if w.deleting {
-                    name_blocked |= *w.name == *e.owner_work_name;
-                    deleting.push(w);
-                } else {
-                    match survivor {
-                        Some(s) if rank(w) < rank(s) => {
-                            duplicates.push(s);
-                            survivor = Some(w);
-                        }
-                        Some(_) => duplicates.push(w),
-                        None => survivor = Some(w),
-                    }
-                }
-                // More ManifestWorks in this namespace; a smaller name after this one
-                // means the input is not in cluster order.
-                next = match work_iter.peek().map(|n| (*n.cluster).cmp(cluster)) {
-                    Some(Equal) => work_iter.next(),
-                    Some(Less) => return None,
-                    Some(Greater) | None => None,
-                };
-            }
+            let Namespace {
+                survivor,
+                duplicates,
+                name_blocked,
+            } = Namespace::read(first, cluster, &mut work_iter, e, &mut deleting)?;
             if wanted.is_none() && survivor.is_none() {
                 continue;
             }
-            duplicates.sort_by_key(|w| rank(w));
             works_len += usize::from(survivor.is_some());
             let facts = survivor.map_or(Facts::NONE, |w| Facts::read(w, wanted.as_ref(), e));
             entries.push((
@@ -336,6 +311,65 @@ impl<'a> Clusters<'a> {
 
     pub(super) fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {
         self.get(cluster).and_then(|s| s.desired.as_ref())
+    }
+}
+
+/// The ManifestWorks of one cluster's namespace that are not being deleted.
+struct Namespace<'a> {
+    /// The deterministic name, else the oldest (upstream's generateName works), so
+    /// restarts always pick the same one.
+    survivor: Option<&'a WorkView>,
+    /// The others, in survivor rank.
+    duplicates: Vec<&'a WorkView>,
+    /// A ManifestWork of the deterministic name is being deleted there.
+    name_blocked: bool,
+}
+
+impl<'a> Namespace<'a> {
+    /// Reads the namespace's ManifestWorks from `first` on, taking the ones that follow
+    /// it in `works` for the same `cluster`; those being deleted go to `deleting`. None
+    /// when a smaller cluster name follows: the input is not in cluster order.
+    fn read(
+        first: Option<&'a WorkView>,
+        cluster: &str,
+        works: &mut Peekable<impl Iterator<Item = &'a WorkView>>,
+        e: &Expected<'_>,
+        deleting: &mut Vec<&'a WorkView>,
+    ) -> Option<Self> {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        // The survivor is kept apart from the others so that the usual namespace, with one
+        // ManifestWork, allocates nothing.
+        let rank = |w: &'a WorkView| survivor_rank(w, &e.owner_work_name);
+        let mut ns = Namespace {
+            survivor: None,
+            duplicates: Vec::new(),
+            name_blocked: false,
+        };
+        let mut next = first;
+        while let Some(w) = next {
+            if w.deleting {
+                ns.name_blocked |= *w.name == *e.owner_work_name;
+                deleting.push(w);
+            } else {
+                match ns.survivor {
+                    Some(s) if rank(w) < rank(s) => {
+                        ns.duplicates.push(s);
+                        ns.survivor = Some(w);
+                    }
+                    Some(_) => ns.duplicates.push(w),
+                    None => ns.survivor = Some(w),
+                }
+            }
+            // More ManifestWorks in this namespace; a smaller name after this one means
+            // the input is not in cluster order.
+            next = match works.peek().map(|n| (*n.cluster).cmp(cluster)) {
+                Some(Equal) => works.next(),
+                Some(Less) => return None,
+                Some(Greater) | None => None,
+            };
+        }
+        ns.duplicates.sort_by_key(|w| rank(w));
+        Some(ns)
     }
 }
 
