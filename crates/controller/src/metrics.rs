@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Metric, Registry, Unit};
+use prometheus_client::registry::{Registry, Unit};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -107,18 +107,6 @@ pub struct Metrics {
     pub plugin_client_cert_expiry: Family<PluginLabels, Gauge>,
 }
 
-/// Registers `metric` under `name` and returns it (a handle to the same series).
-fn registered<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, metric: M) -> M {
-    r.register(name, help, metric.clone());
-    metric
-}
-
-/// [`registered`] with the unit seconds.
-fn seconds(r: &mut Registry, name: &str, help: &str, h: Histogram) -> Histogram {
-    r.register_with_unit(name, help, Unit::Seconds, h.clone());
-    h
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -127,119 +115,143 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut r = Registry::with_prefix("mwrs_controller");
-        Self {
-            watch_failing: registered(
-                &mut r,
-                "watch_failing",
-                "1 while this watch has kept failing past --watch-blind-after: its store may be stale, the replica is not ready and no deadline runs",
-                Family::default(),
-            ),
-            plugin_client_cert_expiry: registered(
-                &mut r,
-                "plugin_client_cert_expiry_timestamp_seconds",
-                "When the client certificate this controller presents to each rollout plugin expires (its notAfter, seconds since the epoch); re-read when its files change. Days left: (this - time()) / 86400",
-                Family::default(),
-            ),
-            mark_key_own: registered(
-                &mut r,
-                "mark_key_own",
-                "1 while this replica seals its marks with a key of its own (the shared mark key's Secret cannot be read, or is not a mark key): another replica, or this one after a restart, asks the plugins again and writes their specs again",
-                Gauge::default(),
-            ),
-            template_fields_missing: registered(
-                &mut r,
-                "template_fields_missing",
-                "Fields of the hub's ManifestWork spec that the MWRS CRD's template schema lacks (checked at start): a template setting one has it pruned silently; regenerate the CRD",
-                Gauge::default(),
-            ),
-            crd_usable: registered(
-                &mut r,
-                "crd_usable",
-                "1 while the installed ManifestWorkReplicaSet CRD has the fields this controller stores its state in; 0 stops every write",
-                Gauge::default(),
-            ),
-            reconciles: registered(
-                &mut r,
-                "reconciles",
-                "Reconciles started",
-                Counter::default(),
-            ),
-            reconcile_errors: registered(
-                &mut r,
-                "reconcile_errors",
-                "Reconciles that failed, by error kind",
-                Family::default(),
-            ),
-            reconcile_duration: seconds(
-                &mut r,
-                "reconcile_duration",
-                "Wall time of one reconcile, writes included",
-                Histogram::new(exponential_buckets(0.001, 2.0, 16)),
-            ),
-            plan_duration: seconds(
-                &mut r,
-                "plan_duration",
-                "Time the pure planner took for one MWRS",
-                Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
-            ),
-            queue_delay: seconds(
-                &mut r,
-                "queue_delay",
-                "From the first event that asked for a pass over an MWRS to the pass beginning (debounce and the wait for a worker included); timer requeues are not counted",
-                Histogram::new(exponential_buckets(0.01, 2.0, 14)),
-            ),
-            api_requests: registered(
-                &mut r,
-                "api_requests",
-                "Requests sent to the API server (every client of this process, the Lease's included), by Kubernetes verb",
-                Family::default(),
-            ),
-            writes: registered(
-                &mut r,
-                "writes",
-                "Writes to the hub by resource, operation and result",
-                Family::default(),
-            ),
-            aborts: registered(
-                &mut r,
-                "aborts",
-                "Aborts started, by trigger and outcome (reverted, or stopped: no stable revision)",
-                Family::default(),
-            ),
-            foreign_works: registered(
-                &mut r,
-                "foreign_manifestworks",
-                "Creates refused because another owner holds the ManifestWork name",
-                Counter::default(),
-            ),
-            refused_writes: registered(
-                &mut r,
-                "refused_manifestwork_writes",
-                "ManifestWork writes the hub refused (invalid, forbidden, no such namespace); the cluster counts as failed until a retry",
-                Counter::default(),
-            ),
-            rollout_clusters: registered(
-                &mut r,
-                "rollout_clusters",
-                "Clusters of each MWRS by rollout status against its target revision",
-                Family::default(),
-            ),
-            rollout_info: registered(
-                &mut r,
-                "rollout_info",
-                "1 per MWRS, labelled with its phase and its current and update revisions",
-                Family::default(),
-            ),
+        let mut m = Self {
+            registry: Registry::with_prefix("mwrs_controller"),
+            reconciles: Counter::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            plan_duration: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            queue_delay: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            api_requests: Family::default(),
+            writes: Family::default(),
+            aborts: Family::default(),
+            foreign_works: Counter::default(),
+            refused_writes: Counter::default(),
+            rollout_clusters: Family::default(),
+            rollout_info: Family::default(),
             info_of: Mutex::default(),
-            invalid_specs: registered(
-                &mut r,
-                "invalid_specs",
-                "Reconciles that found an invalid spec",
-                Counter::default(),
-            ),
-            registry: r,
-        }
+            invalid_specs: Counter::default(),
+            crd_usable: Gauge::default(),
+            template_fields_missing: Gauge::default(),
+            mark_key_own: Gauge::default(),
+            watch_failing: Family::default(),
+            plugin_client_cert_expiry: Family::default(),
+        };
+        // The order of registration is the order of the text exposition, and of the book's
+        // reference.
+        m.register_health();
+        m.register_passes();
+        m.register_actions();
+        m.register_rollouts();
+        m
+    }
+
+    /// The replica's health: watches, the plugins' client certificate, the mark key, the
+    /// installed CRDs.
+    fn register_health(&mut self) {
+        self.registry.register(
+            "watch_failing",
+            "1 while this watch has kept failing past --watch-blind-after: its store may be stale, the replica is not ready and no deadline runs",
+            self.watch_failing.clone(),
+        );
+        self.registry.register(
+            "plugin_client_cert_expiry_timestamp_seconds",
+            "When the client certificate this controller presents to each rollout plugin expires (its notAfter, seconds since the epoch); re-read when its files change. Days left: (this - time()) / 86400",
+            self.plugin_client_cert_expiry.clone(),
+        );
+        self.registry.register(
+            "mark_key_own",
+            "1 while this replica seals its marks with a key of its own (the shared mark key's Secret cannot be read, or is not a mark key): another replica, or this one after a restart, asks the plugins again and writes their specs again",
+            self.mark_key_own.clone(),
+        );
+        self.registry.register(
+            "template_fields_missing",
+            "Fields of the hub's ManifestWork spec that the MWRS CRD's template schema lacks (checked at start): a template setting one has it pruned silently; regenerate the CRD",
+            self.template_fields_missing.clone(),
+        );
+        self.registry.register(
+            "crd_usable",
+            "1 while the installed ManifestWorkReplicaSet CRD has the fields this controller stores its state in; 0 stops every write",
+            self.crd_usable.clone(),
+        );
+    }
+
+    /// How the passes over MWRSs run: how many, their failures, how long they take and wait.
+    fn register_passes(&mut self) {
+        self.registry
+            .register("reconciles", "Reconciles started", self.reconciles.clone());
+        self.registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, by error kind",
+            self.reconcile_errors.clone(),
+        );
+        self.registry.register_with_unit(
+            "reconcile_duration",
+            "Wall time of one reconcile, writes included",
+            Unit::Seconds,
+            self.reconcile_duration.clone(),
+        );
+        self.registry.register_with_unit(
+            "plan_duration",
+            "Time the pure planner took for one MWRS",
+            Unit::Seconds,
+            self.plan_duration.clone(),
+        );
+        self.registry.register_with_unit(
+            "queue_delay",
+            "From the first event that asked for a pass over an MWRS to the pass beginning (debounce and the wait for a worker included); timer requeues are not counted",
+            Unit::Seconds,
+            self.queue_delay.clone(),
+        );
+    }
+
+    /// What the passes do on the hub, and what it refuses: requests, writes, aborts.
+    fn register_actions(&mut self) {
+        self.registry.register(
+            "api_requests",
+            "Requests sent to the API server (every client of this process, the Lease's included), by Kubernetes verb",
+            self.api_requests.clone(),
+        );
+        self.registry.register(
+            "writes",
+            "Writes to the hub by resource, operation and result",
+            self.writes.clone(),
+        );
+        self.registry.register(
+            "aborts",
+            "Aborts started, by trigger and outcome (reverted, or stopped: no stable revision)",
+            self.aborts.clone(),
+        );
+        self.registry.register(
+            "foreign_manifestworks",
+            "Creates refused because another owner holds the ManifestWork name",
+            self.foreign_works.clone(),
+        );
+        self.registry.register(
+            "refused_manifestwork_writes",
+            "ManifestWork writes the hub refused (invalid, forbidden, no such namespace); the cluster counts as failed until a retry",
+            self.refused_writes.clone(),
+        );
+    }
+
+    /// What the passes find: each MWRS's clusters by status, its phase and revisions, invalid
+    /// specs.
+    fn register_rollouts(&mut self) {
+        self.registry.register(
+            "rollout_clusters",
+            "Clusters of each MWRS by rollout status against its target revision",
+            self.rollout_clusters.clone(),
+        );
+        self.registry.register(
+            "rollout_info",
+            "1 per MWRS, labelled with its phase and its current and update revisions",
+            self.rollout_info.clone(),
+        );
+        self.registry.register(
+            "invalid_specs",
+            "Reconciles that found an invalid spec",
+            self.invalid_specs.clone(),
+        );
     }
 
     pub fn write(&self, resource: &str, op: &str, result: &str) {
