@@ -356,10 +356,51 @@ async fn answer(s: &Shared, job: Job) {
         add_finalizer,
     } = job;
     let api: Api<ManifestWork> = Api::namespaced(s.client.clone(), &cluster);
+    let work = Answer {
+        s,
+        api,
+        cluster,
+        name,
+        generation,
+        tracked,
+    };
     if let Some(body) = add_finalizer {
+        work.add_finalizer(&body).await;
+    }
+    let rules = s.config.condition_rules;
+    match behaviour {
+        Behaviour::Silent => {}
+        Behaviour::Refuse => {
+            let conditions = refused(&existing, generation, Timestamp::now());
+            work.write(&conditions).await;
+        }
+        Behaviour::EarlyReport { glitch, after } => {
+            work.early_report(existing, glitch, after, rules).await;
+        }
+        _ => work.progress(existing, behaviour, rules).await,
+    }
+}
+
+/// The ManifestWork one answer writes to: one generation, with the resources whose status
+/// feedback it reports.
+struct Answer<'a> {
+    s: &'a Shared,
+    api: Api<ManifestWork>,
+    cluster: String,
+    name: String,
+    generation: i64,
+    tracked: Vec<feedback::Tracked>,
+}
+
+impl Answer<'_> {
+    /// Adds the agent's finalizer with the merge patch `body`; a refusal is counted and
+    /// the answer goes on.
+    async fn add_finalizer(&self, body: &Value) {
+        let (s, cluster, name) = (self.s, &self.cluster, &self.name);
         let _permit = s.permits.acquire().await;
-        if let Err(e) = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+        if let Err(e) = self
+            .api
+            .patch(name, &PatchParams::default(), &Patch::Merge(body))
             .await
         {
             s.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -367,54 +408,73 @@ async fn answer(s: &Shared, job: Job) {
         }
     }
 
-    let rules = s.config.condition_rules;
-    match behaviour {
-        Behaviour::Silent => return,
-        Behaviour::Refuse => {
-            let conditions = refused(&existing, generation, Timestamp::now());
-            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
+    /// Writes `conditions` (see [`write`]).
+    async fn write(&self, conditions: &[Condition]) {
+        let at = (self.name.as_str(), self.cluster.as_str());
+        write(self.s, &self.api, at, conditions, &self.tracked).await;
+    }
+
+    /// Sets `phase` into `conditions` as of now (see [`merge`]) and writes them.
+    async fn step(&self, conditions: &mut Vec<Condition>, phase: &[(&'static str, &'static str)]) {
+        *conditions = merge(conditions, phase, self.generation, Timestamp::now());
+        self.write(conditions).await;
+    }
+
+    /// [`Behaviour::EarlyReport`]: success at once, `Progressing` again `glitch` later,
+    /// success for real `after` that.
+    async fn early_report(
+        &self,
+        mut conditions: Vec<Condition>,
+        glitch: Duration,
+        after: Duration,
+        rules: bool,
+    ) {
+        let (first, last) = phases(Behaviour::succeed_now(), rules);
+        let last = last.unwrap_or_default();
+        self.step(&mut conditions, &last).await;
+        tokio::time::sleep(glitch).await;
+        self.step(&mut conditions, &first).await;
+        tokio::time::sleep(after).await;
+        self.step(&mut conditions, &last).await;
+    }
+
+    /// The behaviour's first phase, then after its delay its last one, if it has one (an
+    /// immediate outcome goes out in one write); a flapping cluster goes on flapping.
+    /// Nothing when `existing` already shows the outcome at this generation (the agent
+    /// restarted).
+    async fn progress(&self, existing: Vec<Condition>, behaviour: Behaviour, rules: bool) {
+        let (first, last) = phases(behaviour, rules);
+        if done(
+            &existing,
+            self.generation,
+            last.as_deref().unwrap_or(&first),
+        ) {
             return;
         }
-        Behaviour::EarlyReport { glitch, after } => {
-            let (first, last) = phases(Behaviour::succeed_now(), rules);
-            let last = last.unwrap_or_default();
-            let mut conditions = merge(&existing, &last, generation, Timestamp::now());
-            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
-            tokio::time::sleep(glitch).await;
-            conditions = merge(&conditions, &first, generation, Timestamp::now());
-            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
-            tokio::time::sleep(after).await;
-            conditions = merge(&conditions, &last, generation, Timestamp::now());
-            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
-            return;
+        let delay = match behaviour {
+            Behaviour::Succeed { after }
+            | Behaviour::Unready { after }
+            | Behaviour::Degrade { after } => after,
+            Behaviour::Flap { period } => period,
+            _ => Duration::ZERO,
+        };
+        let mut conditions = existing;
+        if !(delay.is_zero() && last.is_some()) {
+            self.step(&mut conditions, &first).await;
         }
-        _ => {}
+        let Some(last) = last else { return };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        self.step(&mut conditions, &last).await;
+        if let Behaviour::Flap { period } = behaviour {
+            self.flap(conditions, period, rules).await;
+        }
     }
-    let (first, last) = phases(behaviour, rules);
-    if done(&existing, generation, last.as_deref().unwrap_or(&first)) {
-        return;
-    }
-    let delay = match behaviour {
-        Behaviour::Succeed { after }
-        | Behaviour::Unready { after }
-        | Behaviour::Degrade { after } => after,
-        Behaviour::Flap { period } => period,
-        _ => Duration::ZERO,
-    };
-    // An immediate outcome goes out in one write.
-    let mut conditions = existing;
-    if !(delay.is_zero() && last.is_some()) {
-        conditions = merge(&conditions, &first, generation, Timestamp::now());
-        write(s, &api, (&name, &cluster), &conditions, &tracked).await;
-    }
-    let Some(last) = last else { return };
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
-    conditions = merge(&conditions, &last, generation, Timestamp::now());
-    write(s, &api, (&name, &cluster), &conditions, &tracked).await;
-    if let Behaviour::Flap { period } = behaviour {
-        // The task is aborted when a new generation arrives or the work goes.
+
+    /// [`Behaviour::Flap`] once degraded: healthy and degraded in turn every `period` (at
+    /// least 0.1 s), until the task is aborted (a new generation, or the work goes).
+    async fn flap(&self, mut conditions: Vec<Condition>, period: Duration, rules: bool) {
         let healthy = phases(Behaviour::succeed_now(), rules)
             .1
             .unwrap_or_default();
@@ -426,8 +486,7 @@ async fn answer(s: &Shared, job: Job) {
             tokio::time::sleep(period.max(Duration::from_millis(100))).await;
             degraded = !degraded;
             let phase = if degraded { &failing } else { &healthy };
-            conditions = merge(&conditions, phase, generation, Timestamp::now());
-            write(s, &api, (&name, &cluster), &conditions, &tracked).await;
+            self.step(&mut conditions, phase).await;
         }
     }
 }

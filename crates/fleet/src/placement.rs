@@ -60,7 +60,6 @@ pub async fn publish(
     groups: &[DecisionGroup],
 ) -> Result<Vec<String>, kube::Error> {
     let placements: Api<Placement> = Api::namespaced(client.clone(), namespace);
-    let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), namespace);
     let body = json!({
         "apiVersion": "cluster.open-cluster-management.io/v1beta1",
         "kind": "Placement",
@@ -71,64 +70,26 @@ pub async fn publish(
         .patch(name, &apply(), &Patch::Apply(&body))
         .await?;
 
+    let decisions = Decisions {
+        api: Api::namespaced(client.clone(), namespace),
+        namespace,
+        placement: name,
+    };
     let mut written = Vec::new();
     let mut group_status = Vec::new();
-    let mut k = 0;
-    let mut total = 0;
     for (index, g) in groups.iter().enumerate() {
-        let mut names = Vec::new();
-        // An empty group still gets one (empty) decision, as the scheduler writes.
-        let chunks: Vec<&[String]> = if g.clusters.is_empty() {
-            vec![&[]]
-        } else {
-            g.clusters.chunks(MAX_DECISIONS_PER_PAGE).collect()
-        };
-        for chunk in chunks {
-            k += 1;
-            let pd_name = decision_name(name, k);
-            let body = json!({
-                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
-                "kind": "PlacementDecision",
-                "metadata": {"name": pd_name, "namespace": namespace, "labels": {
-                    labels::PLACEMENT_LABEL: name,
-                    labels::DECISION_GROUP_INDEX: index.to_string(),
-                    labels::DECISION_GROUP_NAME: g.name,
-                }},
-            });
-            decisions
-                .patch(&pd_name, &apply(), &Patch::Apply(&body))
-                .await?;
-            let status = json!({
-                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
-                "kind": "PlacementDecision",
-                "status": {"decisions": chunk.iter()
-                    .map(|c| json!({"clusterName": c, "reason": ""}))
-                    .collect::<Vec<_>>()},
-            });
-            decisions
-                .patch_status(&pd_name, &apply(), &Patch::Apply(&status))
-                .await?;
-            names.push(pd_name.clone());
-            written.push(pd_name);
-        }
-        total += g.clusters.len();
+        let names = decisions.write_group(index, g, written.len()).await?;
         group_status.push(json!({
             "decisionGroupIndex": index,
             "decisionGroupName": g.name,
             "decisions": names,
             "clusterCount": g.clusters.len(),
         }));
+        written.extend(names);
     }
+    decisions.delete_surplus(&written).await?;
 
-    // Decisions of an earlier, larger publication go.
-    let lp = ListParams::default().labels(&format!("{}={name}", labels::PLACEMENT_LABEL));
-    for pd in decisions.list(&lp).await?.items {
-        let n = pd.name_any();
-        if !written.contains(&n) {
-            delete_ok(&decisions, &n).await?;
-        }
-    }
-
+    let total: usize = groups.iter().map(|g| g.clusters.len()).sum();
     let status = json!({
         "apiVersion": "cluster.open-cluster-management.io/v1beta1",
         "kind": "Placement",
@@ -141,6 +102,88 @@ pub async fn publish(
         .patch_status(name, &apply(), &Patch::Apply(&status))
         .await?;
     Ok(written)
+}
+
+/// The PlacementDecisions of one Placement, as [`publish`] writes them.
+struct Decisions<'a> {
+    api: Api<PlacementDecision>,
+    namespace: &'a str,
+    placement: &'a str,
+}
+
+impl Decisions<'_> {
+    /// Writes group `index` as decisions of at most [`MAX_DECISIONS_PER_PAGE`] clusters,
+    /// numbered on after the `before` decisions of the groups ahead of it. Returns their
+    /// names.
+    async fn write_group(
+        &self,
+        index: usize,
+        group: &DecisionGroup,
+        before: usize,
+    ) -> Result<Vec<String>, kube::Error> {
+        // An empty group still gets one (empty) decision, as the scheduler writes.
+        let chunks: Vec<&[String]> = if group.clusters.is_empty() {
+            vec![&[]]
+        } else {
+            group.clusters.chunks(MAX_DECISIONS_PER_PAGE).collect()
+        };
+        let mut names = Vec::with_capacity(chunks.len());
+        for (k, chunk) in (before + 1..).zip(chunks) {
+            let pd_name = decision_name(self.placement, k);
+            self.write(&pd_name, index, &group.name, chunk).await?;
+            names.push(pd_name);
+        }
+        Ok(names)
+    }
+
+    /// Writes decision `pd_name` of group `index` (named `group`), choosing `clusters`.
+    async fn write(
+        &self,
+        pd_name: &str,
+        index: usize,
+        group: &str,
+        clusters: &[String],
+    ) -> Result<(), kube::Error> {
+        let body = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+            "kind": "PlacementDecision",
+            "metadata": {"name": pd_name, "namespace": self.namespace, "labels": {
+                labels::PLACEMENT_LABEL: self.placement,
+                labels::DECISION_GROUP_INDEX: index.to_string(),
+                labels::DECISION_GROUP_NAME: group,
+            }},
+        });
+        self.api
+            .patch(pd_name, &apply(), &Patch::Apply(&body))
+            .await?;
+        let status = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+            "kind": "PlacementDecision",
+            "status": {"decisions": clusters.iter()
+                .map(|c| json!({"clusterName": c, "reason": ""}))
+                .collect::<Vec<_>>()},
+        });
+        self.api
+            .patch_status(pd_name, &apply(), &Patch::Apply(&status))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the decisions not `written`: those of an earlier, larger publication.
+    async fn delete_surplus(&self, written: &[String]) -> Result<(), kube::Error> {
+        let lp = ListParams::default().labels(&format!(
+            "{}={}",
+            labels::PLACEMENT_LABEL,
+            self.placement
+        ));
+        for pd in self.api.list(&lp).await?.items {
+            let n = pd.name_any();
+            if !written.contains(&n) {
+                delete_ok(&self.api, &n).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Deletes every decision of Placement `name` (the Placement stays).
