@@ -105,50 +105,11 @@ pub fn complete(words: &[String]) -> Completion {
         directive: DIRECTIVE_NO_FILE,
         ..Completion::default()
     };
-
-    let mut cmd = &root;
-    let mut positionals = 0usize;
-    let mut i = 0;
-    let mut pending: Option<&Arg> = None;
-    while i < done.len() {
-        let w = done[i].as_str();
-        i += 1;
-        if w.starts_with('-') && w != "-" {
-            let Some(a) = flag(cmd, w) else { continue };
-            if !takes_value(a) {
-                continue;
-            }
-            let value = match w.split_once('=') {
-                Some((_, v)) => Some(v.to_string()),
-                None if i < done.len() => {
-                    i += 1;
-                    Some(done[i - 1].clone())
-                }
-                None => {
-                    pending = Some(a);
-                    None
-                }
-            };
-            if let Some(v) = value {
-                match a.get_id().as_str() {
-                    "kubeconfig" => out.kubeconfig = Some(v),
-                    "context" => out.context = Some(v),
-                    "namespace" => out.namespace = Some(v),
-                    _ => {}
-                }
-            }
-            continue;
-        }
-        match cmd.find_subcommand(w) {
-            Some(sub) if positionals == 0 => {
-                cmd = sub;
-            }
-            _ => positionals += 1,
-        }
-    }
+    let line = Line::read(&root, done, &mut out);
+    let cmd = line.cmd;
 
     // The value of a flag given as the previous word, or as --flag=partial.
-    if let Some(a) = pending {
+    if let Some(a) = line.pending {
         (out.candidates, out.directive) = value_completion(a, partial, str::to_string);
         return out;
     }
@@ -160,42 +121,18 @@ pub fn complete(words: &[String]) -> Completion {
         return out;
     }
     if partial.starts_with('-') {
-        for a in cmd
-            .get_arguments()
-            .filter(|a| !a.is_hide_set() && !a.is_positional())
-        {
-            if let Some(l) = a.get_long().map(|l| format!("--{l}"))
-                && l.starts_with(partial)
-            {
-                out.candidates.push((l, help(a)));
-            }
-            if let Some(s) = a.get_short().map(|s| format!("-{s}"))
-                && s.starts_with(partial)
-                && partial.len() <= 2
-            {
-                out.candidates.push((s, help(a)));
-            }
-        }
+        out.candidates = flag_names(cmd, partial);
         return out;
     }
-    let subs: Vec<(String, String)> = cmd
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-        .filter(|s| s.get_name().starts_with(partial))
-        .map(|s| {
-            let about = s.get_about().map(|h| h.to_string()).unwrap_or_default();
-            (s.get_name().to_string(), about)
-        })
-        .collect();
-    if cmd.has_subcommands() && positionals == 0 {
-        out.candidates = subs;
+    if cmd.has_subcommands() && line.positionals == 0 {
+        out.candidates = subcommands(cmd, partial);
         return out;
     }
     // A positional argument: its values, or MWRS names for `name`.
     let next = cmd
         .get_positionals()
         .filter(|a| !a.is_hide_set())
-        .nth(positionals);
+        .nth(line.positionals);
     if let Some(a) = next {
         let vs = values(a, partial);
         if !vs.is_empty() {
@@ -205,6 +142,105 @@ pub fn complete(words: &[String]) -> Completion {
         }
     }
     out
+}
+
+/// Where the words before the one being completed leave the command line.
+struct Line<'c> {
+    /// The (sub)command they reach.
+    cmd: &'c Command,
+    /// How many positional arguments they give it.
+    positionals: usize,
+    /// The flag given last, when it still waits for its value.
+    pending: Option<&'c Arg>,
+}
+
+impl<'c> Line<'c> {
+    /// Reads the words `done` under `root`: subcommands, flags with their values (those of
+    /// the connection flags go into `out`) and positional arguments.
+    fn read(root: &'c Command, done: &[String], out: &mut Completion) -> Self {
+        let mut line = Line {
+            cmd: root,
+            positionals: 0,
+            pending: None,
+        };
+        let mut i = 0;
+        while i < done.len() {
+            let w = done[i].as_str();
+            i += 1;
+            if w.starts_with('-') && w != "-" {
+                let Some(a) = flag(line.cmd, w) else { continue };
+                if !takes_value(a) {
+                    continue;
+                }
+                let value = match w.split_once('=') {
+                    Some((_, v)) => Some(v.to_string()),
+                    None if i < done.len() => {
+                        i += 1;
+                        Some(done[i - 1].clone())
+                    }
+                    None => {
+                        line.pending = Some(a);
+                        None
+                    }
+                };
+                if let Some(v) = value {
+                    connection_flag(out, a, v);
+                }
+                continue;
+            }
+            match line.cmd.find_subcommand(w) {
+                Some(sub) if line.positionals == 0 => {
+                    line.cmd = sub;
+                }
+                _ => line.positionals += 1,
+            }
+        }
+        line
+    }
+}
+
+/// Keeps `value` in `out` when `a` is one of the flags that say which hub to reach.
+fn connection_flag(out: &mut Completion, a: &Arg, value: String) {
+    match a.get_id().as_str() {
+        "kubeconfig" => out.kubeconfig = Some(value),
+        "context" => out.context = Some(value),
+        "namespace" => out.namespace = Some(value),
+        _ => {}
+    }
+}
+
+/// The flags of `cmd` starting with `partial`, long ones and (for `-` or `-x`) short ones.
+fn flag_names(cmd: &Command, partial: &str) -> Vec<(String, String)> {
+    let mut candidates = Vec::new();
+    for a in cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !a.is_positional())
+    {
+        if let Some(l) = a.get_long().map(|l| format!("--{l}"))
+            && l.starts_with(partial)
+        {
+            candidates.push((l, help(a)));
+        }
+        if let Some(s) = a.get_short().map(|s| format!("-{s}"))
+            && s.starts_with(partial)
+            && partial.len() <= 2
+        {
+            candidates.push((s, help(a)));
+        }
+    }
+    candidates
+}
+
+/// The subcommands of `cmd` starting with `partial`, with their about lines.
+fn subcommands(cmd: &Command, partial: &str) -> Vec<(String, String)> {
+    cmd.get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .filter(|s| s.get_name().starts_with(partial))
+        .map(|s| {
+            let about = s.get_about().map(|h| h.to_string()).unwrap_or_default();
+            (s.get_name().to_string(), about)
+        })
+        .collect()
 }
 
 /// Fills in the MWRS names `c` asks for, from the hub the line points at.
