@@ -33,7 +33,7 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config as KubeConfig};
 use mwrs_fleet::cluster;
-use mwrs_fleet::{Agent, AgentConfig, Behaviour};
+use mwrs_fleet::{Agent, AgentConfig, AgentHandle, Behaviour};
 use serde_json::Value;
 
 use crate::cpu::Sampler;
@@ -237,6 +237,43 @@ async fn main() -> anyhow::Result<()> {
     if let Some(duration) = args.soak {
         return soak(client, &args, duration).await;
     }
+    let max = fleet_size(&args)?;
+    let clusters = cluster::cluster_names("bench", max);
+    let t = Instant::now();
+    cluster::ensure_clusters(&client, "bench", &clusters, args.concurrency).await?;
+    eprintln!("{max} clusters ready in {:.1}s", t.elapsed().as_secs_f64());
+
+    let switches = Switches::default();
+    let agent = switches.start_agent(&client, &clusters);
+    let tracker = Tracker::start(client.clone()).await?;
+    let tck = clock_ticks();
+    let args_hub_pid = args.hub_pid;
+    let bench = Bench {
+        args,
+        client,
+        tracker,
+        clusters,
+        degrade_after_ms: switches.degrade_after_ms,
+        failing: switches.failing,
+        silent: switches.silent,
+        tck,
+        cpu: Sampler::start(args_hub_pid, tck),
+    };
+    if let Some(count) = bench.args.many_mwrs {
+        return run_many(&bench, agent, count, max).await;
+    }
+    if let Some(n) = bench.args.plugin_clusters {
+        return run_plugin(&bench, agent, n).await;
+    }
+    if let Some(n) = bench.args.dashboard_clusters {
+        return run_dashboard(&bench, agent, n).await;
+    }
+    run_sizes(&bench, agent, max).await
+}
+
+/// How many simulated clusters the run needs: the many-MWRS run's, the plugin or
+/// dashboard run's, else the largest size.
+fn fleet_size(args: &Args) -> anyhow::Result<usize> {
     let max = match (
         args.many_mwrs,
         args.plugin_clusters.or(args.dashboard_clusters),
@@ -248,79 +285,96 @@ async fn main() -> anyhow::Result<()> {
     if max == 0 {
         bail!("--sizes (or --many-clusters) must name at least one positive size");
     }
-    let clusters = cluster::cluster_names("bench", max);
-    let t = Instant::now();
-    cluster::ensure_clusters(&client, "bench", &clusters, args.concurrency).await?;
-    eprintln!("{max} clusters ready in {:.1}s", t.elapsed().as_secs_f64());
+    Ok(max)
+}
 
-    let degrade_after_ms = Arc::new(AtomicU64::new(0));
-    let failing: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let silent: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let (d, f, q) = (degrade_after_ms.clone(), failing.clone(), silent.clone());
-    let agent = Agent::start(
-        client.clone(),
-        AgentConfig::new(clusters.iter().cloned()).behaviour(move |w| {
-            if q.lock().is_ok_and(|s| s.contains(w.cluster))
-                && w.spec.to_string().contains("\"version\":\"v4\"")
-            {
-                return Behaviour::Silent;
-            }
-            // Version v3, or aNN-v3 in the many-MWRS run.
-            let fails = f.lock().is_ok_and(|s| s.contains(w.cluster))
-                && w.spec.to_string().contains("v3\"");
-            if fails {
-                Behaviour::Degrade {
-                    after: Duration::from_millis(d.load(Ordering::Relaxed)),
+/// What the phases switch in the simulated agent's answers.
+#[derive(Default)]
+struct Switches {
+    /// How long a failing cluster takes to report Degraded, in milliseconds.
+    degrade_after_ms: Arc<AtomicU64>,
+    /// Clusters that report Degraded on version v3 (aNN-v3 in the many-MWRS run).
+    failing: Arc<Mutex<BTreeSet<String>>>,
+    /// Clusters whose agent never answers revision v4.
+    silent: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl Switches {
+    /// The work agent of every cluster, answering as the switches say now; any other
+    /// ManifestWork succeeds at once.
+    fn start_agent(&self, client: &Client, clusters: &[String]) -> AgentHandle {
+        let (d, f, q) = (
+            self.degrade_after_ms.clone(),
+            self.failing.clone(),
+            self.silent.clone(),
+        );
+        Agent::start(
+            client.clone(),
+            AgentConfig::new(clusters.iter().cloned()).behaviour(move |w| {
+                if q.lock().is_ok_and(|s| s.contains(w.cluster))
+                    && w.spec.to_string().contains("\"version\":\"v4\"")
+                {
+                    return Behaviour::Silent;
                 }
-            } else {
-                Behaviour::succeed_now()
-            }
-        }),
-    );
-    let tracker = Tracker::start(client.clone()).await?;
-    let tck = clock_ticks();
-    let args_hub_pid = args.hub_pid;
-    let bench = Bench {
-        args,
-        client,
-        tracker,
-        clusters,
-        degrade_after_ms,
-        failing,
-        silent,
-        tck,
-        cpu: Sampler::start(args_hub_pid, tck),
+                // Version v3, or aNN-v3 in the many-MWRS run.
+                let fails = f.lock().is_ok_and(|s| s.contains(w.cluster))
+                    && w.spec.to_string().contains("v3\"");
+                if fails {
+                    Behaviour::Degrade {
+                        after: Duration::from_millis(d.load(Ordering::Relaxed)),
+                    }
+                } else {
+                    Behaviour::succeed_now()
+                }
+            }),
+        )
+    }
+}
+
+/// `--many-mwrs`: `count` MWRSs over `max` clusters.
+async fn run_many(
+    bench: &Bench,
+    agent: AgentHandle,
+    count: usize,
+    max: usize,
+) -> anyhow::Result<()> {
+    let sample = match bench.args.many_bare_sample {
+        0 => count,
+        k => k,
     };
-    if let Some(count) = bench.args.many_mwrs {
-        let sample = match bench.args.many_bare_sample {
-            0 => count,
-            k => k,
-        };
-        let row = bench.many(count, max, sample).await?;
-        agent.stop();
-        many::print(&row);
-        return write_json(&bench, "many", &many::json(&row));
-    }
-    if let Some(n) = bench.args.plugin_clusters {
-        let Some(program) = bench.args.feedback_plugin.clone() else {
-            bail!("--plugin-clusters needs --feedback-plugin");
-        };
-        eprintln!("== the rollout plugin over {n} clusters");
-        let row = bench.plugin_run(&program, n).await?;
-        agent.stop();
-        plugin::print(&row);
-        return write_json(&bench, "plugin", &plugin::json(&row));
-    }
-    if let Some(n) = bench.args.dashboard_clusters {
-        let Some(cli) = bench.args.cli.clone() else {
-            bail!("--dashboard-clusters needs --cli");
-        };
-        eprintln!("== the dashboard over {n} clusters");
-        let row = bench.dashboard_run(&cli, n).await?;
-        agent.stop();
-        dashboard::print(&row);
-        return write_json(&bench, "dashboard", &dashboard::json(&row));
-    }
+    let row = bench.many(count, max, sample).await?;
+    agent.stop();
+    many::print(&row);
+    write_json(bench, "many", &many::json(&row))
+}
+
+/// `--plugin-clusters`: the rollout plugin over `n` clusters.
+async fn run_plugin(bench: &Bench, agent: AgentHandle, n: usize) -> anyhow::Result<()> {
+    let Some(program) = bench.args.feedback_plugin.clone() else {
+        bail!("--plugin-clusters needs --feedback-plugin");
+    };
+    eprintln!("== the rollout plugin over {n} clusters");
+    let row = bench.plugin_run(&program, n).await?;
+    agent.stop();
+    plugin::print(&row);
+    write_json(bench, "plugin", &plugin::json(&row))
+}
+
+/// `--dashboard-clusters`: the dashboard over `n` clusters.
+async fn run_dashboard(bench: &Bench, agent: AgentHandle, n: usize) -> anyhow::Result<()> {
+    let Some(cli) = bench.args.cli.clone() else {
+        bail!("--dashboard-clusters needs --cli");
+    };
+    eprintln!("== the dashboard over {n} clusters");
+    let row = bench.dashboard_run(&cli, n).await?;
+    agent.stop();
+    dashboard::print(&row);
+    write_json(bench, "dashboard", &dashboard::json(&row))
+}
+
+/// `--sizes`: every size in turn, then the table, and what the simulated fleet of `max`
+/// clusters cost this process.
+async fn run_sizes(bench: &Bench, agent: AgentHandle, max: usize) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let sizes = bench.args.sizes.clone();
     for n in sizes {
@@ -331,7 +385,17 @@ async fn main() -> anyhow::Result<()> {
     report(&rows);
     // This process holds the simulated fleet's agent for every cluster and a watch cache
     // of every ManifestWork: what `mwrs-fleet` costs at this size.
-    let peak = std::fs::read_to_string("/proc/self/status")
+    println!(
+        "fleet: {max} simulated clusters in this process, {agent_writes} status writes, peak RSS {:.1} MiB (agent + a watch cache of every ManifestWork)",
+        peak_rss_kib() as f64 / 1024.0
+    );
+    let v: Vec<Value> = rows.iter().map(json_row).collect();
+    write_json(bench, "sizes", &Value::Array(v))
+}
+
+/// This process's peak RSS (`VmHWM`), in KiB; 0 when it cannot be read.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -339,11 +403,5 @@ async fn main() -> anyhow::Result<()> {
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse::<u64>().ok())
         })
-        .unwrap_or(0);
-    println!(
-        "fleet: {max} simulated clusters in this process, {agent_writes} status writes, peak RSS {:.1} MiB (agent + a watch cache of every ManifestWork)",
-        peak as f64 / 1024.0
-    );
-    let v: Vec<Value> = rows.iter().map(json_row).collect();
-    write_json(&bench, "sizes", &Value::Array(v))
+        .unwrap_or(0)
 }

@@ -11,9 +11,16 @@ use mwrs_api::mwrs::ManifestWorkReplicaSet;
 use mwrs_api::work::ManifestWork;
 use tokio::process::Command;
 
-use super::{Bench, READY_WITHIN, Row, median};
+use super::{AbortRound, Bench, READY_WITHIN, Row, median};
 use crate::lease;
 use crate::process::{Proc, controller_counts, http_get, metric_sum_with};
+
+/// Has the MWRS promoted its update revision (current and update revision the same)?
+fn complete(m: &ManifestWorkReplicaSet) -> bool {
+    m.status
+        .as_ref()
+        .is_some_and(|s| s.current_revision.is_some() && s.current_revision == s.update_revision)
+}
 
 impl Bench {
     pub(super) async fn controller(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
@@ -29,19 +36,47 @@ impl Bench {
             .start_controller_with(ns, &format!("controller-{n}.log"), extra, READY_WITHIN)
             .await?;
         let renewals = lease::Renewals::watch(&self.client, ns).await;
-        let complete = |m: &ManifestWorkReplicaSet| {
-            m.status.as_ref().is_some_and(|s| {
-                s.current_revision.is_some() && s.current_revision == s.update_revision
-            })
-        };
-        let api = self.mwrs_api(ns);
+        self.create(n, ns, row).await?;
+        self.fan_out(n, ns, &renewals, row).await?;
+        self.abort_rounds(n, ns, &addr, row).await?;
+        self.idle_controller(n, ns, &p, &addr, row).await?;
+        row.peak_rss_bytes = p.peak_rss()?;
+        let p = self.restart(n, ns, p, row).await?;
+        self.cli_reads(ns, row).await?;
+
+        self.mwrs_api(ns)
+            .delete("app", &DeleteParams::default())
+            .await?;
+        self.wait_no_works().await?;
+        self.wait_gone(ns, "app").await?;
+        p.stop().await;
+        let (_, base) = self.idle(None).await?;
+        row.baseline_requests_per_min = base;
+        Ok(())
+    }
+
+    /// Creates the MWRS "app" on v1: the time until every cluster carries it, then its
+    /// promotion.
+    async fn create(&self, n: usize, ns: &str, row: &mut Row) -> anyhow::Result<()> {
         let t0 = Instant::now();
-        api.create(&PostParams::default(), &self.mwrs("app", "v1", true)?)
+        self.mwrs_api(ns)
+            .create(&PostParams::default(), &self.mwrs("app", "v1", true)?)
             .await?;
         row.create_s = (self.wait_version("v1", n).await? - t0).as_secs_f64();
         self.wait_mwrs(ns, "app", "complete on v1", complete)
             .await?;
+        Ok(())
+    }
 
+    /// Moves "app" to v2: the time and CPU until every cluster carries it, the Lease's
+    /// renewal gaps meanwhile, then its promotion.
+    async fn fan_out(
+        &self,
+        n: usize,
+        ns: &str,
+        renewals: &lease::Renewals,
+        row: &mut Row,
+    ) -> anyhow::Result<()> {
         let v1 = self.current_revision(ns, "app").await?;
         let t0 = Instant::now();
         let wall0 = jiff::Timestamp::now();
@@ -72,16 +107,52 @@ impl Bench {
                     .is_some_and(|s| s.summary.updated == n as i64)
         };
         self.wait_mwrs(ns, "app", "complete on v2", v2_done).await?;
+        Ok(())
+    }
 
-        // The first round: a bare update, then v3 reaches every cluster; only then does
-        // one cluster report Degraded, so that the abort is timed on its own.
+    /// The `--abort-runs` rounds, each a bare update then an abort; the first one also
+    /// with what the controller did meanwhile. The failing cluster recovers after.
+    async fn abort_rounds(
+        &self,
+        n: usize,
+        ns: &str,
+        addr: &str,
+        row: &mut Row,
+    ) -> anyhow::Result<()> {
+        row.abort_rounds = vec![self.first_abort_round(n, ns, addr, row).await?];
+        for round in 2..=self.args.abort_runs {
+            let r = self.abort_round(n, ns, round, row.fanout_s).await?;
+            eprintln!(
+                "   abort round {round}: bare update {:.2}s, abort {:.2}s ({:.2}x)",
+                r.bare_s,
+                r.abort_s,
+                r.ratio()
+            );
+            row.abort_rounds.push(r);
+        }
+        if let Ok(mut f) = self.failing.lock() {
+            f.clear();
+        }
+        Ok(())
+    }
+
+    /// The first round: a bare update, then v3 reaches every cluster; only then does
+    /// one cluster report Degraded, so that the abort is timed on its own. With the
+    /// controller's reconciles and writes during the abort, and where its time goes.
+    async fn first_abort_round(
+        &self,
+        n: usize,
+        ns: &str,
+        addr: &str,
+        row: &mut Row,
+    ) -> anyhow::Result<AbortRound> {
         let (_, bare) = self.bare_versions(n, "b1-v1", "b1-v2").await?;
-        let before_v3 = http_get(&addr, "/metrics").await.unwrap_or_default();
+        let before_v3 = http_get(addr, "/metrics").await.unwrap_or_default();
         let (breach, reverted) = self
             .abort_to(ns, "app", ("v3", "v2"), n, row.fanout_s)
             .await?;
         row.abort_s = (reverted - breach).as_secs_f64();
-        let after = http_get(&addr, "/metrics").await.unwrap_or_default();
+        let after = http_get(addr, "/metrics").await.unwrap_or_default();
         let delta = |metric: &str, labels: &[&str]| {
             metric_sum_with(&after, metric, labels) - metric_sum_with(&before_v3, metric, labels)
         };
@@ -112,42 +183,30 @@ impl Bench {
             m.status.as_ref().is_some_and(|s| s.aborted_time.is_some())
         })
         .await?;
-        row.abort_rounds = vec![self.round(bare, (breach, reverted))];
-        for round in 2..=self.args.abort_runs {
-            let r = self.abort_round(n, ns, round, row.fanout_s).await?;
-            eprintln!(
-                "   abort round {round}: bare update {:.2}s, abort {:.2}s ({:.2}x)",
-                r.bare_s,
-                r.abort_s,
-                r.ratio()
-            );
-            row.abort_rounds.push(r);
-        }
-        if let Ok(mut f) = self.failing.lock() {
-            f.clear();
-        }
+        Ok(self.round(bare, (breach, reverted)))
+    }
 
+    /// The controller idle over N ManifestWorks: its CPU, the hub's requests, its own
+    /// reconciles and writes per minute; then with 1% of the clusters silent.
+    async fn idle_controller(
+        &self,
+        n: usize,
+        ns: &str,
+        p: &Proc,
+        addr: &str,
+        row: &mut Row,
+    ) -> anyhow::Result<()> {
         // Settle: let the last status writes and rechecks pass before counting.
         tokio::time::sleep(Duration::from_secs(5)).await;
-        let (r0, w0) = controller_counts(&addr).await;
-        let (cpu, reqs) = self.idle(Some(&p)).await?;
-        let (r1, w1) = controller_counts(&addr).await;
+        let (r0, w0) = controller_counts(addr).await;
+        let (cpu, reqs) = self.idle(Some(p)).await?;
+        let (r1, w1) = controller_counts(addr).await;
         row.idle_cpu_s_per_min = cpu;
         row.idle_requests_per_min = reqs;
         let mins = self.args.idle_secs as f64 / 60.0;
         row.idle_reconciles_per_min = (r1 - r0) / mins;
         row.idle_writes_per_min = (w1 - w0) / mins;
-        self.idle_with_silent_clusters(n, ns, &addr, row).await?;
-        row.peak_rss_bytes = p.peak_rss()?;
-        let p = self.restart(n, ns, p, row).await?;
-        self.cli_reads(ns, row).await?;
-
-        api.delete("app", &DeleteParams::default()).await?;
-        self.wait_no_works().await?;
-        self.wait_gone(ns, "app").await?;
-        p.stop().await;
-        let (_, base) = self.idle(None).await?;
-        row.baseline_requests_per_min = base;
+        self.idle_with_silent_clusters(n, ns, addr, row).await?;
         Ok(())
     }
 

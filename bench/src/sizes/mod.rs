@@ -34,7 +34,7 @@ use crate::Args;
 use crate::cpu::{Role, Sampler, Split};
 use crate::fleet_view::{Tracker, template};
 use crate::process::{Proc, free_port, http_get};
-use report::{median, ratios_text};
+use report::{median, print_aborts, print_controller};
 
 pub(crate) struct Bench {
     pub(crate) args: Args,
@@ -331,70 +331,8 @@ impl Bench {
         self.controller(n, &ns, &mut row).await?;
         row.fanout_ratio = row.fanout_s / row.bare_update_s;
         row.abort_ratio = median(row.abort_rounds.iter().map(AbortRound::ratio));
-        eprintln!(
-            "   abort ratios of the {} rounds: {}",
-            row.abort_rounds.len(),
-            ratios_text(&row.abort_rounds)
-        );
-        eprintln!(
-            "   CPU during the bare update: {}",
-            row.bare_update_cpu.text(row.bare_update_s)
-        );
-        eprintln!(
-            "   CPU during the fan-out: {}",
-            row.fanout_cpu.text(row.fanout_s)
-        );
-        for (i, r) in row.abort_rounds.iter().enumerate() {
-            eprintln!(
-                "   CPU, round {}: bare update {}; abort {}",
-                i + 1,
-                r.bare_cpu.text(r.bare_s),
-                r.abort_cpu.text(r.abort_s)
-            );
-        }
-        eprintln!(
-            "   abort: breach → first revert {:.2}s, first → last revert {:.2}s; from v3 to the \
-             last revert {} passes, {} ManifestWork writes, {} conflicts, {} status writes",
-            row.abort_to_first_revert_s,
-            row.abort_reverts_s,
-            row.abort_reconciles,
-            row.abort_work_writes,
-            row.abort_conflicts,
-            row.abort_status_writes
-        );
-        eprintln!(
-            "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, with {} silent: {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
-            row.create_s,
-            row.fanout_s,
-            row.fanout_ratio,
-            row.abort_s,
-            row.abort_ratio,
-            row.idle_cpu_s_per_min,
-            row.idle_requests_per_min,
-            row.baseline_requests_per_min,
-            row.idle_reconciles_per_min,
-            row.idle_writes_per_min,
-            row.silent_clusters,
-            row.silent_idle_reconciles_per_min,
-            row.silent_idle_writes_per_min,
-            row.peak_rss_bytes as f64 / 1048576.0
-        );
-        eprintln!(
-            "   CLI: list {:.2}s; rollout status {:.2}s ({:.2}x), rollout plan {:.2}s ({:.2}x)",
-            row.list_works_s,
-            row.cli_status_s,
-            row.cli_status_s / row.list_works_s,
-            row.cli_plan_s,
-            row.cli_plan_s / row.list_works_s
-        );
-        eprintln!(
-            "   restart: ready in {:.2}s, start-up peak rss {:.1} MiB vs steady {:.1} MiB ({:.2}x), {} writes",
-            row.restart_ready_s,
-            row.startup_peak_rss_bytes as f64 / 1048576.0,
-            row.steady_rss_bytes as f64 / 1048576.0,
-            row.startup_peak_rss_bytes as f64 / row.steady_rss_bytes.max(1) as f64,
-            row.restart_writes
-        );
+        print_aborts(&row);
+        print_controller(&row);
         if let Some(peer) = &self.args.peer {
             eprintln!("== N={n}: peer");
             match self.peer(peer, n, &ns, &mut row).await {

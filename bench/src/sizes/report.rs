@@ -28,6 +28,80 @@ pub(super) fn ratios_text(rounds: &[AbortRound]) -> String {
     format!("{} (spread {min:.2}–{max:.2})", each.join(", "))
 }
 
+/// The abort rounds of a controller phase: their ratios, the CPU of each window (the bare
+/// update, the fan-out, each round's bare update and abort), and the first abort's parts.
+pub(super) fn print_aborts(row: &Row) {
+    eprintln!(
+        "   abort ratios of the {} rounds: {}",
+        row.abort_rounds.len(),
+        ratios_text(&row.abort_rounds)
+    );
+    eprintln!(
+        "   CPU during the bare update: {}",
+        row.bare_update_cpu.text(row.bare_update_s)
+    );
+    eprintln!(
+        "   CPU during the fan-out: {}",
+        row.fanout_cpu.text(row.fanout_s)
+    );
+    for (i, r) in row.abort_rounds.iter().enumerate() {
+        eprintln!(
+            "   CPU, round {}: bare update {}; abort {}",
+            i + 1,
+            r.bare_cpu.text(r.bare_s),
+            r.abort_cpu.text(r.abort_s)
+        );
+    }
+    eprintln!(
+        "   abort: breach → first revert {:.2}s, first → last revert {:.2}s; from v3 to the \
+         last revert {} passes, {} ManifestWork writes, {} conflicts, {} status writes",
+        row.abort_to_first_revert_s,
+        row.abort_reverts_s,
+        row.abort_reconciles,
+        row.abort_work_writes,
+        row.abort_conflicts,
+        row.abort_status_writes
+    );
+}
+
+/// The rest of a controller phase: create, fan-out, abort, idle and memory, the CLI's reads
+/// and the restart.
+pub(super) fn print_controller(row: &Row) {
+    eprintln!(
+        "   create {:.2}s, fan-out {:.2}s ({:.2}x), abort {:.2}s ({:.2}x), idle {:.3} cpu-s/min, {:.1} req/min (baseline {:.1}), {:.1} reconciles/min, {:.1} writes/min, with {} silent: {:.1} reconciles/min, {:.1} writes/min, peak rss {:.1} MiB",
+        row.create_s,
+        row.fanout_s,
+        row.fanout_ratio,
+        row.abort_s,
+        row.abort_ratio,
+        row.idle_cpu_s_per_min,
+        row.idle_requests_per_min,
+        row.baseline_requests_per_min,
+        row.idle_reconciles_per_min,
+        row.idle_writes_per_min,
+        row.silent_clusters,
+        row.silent_idle_reconciles_per_min,
+        row.silent_idle_writes_per_min,
+        row.peak_rss_bytes as f64 / 1048576.0
+    );
+    eprintln!(
+        "   CLI: list {:.2}s; rollout status {:.2}s ({:.2}x), rollout plan {:.2}s ({:.2}x)",
+        row.list_works_s,
+        row.cli_status_s,
+        row.cli_status_s / row.list_works_s,
+        row.cli_plan_s,
+        row.cli_plan_s / row.list_works_s
+    );
+    eprintln!(
+        "   restart: ready in {:.2}s, start-up peak rss {:.1} MiB vs steady {:.1} MiB ({:.2}x), {} writes",
+        row.restart_ready_s,
+        row.startup_peak_rss_bytes as f64 / 1048576.0,
+        row.steady_rss_bytes as f64 / 1048576.0,
+        row.startup_peak_rss_bytes as f64 / row.steady_rss_bytes.max(1) as f64,
+        row.restart_writes
+    );
+}
+
 fn cpu_json(c: &Split) -> Value {
     json!({"hub_s": c.hub, "controller_s": c.controller, "harness_s": c.harness})
 }

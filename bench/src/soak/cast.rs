@@ -287,65 +287,14 @@ impl Cast {
         let leader = self.leader().await;
         let standby = leader.map(|l| 1 - l);
         match fault {
-            Fault::KillLeader | Fault::KillStandby => {
-                let i = if fault == Fault::KillLeader {
-                    leader
-                } else {
-                    standby
-                };
-                let Some(i) = i else {
-                    return Ok("no replica holds the lease".into());
-                };
-                self.replicas[i].kill(rng.secs(1.0, 5.0));
-                self.tend_for(Duration::from_secs(6)).await?;
-                Ok(self.replicas[i].launch.name.clone())
-            }
-            Fault::FreezeLeader | Fault::FreezeStandby => {
-                let i = if fault == Fault::FreezeLeader {
-                    leader
-                } else {
-                    standby
-                };
-                let Some((i, pid)) = i.and_then(|i| Some((i, self.replicas[i].pid()?))) else {
-                    return Ok("no replica holds the lease".into());
-                };
-                signal(pid, "-STOP");
-                let held = self.frozen(pid, rng.secs(5.0, 30.0)).await;
-                Ok(format!("{} for {held:.0?}", self.replicas[i].launch.name))
-            }
-            Fault::HubStall => {
-                let Some(pid) = self.hub_pid else {
-                    return Ok("no hub process known (--hub-pid)".into());
-                };
-                signal(pid, "-STOP");
-                let held = self.frozen(pid, rng.secs(2.0, 10.0)).await;
-                Ok(format!("for {held:.0?}"))
-            }
+            Fault::KillLeader => self.kill_replica(leader, rng).await,
+            Fault::KillStandby => self.kill_replica(standby, rng).await,
+            Fault::FreezeLeader => self.freeze_replica(leader, rng).await,
+            Fault::FreezeStandby => self.freeze_replica(standby, rng).await,
+            Fault::HubStall => self.stall_hub(rng).await,
             Fault::HubRestart => self.restart_hub().await,
-            Fault::EtcdPause => {
-                let Some(pid) = self.hub_pid else {
-                    return Ok("no hub process known (--hub-pid)".into());
-                };
-                signal(pid, "-USR1");
-                let held = rng.secs(2.0, 10.0);
-                let r = self.tend_for(held).await;
-                signal(pid, "-USR2");
-                r?;
-                Ok(format!("for {held:.0?}"))
-            }
-            Fault::AgentsCrash | Fault::AgentsSilent => {
-                let g = rng.below(self.groups.len());
-                let away = match fault {
-                    Fault::AgentsCrash => rng.secs(1.0, 5.0),
-                    _ => rng.secs(10.0, 40.0),
-                };
-                if let Some(a) = self.agents[g].take() {
-                    a.stop();
-                }
-                self.tend_for(away).await?;
-                self.agents[g] = Some(self.agent(g));
-                Ok(format!("group {g} for {away:.0?}"))
-            }
+            Fault::EtcdPause => self.pause_etcd(rng).await,
+            Fault::AgentsCrash | Fault::AgentsSilent => self.agents_away(fault, rng).await,
             Fault::DecisionsRepaged => self.repage(rng).await,
             Fault::PluginDown => {
                 let down = rng.secs(5.0, 30.0);
@@ -353,45 +302,117 @@ impl Cast {
                 self.tend_for(down + Duration::from_secs(1)).await?;
                 Ok(format!("for {down:.0?}"))
             }
-            Fault::PluginSlow => {
-                let Some(pid) = self.plugin.pid() else {
-                    return Ok("the plugin is not running".into());
-                };
-                signal(pid, "-STOP");
-                let held = self.frozen(pid, rng.secs(5.0, 20.0)).await;
-                Ok(format!("for {held:.0?}"))
-            }
-            Fault::PluginErring => {
-                let g = rng.below(self.groups.len());
-                let held = rng.secs(10.0, 30.0);
-                super::access::revoke_plugin(&self.client, &self.groups[g]).await?;
-                let r = self.tend_for(held).await;
-                super::access::grant_plugin(&self.client, &self.groups[g]).await?;
-                r?;
-                Ok(format!("group {g} for {held:.0?}"))
-            }
+            Fault::PluginSlow => self.slow_plugin(rng).await,
+            Fault::PluginErring => self.plugin_erring(rng).await,
             Fault::PluginFailover => self.failover(rng).await,
-            Fault::PluginBackendDown => {
-                let held = rng.secs(10.0, 40.0);
-                self.backend.set(true);
-                let r = self.tend_for(held).await;
-                self.backend.set(false);
-                r?;
-                Ok(format!("for {held:.0?}"))
-            }
+            Fault::PluginBackendDown => self.backend_down(rng).await,
             Fault::MarkKeyRotated => self.rotate_mark_key(rng).await,
-            Fault::PluginFlapping => {
-                let until = Instant::now() + rng.secs(20.0, 40.0);
-                let mut flaps = 0;
-                while Instant::now() < until {
-                    let down = rng.secs(1.0, 3.0);
-                    self.plugin.kill(down);
-                    self.tend_for(down + rng.secs(2.0, 5.0)).await?;
-                    flaps += 1;
-                }
-                Ok(format!("{flaps} times"))
-            }
+            Fault::PluginFlapping => self.flap_plugin(rng).await,
         }
+    }
+
+    /// Kills replica `i` (None: no replica holds the Lease), restarted 1–5 s later.
+    async fn kill_replica(&mut self, i: Option<usize>, rng: &mut Rng) -> anyhow::Result<String> {
+        let Some(i) = i else {
+            return Ok("no replica holds the lease".into());
+        };
+        self.replicas[i].kill(rng.secs(1.0, 5.0));
+        self.tend_for(Duration::from_secs(6)).await?;
+        Ok(self.replicas[i].launch.name.clone())
+    }
+
+    /// Freezes replica `i` (None: no replica holds the Lease) for 5–30 s.
+    async fn freeze_replica(&mut self, i: Option<usize>, rng: &mut Rng) -> anyhow::Result<String> {
+        let Some((i, pid)) = i.and_then(|i| Some((i, self.replicas[i].pid()?))) else {
+            return Ok("no replica holds the lease".into());
+        };
+        signal(pid, "-STOP");
+        let held = self.frozen(pid, rng.secs(5.0, 30.0)).await;
+        Ok(format!("{} for {held:.0?}", self.replicas[i].launch.name))
+    }
+
+    /// Freezes the test hub for 2–10 s.
+    async fn stall_hub(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let Some(pid) = self.hub_pid else {
+            return Ok("no hub process known (--hub-pid)".into());
+        };
+        signal(pid, "-STOP");
+        let held = self.frozen(pid, rng.secs(2.0, 10.0)).await;
+        Ok(format!("for {held:.0?}"))
+    }
+
+    /// Pauses etcd behind the running API server for 2–10 s.
+    async fn pause_etcd(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let Some(pid) = self.hub_pid else {
+            return Ok("no hub process known (--hub-pid)".into());
+        };
+        signal(pid, "-USR1");
+        let held = rng.secs(2.0, 10.0);
+        let r = self.tend_for(held).await;
+        signal(pid, "-USR2");
+        r?;
+        Ok(format!("for {held:.0?}"))
+    }
+
+    /// Stops a decision group's agents, for 1–5 s ([`Fault::AgentsCrash`]) or 10–40 s
+    /// ([`Fault::AgentsSilent`]), then starts them again.
+    async fn agents_away(&mut self, fault: Fault, rng: &mut Rng) -> anyhow::Result<String> {
+        let g = rng.below(self.groups.len());
+        let away = match fault {
+            Fault::AgentsCrash => rng.secs(1.0, 5.0),
+            _ => rng.secs(10.0, 40.0),
+        };
+        if let Some(a) = self.agents[g].take() {
+            a.stop();
+        }
+        self.tend_for(away).await?;
+        self.agents[g] = Some(self.agent(g));
+        Ok(format!("group {g} for {away:.0?}"))
+    }
+
+    /// Freezes the plugin for 5–20 s.
+    async fn slow_plugin(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let Some(pid) = self.plugin.pid() else {
+            return Ok("the plugin is not running".into());
+        };
+        signal(pid, "-STOP");
+        let held = self.frozen(pid, rng.secs(5.0, 20.0)).await;
+        Ok(format!("for {held:.0?}"))
+    }
+
+    /// Takes from the plugin the reading of one decision group's ManifestWorks for
+    /// 10–30 s.
+    async fn plugin_erring(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let g = rng.below(self.groups.len());
+        let held = rng.secs(10.0, 30.0);
+        super::access::revoke_plugin(&self.client, &self.groups[g]).await?;
+        let r = self.tend_for(held).await;
+        super::access::grant_plugin(&self.client, &self.groups[g]).await?;
+        r?;
+        Ok(format!("group {g} for {held:.0?}"))
+    }
+
+    /// Turns the plugin's backend down behind its front for 10–40 s.
+    async fn backend_down(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let held = rng.secs(10.0, 40.0);
+        self.backend.set(true);
+        let r = self.tend_for(held).await;
+        self.backend.set(false);
+        r?;
+        Ok(format!("for {held:.0?}"))
+    }
+
+    /// For 20–40 s, kills the plugin for 1–3 s and lets it run 2–5 s, in turn.
+    async fn flap_plugin(&mut self, rng: &mut Rng) -> anyhow::Result<String> {
+        let until = Instant::now() + rng.secs(20.0, 40.0);
+        let mut flaps = 0;
+        while Instant::now() < until {
+            let down = rng.secs(1.0, 3.0);
+            self.plugin.kill(down);
+            self.tend_for(down + rng.secs(2.0, 5.0)).await?;
+            flaps += 1;
+        }
+        Ok(format!("{flaps} times"))
     }
 
     /// Kills the leader once the standby has been up longer than the plugin's

@@ -99,51 +99,11 @@ struct Quiet {
 /// Runs the soak; the report's JSON and the number of violations.
 pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize)> {
     let started = Instant::now();
-    let names = cluster::cluster_names("soak", args.clusters);
-    cluster::ensure_clusters(&client, "soak", &names, 32).await?;
-    placement::ensure_namespace(&client, NS).await?;
-    let groups: Vec<Vec<String>> = cluster::split_groups(&names, args.groups);
-    let decision_groups: Vec<DecisionGroup> = groups
-        .iter()
-        .enumerate()
-        .map(|(i, c)| DecisionGroup::new(format!("g{i}"), c.clone()))
-        .collect();
-    placement::publish(&client, NS, PLACEMENT, &decision_groups).await?;
-    eprintln!(
-        "soak: {} clusters in {} decision groups ready in {:.1}s",
-        names.len(),
-        groups.len(),
-        started.elapsed().as_secs_f64()
-    );
-
+    let (names, groups) = fleet(&client, &args, started).await?;
     let log: SharedLog = Arc::new(Mutex::new(Log::default()));
     let fixed: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
     let behaviour = fleet_behaviour(&groups, fixed.clone(), args.seed);
-    // One port for the whole run, and one for the front the controllers' --work-config
-    // names (it passes every call on, but while the plugin's backend is "down").
-    let plugin_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
-    let front_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
-    let backend = front::serve(&front_addr, &plugin_addr).await?;
-    access::grant_plugin(&client, &names).await?;
-    let plugin_kubeconfig =
-        access::account_kubeconfig(&client, &args.kubeconfig, access::PLUGIN_ACCOUNT).await?;
-    let plugin = Kept::start(plugin_launch(&args, &plugin_addr, &plugin_kubeconfig)?)?;
-    wait_listening(&plugin_addr).await?;
-    let mut replicas = Vec::new();
-    for name in ["a", "b"] {
-        let launch = replica_launch(&client, &args, name, &front_addr).await?;
-        replicas.push(Kept::start(launch)?);
-    }
-    let mut cast = Cast::new(
-        client.clone(),
-        NS,
-        replicas,
-        plugin,
-        groups.clone(),
-        behaviour,
-        args.hub_pid,
-    );
-    cast.backend = backend;
+    let cast = start_cast(&client, &args, &names, &groups, behaviour).await?;
     let watches = watch::start(&client, NS, &log).await;
 
     // No fault until both MWRS have rolled out once: the soak starts from a settled fleet.
@@ -157,7 +117,6 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
         quiet.clone(),
         plugin_faults.clone(),
     ));
-
     let mut driver = rounds::Driver::new(
         client.clone(),
         &args,
@@ -168,16 +127,7 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
     );
     driver.create().await?;
     quiet.quiet.store(false, Ordering::Release);
-    let mut rng = Rng::new(args.seed);
-    let deadline = started + args.duration;
-    let mut round = 0;
-    while Instant::now() < deadline && args.rounds.is_none_or(|n| round < n) {
-        round += 1;
-        driver.round(round, &mut rng).await?;
-        if round % 3 == 0 {
-            idle(&log, &quiet, args.idle_secs, &driver).await;
-        }
-    }
+    let rounds = drive(&mut driver, &args, started, &log, &quiet).await?;
 
     quiet.stop.store(true, Ordering::Release);
     let (cast, faults) = injector.await.context("the fault injector")??;
@@ -189,15 +139,11 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
             .with_context(|| format!("reading the audit log {}", path.display()))?,
         None => 0,
     };
-    let (violations, entries) = {
-        let l = log.lock().map_err(|_| anyhow::anyhow!("log poisoned"))?;
-        let sorted = l.sorted();
-        (invariants::check(&sorted), sorted.len())
-    };
+    let (violations, entries) = check(&log)?;
     let report = Report {
         seed: args.seed,
         seconds: started.elapsed().as_secs_f64(),
-        rounds: round,
+        rounds,
         clusters: names.len(),
         groups: groups.len(),
         faults,
@@ -209,6 +155,98 @@ pub async fn run(client: Client, args: SoakArgs) -> anyhow::Result<(Value, usize
     };
     report.print();
     Ok((report.json(), report.violations.len()))
+}
+
+/// The soak's clusters, in `args.groups` decision groups of the soak's Placement; the
+/// cluster names and the groups'.
+async fn fleet(
+    client: &Client,
+    args: &SoakArgs,
+    started: Instant,
+) -> anyhow::Result<(Vec<String>, Vec<Vec<String>>)> {
+    let names = cluster::cluster_names("soak", args.clusters);
+    cluster::ensure_clusters(client, "soak", &names, 32).await?;
+    placement::ensure_namespace(client, NS).await?;
+    let groups: Vec<Vec<String>> = cluster::split_groups(&names, args.groups);
+    let decision_groups: Vec<DecisionGroup> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, c)| DecisionGroup::new(format!("g{i}"), c.clone()))
+        .collect();
+    placement::publish(client, NS, PLACEMENT, &decision_groups).await?;
+    eprintln!(
+        "soak: {} clusters in {} decision groups ready in {:.1}s",
+        names.len(),
+        groups.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok((names, groups))
+}
+
+/// The processes faults are injected into: the plugin behind its front, and the two
+/// controller replicas; with the agent's `behaviour` over `groups`.
+async fn start_cast(
+    client: &Client,
+    args: &SoakArgs,
+    names: &[String],
+    groups: &[Vec<String>],
+    behaviour: mwrs_fleet::agent::BehaviourFn,
+) -> anyhow::Result<Cast> {
+    // One port for the whole run, and one for the front the controllers' --work-config
+    // names (it passes every call on, but while the plugin's backend is "down").
+    let plugin_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
+    let front_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
+    let backend = front::serve(&front_addr, &plugin_addr).await?;
+    access::grant_plugin(client, names).await?;
+    let plugin_kubeconfig =
+        access::account_kubeconfig(client, &args.kubeconfig, access::PLUGIN_ACCOUNT).await?;
+    let plugin = Kept::start(plugin_launch(args, &plugin_addr, &plugin_kubeconfig)?)?;
+    wait_listening(&plugin_addr).await?;
+    let mut replicas = Vec::new();
+    for name in ["a", "b"] {
+        let launch = replica_launch(client, args, name, &front_addr).await?;
+        replicas.push(Kept::start(launch)?);
+    }
+    let mut cast = Cast::new(
+        client.clone(),
+        NS,
+        replicas,
+        plugin,
+        groups.to_vec(),
+        behaviour,
+        args.hub_pid,
+    );
+    cast.backend = backend;
+    Ok(cast)
+}
+
+/// Rounds until the soak's duration or its `--rounds` is reached, with an idle window
+/// after every third; how many ran.
+async fn drive(
+    driver: &mut rounds::Driver,
+    args: &SoakArgs,
+    started: Instant,
+    log: &SharedLog,
+    quiet: &Quiet,
+) -> anyhow::Result<u32> {
+    let mut rng = Rng::new(args.seed);
+    let deadline = started + args.duration;
+    let mut round = 0;
+    while Instant::now() < deadline && args.rounds.is_none_or(|n| round < n) {
+        round += 1;
+        driver.round(round, &mut rng).await?;
+        if round % 3 == 0 {
+            idle(log, quiet, args.idle_secs, driver).await;
+        }
+    }
+    Ok(round)
+}
+
+/// The rules checked over the log, and how many entries it holds.
+fn check(log: &SharedLog) -> anyhow::Result<(Vec<Violation>, usize)> {
+    let l = log.lock().map_err(|_| anyhow::anyhow!("log poisoned"))?;
+    let sorted = l.sorted();
+    Ok((invariants::check(&sorted), sorted.len()))
 }
 
 /// Good versions succeed after 0.5–3 s; a version with `-bad` in it fails on decision

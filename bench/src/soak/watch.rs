@@ -27,91 +27,109 @@ fn file(log: &SharedLog, at: Ms, seen: Seen) {
 
 /// Starts every watch of MWRS namespace `ns`; they file into `log` until dropped.
 pub async fn start(client: &Client, ns: &str, log: &SharedLog) -> Vec<TaskGuard> {
+    vec![
+        watch_works(client, ns, log).await,
+        watch_revisions(client, ns, log).await,
+        watch_statuses(client, ns, log).await,
+        watch_leases(client, ns, log).await,
+    ]
+}
+
+/// Every ManifestWork an MWRS owns (in any cluster namespace), as it changes.
+async fn watch_works(client: &Client, ns: &str, log: &SharedLog) -> TaskGuard {
     let owner_prefix = format!("{ns}.");
-    let works = {
-        let log = log.clone();
-        let selector = watcher::Config::default().labels(labels::MWRS_OWNER);
-        watch_objects(
-            Api::<ManifestWork>::all(client.clone()),
-            selector,
-            move |w, deleted| {
-                let mwrs = w
-                    .labels()
-                    .get(labels::MWRS_OWNER)
-                    .and_then(|o| o.strip_prefix(&owner_prefix))
-                    .unwrap_or_default()
-                    .to_string();
-                let seen = Seen::Work {
+    let log = log.clone();
+    let selector = watcher::Config::default().labels(labels::MWRS_OWNER);
+    watch_objects(
+        Api::<ManifestWork>::all(client.clone()),
+        selector,
+        move |w, deleted| {
+            file(&log, now_ms(), work_of(&w, &owner_prefix, deleted));
+        },
+    )
+    .await
+}
+
+/// What a ManifestWork says for the log; its MWRS is the name in its owner label after
+/// `owner_prefix` (the MWRS namespace and a dot).
+fn work_of(w: &ManifestWork, owner_prefix: &str, deleted: bool) -> Seen {
+    let mwrs = w
+        .labels()
+        .get(labels::MWRS_OWNER)
+        .and_then(|o| o.strip_prefix(owner_prefix))
+        .unwrap_or_default()
+        .to_string();
+    Seen::Work {
+        mwrs,
+        cluster: w.namespace().unwrap_or_default(),
+        uid: w.uid().unwrap_or_default(),
+        generation: w.metadata.generation.unwrap_or(0),
+        revision: w.labels().get(labels::CONTROLLER_HASH).cloned(),
+        applied_at: w
+            .annotations()
+            .get(labels::REVISION_APPLIED_AT)
+            .and_then(|t| parse_ms(t)),
+        deleted,
+    }
+}
+
+/// The ControllerRevisions of namespace `ns` that name their MWRS and hash.
+async fn watch_revisions(client: &Client, ns: &str, log: &SharedLog) -> TaskGuard {
+    let log = log.clone();
+    let api = Api::<ControllerRevision>::namespaced(client.clone(), ns);
+    watch_objects(api, watcher::Config::default(), move |r, deleted| {
+        let owner = r.owner_references().first().map(|o| o.name.clone());
+        let hash = r.labels().get(labels::CONTROLLER_HASH).cloned();
+        if let (Some(mwrs), Some(hash)) = (owner, hash) {
+            file(
+                &log,
+                now_ms(),
+                Seen::Revision {
                     mwrs,
-                    cluster: w.namespace().unwrap_or_default(),
-                    uid: w.uid().unwrap_or_default(),
-                    generation: w.metadata.generation.unwrap_or(0),
-                    revision: w.labels().get(labels::CONTROLLER_HASH).cloned(),
-                    applied_at: w
-                        .annotations()
-                        .get(labels::REVISION_APPLIED_AT)
-                        .and_then(|t| parse_ms(t)),
+                    hash,
                     deleted,
-                };
-                file(&log, now_ms(), seen);
-            },
-        )
-        .await
-    };
-    let revisions = {
-        let log = log.clone();
-        let api = Api::<ControllerRevision>::namespaced(client.clone(), ns);
-        watch_objects(api, watcher::Config::default(), move |r, deleted| {
-            let owner = r.owner_references().first().map(|o| o.name.clone());
-            let hash = r.labels().get(labels::CONTROLLER_HASH).cloned();
-            if let (Some(mwrs), Some(hash)) = (owner, hash) {
-                file(
-                    &log,
-                    now_ms(),
-                    Seen::Revision {
-                        mwrs,
-                        hash,
-                        deleted,
-                    },
-                );
-            }
-        })
-        .await
-    };
-    let statuses = {
-        let log = log.clone();
-        let api = Api::<ManifestWorkReplicaSet>::namespaced(client.clone(), ns);
-        watch_objects(api, watcher::Config::default(), move |m, _| {
-            file(&log, now_ms(), status_of(&m));
-        })
-        .await
-    };
-    let leases = {
-        let log = log.clone();
-        let api = Api::<Lease>::namespaced(client.clone(), ns);
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", super::LEASE));
-        let mut last: Option<String> = None;
-        watch_objects(api, config, move |l, _| {
-            let spec = l.spec.as_ref();
-            let holder = spec.and_then(|s| s.holder_identity.clone());
-            if holder == last {
-                return;
-            }
-            last = holder.clone();
-            // `HOST-PID`, and each replica's host name is its name (see `cast::Launch`).
-            let replica = holder
-                .as_deref()
-                .and_then(|h| h.rsplit_once('-'))
-                .map(|(host, _)| host.to_string());
-            // From when the new holder says it took the lease (this machine's clock).
-            let at = spec
-                .and_then(|s| s.acquire_time.as_ref())
-                .map_or_else(now_ms, |t| t.0.as_millisecond());
-            file(&log, at, Seen::Leader { replica });
-        })
-        .await
-    };
-    vec![works, revisions, statuses, leases]
+                },
+            );
+        }
+    })
+    .await
+}
+
+/// The status of every MWRS of namespace `ns`.
+async fn watch_statuses(client: &Client, ns: &str, log: &SharedLog) -> TaskGuard {
+    let log = log.clone();
+    let api = Api::<ManifestWorkReplicaSet>::namespaced(client.clone(), ns);
+    watch_objects(api, watcher::Config::default(), move |m, _| {
+        file(&log, now_ms(), status_of(&m));
+    })
+    .await
+}
+
+/// The holder of the controllers' Lease in namespace `ns`, each time it changes.
+async fn watch_leases(client: &Client, ns: &str, log: &SharedLog) -> TaskGuard {
+    let log = log.clone();
+    let api = Api::<Lease>::namespaced(client.clone(), ns);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", super::LEASE));
+    let mut last: Option<String> = None;
+    watch_objects(api, config, move |l, _| {
+        let spec = l.spec.as_ref();
+        let holder = spec.and_then(|s| s.holder_identity.clone());
+        if holder == last {
+            return;
+        }
+        last = holder.clone();
+        // `HOST-PID`, and each replica's host name is its name (see `cast::Launch`).
+        let replica = holder
+            .as_deref()
+            .and_then(|h| h.rsplit_once('-'))
+            .map(|(host, _)| host.to_string());
+        // From when the new holder says it took the lease (this machine's clock).
+        let at = spec
+            .and_then(|s| s.acquire_time.as_ref())
+            .map_or_else(now_ms, |t| t.0.as_millisecond());
+        file(&log, at, Seen::Leader { replica });
+    })
+    .await
 }
 
 /// What an MWRS's status says for the log.
