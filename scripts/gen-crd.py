@@ -144,6 +144,24 @@ def main():
         "items": {"type": "object", "required": ["cluster", "message"],
                   "properties": {"cluster": {"type": "string"},
                                  "message": {"type": "string"}}}}
+    status["pluginJudged"] = {
+        "description": "pluginJudged holds the clusters a rollout plugin judged SUCCEEDED on "
+                       "the revision it is judging, one bit per chosen cluster in the order of "
+                       "their names, sealed by the controller, so that a restarted replica "
+                       "asks none of them again.",
+        "type": "object",
+        "required": ["revision", "count", "clusters", "about"],
+        "properties": {
+            "revision": {"type": "string"},
+            "count": {"type": "integer", "format": "int64"},
+            "clusters": {"description": "The bits, base64; bit i % 8 of byte i / 8 is the "
+                                        "i-th chosen cluster.",
+                         "type": "string"},
+            "about": {"description": "A digest of the chosen clusters' names, the judged "
+                                     "ones' ManifestWork generations and the plugins named.",
+                      "type": "string"},
+            "seal": {"type": "string"},
+        }}
     # Upstream's text names condition types no controller sets; these are the ones this
     # controller writes (crates/api/src/mwrs.rs, mod condition).
     status["conditions"]["description"] = (

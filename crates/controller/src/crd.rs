@@ -32,6 +32,7 @@ pub const REQUIRED: &[&str] = &[
     "status.observedGeneration",
     "status.handledControls",
     "status.lastAbort.revertedTo",
+    "status.pluginJudged.seal",
 ];
 
 /// The annotation by which OCM's cluster-manager operator decides whether to re-apply

@@ -86,6 +86,11 @@ pub struct Metrics {
     pub api_requests: Family<VerbLabels, Counter>,
     pub writes: Family<WriteLabels, Counter>,
     pub aborts: Family<AbortLabels, Counter>,
+    /// Per abort completed: from the abort to the last reverted cluster's agent reporting
+    /// the stable revision applied and available.
+    pub abort_to_stable: Histogram,
+    /// The same per reverted cluster.
+    pub abort_cluster_to_stable: Histogram,
     /// ManifestWorks on a deterministic name that another owner holds.
     pub foreign_works: Counter,
     /// ManifestWork writes the hub refused (webhook, RBAC, quota, missing namespace).
@@ -125,6 +130,8 @@ impl Metrics {
             api_requests: Family::default(),
             writes: Family::default(),
             aborts: Family::default(),
+            abort_to_stable: Histogram::new(exponential_buckets(0.5, 2.0, 15)),
+            abort_cluster_to_stable: Histogram::new(exponential_buckets(0.5, 2.0, 15)),
             foreign_works: Counter::default(),
             refused_writes: Counter::default(),
             rollout_clusters: Family::default(),
@@ -205,7 +212,8 @@ impl Metrics {
         );
     }
 
-    /// What the passes do on the hub, and what it refuses: requests, writes, aborts.
+    /// What the passes do on the hub, and what it refuses: requests, writes, aborts and
+    /// how long they took to bring the clusters back.
     fn register_actions(&mut self) {
         self.registry.register(
             "api_requests",
@@ -221,6 +229,18 @@ impl Metrics {
             "aborts",
             "Aborts started, by trigger and outcome (reverted, or stopped: no stable revision)",
             self.aborts.clone(),
+        );
+        self.registry.register_with_unit(
+            "abort_to_stable",
+            "Per abort completed: from the abort (the pass that found the breach) to the last reverted cluster's agent reporting the stable revision applied and available",
+            Unit::Seconds,
+            self.abort_to_stable.clone(),
+        );
+        self.registry.register_with_unit(
+            "abort_cluster_to_stable",
+            "Per cluster an abort reverted: from the abort to its agent reporting the stable revision applied and available",
+            Unit::Seconds,
+            self.abort_cluster_to_stable.clone(),
         );
         self.registry.register(
             "foreign_manifestworks",

@@ -138,13 +138,15 @@ fn every_query_of_the_dashboard_is_on_an_exported_metric_and_label() {
             used.insert(name.to_string());
         }
     }
-    // The five subjects each have a panel.
+    // The five subjects of the first dashboard, and the time back to stable, each have a
+    // panel.
     for must in [
         "mwrs_controller_rollout_info",
         "mwrs_controller_aborts_total",
         "mwrs_controller_writes_total",
         "mwrs_controller_reconcile_errors_total",
         "mwrs_controller_reconcile_duration_seconds_bucket",
+        "mwrs_controller_abort_to_stable_seconds_bucket",
     ] {
         assert!(used.contains(must), "no panel queries {must}");
     }

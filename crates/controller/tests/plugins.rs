@@ -1447,14 +1447,17 @@ async fn a_rotated_mark_key_survives_a_failover() {
                     .and_then(|a| a.get(key))
                     .is_some_and(|v| v.contains(&format!("{sep}{new_id}:")))
             };
-            let judged = hub.get_mwrs("app").await.and_then(|m| m.status?.plugin_judged);
+            let judged = hub
+                .get_mwrs("app")
+                .await
+                .and_then(|m| m.status?.plugin_judged);
             let all = works.len() == CLUSTERS
                 && works
                     .values()
                     .all(|w| sealed(w, labels::PLUGIN_SPEC_DIGEST, "."))
-                && judged.as_ref().is_some_and(|j| {
-                    j.revision == v3 && j.seal.starts_with(&format!("{new_id}:"))
-                });
+                && judged
+                    .as_ref()
+                    .is_some_and(|j| j.revision == v3 && j.seal.starts_with(&format!("{new_id}:")));
             all.then_some(()).ok_or(format!("{judged:?} {works:?}"))
         },
     )

@@ -163,6 +163,20 @@ async fn abort_all_reverts_to_stable_revision() {
         text.contains(&info) && text.contains(abort),
         "{info}\n{abort}\n{text}"
     );
+    // Once every agent reports v1 again: the time back to stable, once for the abort and
+    // once per reverted cluster (all three had v2).
+    let shared = &shared;
+    wait_for(
+        "the abort timed back to stable",
+        common::WAIT,
+        || async move {
+            let text = shared.metrics.encode();
+            let timed = text.contains("mwrs_controller_abort_to_stable_seconds_count 1\n")
+                && text.contains("mwrs_controller_abort_cluster_to_stable_seconds_count 3\n");
+            timed.then_some(()).ok_or(text)
+        },
+    )
+    .await;
 }
 
 /// (d) An invalid MWRS gets a condition naming the field; a valid one beside it

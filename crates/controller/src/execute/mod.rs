@@ -28,7 +28,7 @@ use mwrs_api::work::{ManifestWork, ManifestWorkTemplate};
 use mwrs_engine::hash;
 use mwrs_engine::owner::OwnerKey;
 use mwrs_engine::plan::{
-    FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
+    BackToStable, FinalizerAction, Plan, PlannedEvent, RevisionChange, WorkApply, WorkChange,
 };
 use mwrs_engine::stored_work::StoredWork;
 use serde_json::Value;
@@ -100,6 +100,7 @@ pub async fn execute(
         clusters: _,
         // Made after the writes, by the reconciler (crate::plugins).
         plugin_calls: _,
+        back_to_stable,
     } = plan;
     let on = On::new(ctx, mwrs)?;
     let mut tally = Tally::default();
@@ -117,7 +118,11 @@ pub async fn execute(
     // The planned status names the update revision: not written when it could not be
     // stored (the next pass names it anew, past a name another object holds).
     let new_status = status.as_ref().filter(|_| !stored.create_failed);
-    let status_version = write_status(&on, new_status, status_version, &mut tally).await?;
+    let written = write_status(&on, new_status, status_version, &mut tally).await?;
+    if written.is_some() {
+        time_back_to_stable(&ctx.metrics, back_to_stable.as_ref());
+    }
+    let status_version = written;
     if *finalizer == FinalizerAction::Remove && tally.failures.is_empty() {
         remove_finalizer(&on, &mut tally).await?;
     }

@@ -67,3 +67,13 @@ pub(super) fn count_abort(
         })
         .inc();
 }
+
+/// Observes how long an abort took to bring its clusters back to the stable revision,
+/// once the status saying it completed is written (so once per abort).
+pub(super) fn time_back_to_stable(metrics: &Metrics, timed: Option<&BackToStable>) {
+    let Some(t) = timed else { return };
+    metrics.abort_to_stable.observe(t.whole.as_secs_f64());
+    for c in &t.clusters {
+        metrics.abort_cluster_to_stable.observe(c.as_secs_f64());
+    }
+}

@@ -214,6 +214,7 @@ impl<'a> Pass<'a> {
                 progress: self.progress(&seen.reports, &hold.target),
             },
             clusters: seen.reports,
+            back_to_stable: status.back_to_stable,
         }
     }
 }

@@ -254,6 +254,18 @@ pub struct PlannedEvent {
     pub warning: bool,
 }
 
+/// An abort completed in this pass: how long its clusters took to be back on the stable
+/// revision, from the abort (the pass that found the breach, `lastAbort.time`) to each
+/// reverted cluster's agent reporting the stable revision applied and available.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BackToStable {
+    /// To the last reverted cluster's report.
+    pub whole: SignedDuration,
+    /// Per reverted cluster (one whose report on the stable revision came after the
+    /// abort), in the order of their names.
+    pub clusters: Vec<SignedDuration>,
+}
+
 /// What to do about one MWRS.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -271,6 +283,8 @@ pub struct Plan {
     /// Calls to make to rollout plugins now (issue #18); their answers are the next
     /// pass's input.
     pub plugin_calls: PluginCalls,
+    /// The abort this pass finds complete, timed (once: the status it writes says so).
+    pub back_to_stable: Option<BackToStable>,
 }
 
 impl Plan {
@@ -285,6 +299,7 @@ impl Plan {
             invalid: None,
             clusters: Vec::new(),
             plugin_calls: PluginCalls::default(),
+            back_to_stable: None,
         }
     }
 }

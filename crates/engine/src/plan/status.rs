@@ -1,10 +1,10 @@
 //! Stage 6, the status a pass reports: summaries per placementRef, the four conditions
 //! and the Events their changes make; also the plan for an invalid spec.
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use mwrs_api::mwrs::{
-    BlockedCluster, HandledControls, ManifestWorkReplicaSetStatus, PlacementSummary, Summary,
-    condition as mwrs_condition,
+    AbortRecord, BlockedCluster, HandledControls, ManifestWorkReplicaSetStatus, PlacementSummary,
+    Summary, condition as mwrs_condition,
 };
 use mwrs_api::{Condition, labels};
 
@@ -19,9 +19,28 @@ use super::controls::Controls;
 use super::history::RevisionStep;
 use super::outcome::{Around, Outcome, name_few};
 use super::output::{
-    BlockedWrite, ClusterReport, FinalizerAction, Plan, PlannedEvent, RevisionChange,
+    BackToStable, BlockedWrite, ClusterReport, FinalizerAction, Plan, PlannedEvent, RevisionChange,
 };
 use super::pass::{Observed, Pass};
+
+/// How long the abort `last` took to bring its clusters back to `hold.target`, as
+/// `reports` (every cluster done there) show: None without a record or a cluster
+/// reverted after it.
+fn back_to_stable(
+    reports: &[ClusterReport],
+    hold: &Hold<'_>,
+    last: Option<&AbortRecord>,
+) -> Option<BackToStable> {
+    let started = last?.time.0;
+    let clusters: Vec<SignedDuration> = reports
+        .iter()
+        .filter(|r| r.revision.as_deref() == Some(hold.target.as_str()))
+        .filter_map(|r| r.since.filter(|s| *s > started))
+        .map(|s| s.duration_since(started))
+        .collect();
+    let whole = clusters.iter().max().copied()?;
+    Some(BackToStable { whole, clusters })
+}
 
 pub(super) fn plan_invalid(
     observed: &Observed<'_>,
@@ -114,6 +133,8 @@ pub(super) struct StatusUpdate {
     pub(super) events: Vec<PlannedEvent>,
     /// The update revision's completed-at mark, when it completes in this pass.
     pub(super) mark: Option<RevisionChange>,
+    /// The abort that completes in this pass, timed.
+    pub(super) back_to_stable: Option<BackToStable>,
 }
 
 impl<'a> Pass<'a> {
@@ -188,12 +209,31 @@ impl<'a> Pass<'a> {
             );
         }
         status.conditions = Some(list);
+        let reverted = self.abort_completes(&outcome, &abort.state);
         let events = self.status_events(&status, revision, hold, &outcome, &abort.state);
         StatusUpdate {
+            back_to_stable: reverted
+                .then(|| back_to_stable(&seen.reports, hold, self.old.last_abort.as_ref()))
+                .flatten(),
             status,
             events,
             mark,
         }
+    }
+
+    /// Does the abort holding the rollout complete in this pass: every cluster back on
+    /// the stable revision, which the last status did not say yet?
+    fn abort_completes(&self, outcome: &Outcome, abort: &AbortState) -> bool {
+        if *abort != AbortState::Held || outcome.done != outcome.desired || outcome.desired == 0 {
+            return false;
+        }
+        let was_done = self
+            .old
+            .conditions
+            .as_deref()
+            .and_then(|l| conditions::find(l, mwrs_condition::MANIFESTWORK_APPLIED))
+            .is_some_and(|c| c.status == "True");
+        !was_done
     }
 
     /// The Events of stage 6: one per condition change, the new revision (also when the
@@ -217,23 +257,15 @@ impl<'a> Pass<'a> {
                 warning: false,
             });
         }
-        if *abort == AbortState::Held && outcome.done == outcome.desired && outcome.desired > 0 {
-            let was_done = self
-                .old
-                .conditions
-                .as_deref()
-                .and_then(|l| conditions::find(l, mwrs_condition::MANIFESTWORK_APPLIED))
-                .is_some_and(|c| c.status == "True");
-            if !was_done {
-                events.push(PlannedEvent {
-                    reason: mwrs_condition::EVENT_ABORT_COMPLETED.into(),
-                    message: format!(
-                        "all {} clusters are back on revision {}",
-                        outcome.desired, hold.target
-                    ),
-                    warning: false,
-                });
-            }
+        if self.abort_completes(outcome, abort) {
+            events.push(PlannedEvent {
+                reason: mwrs_condition::EVENT_ABORT_COMPLETED.into(),
+                message: format!(
+                    "all {} clusters are back on revision {}",
+                    outcome.desired, hold.target
+                ),
+                warning: false,
+            });
         }
         if matches!(abort, AbortState::Starting(_)) {
             events.push(PlannedEvent {

@@ -340,12 +340,18 @@ pub mod golden {
             invalid,
             clusters,
             plugin_calls,
+            back_to_stable,
         } = plan;
         // Only where a plugin is asked, so the plans of scenarios without one keep
         // their digests.
         let plugin_calls = match plugin_calls.is_empty() {
             true => String::new(),
             false => format!("plugin_calls={plugin_calls:?}\n"),
+        };
+        // Only where an abort completes, likewise.
+        let back_to_stable = match back_to_stable {
+            None => String::new(),
+            Some(b) => format!("back_to_stable={b:?}\n"),
         };
         let events: Vec<String> = events
             .iter()
@@ -354,7 +360,7 @@ pub mod golden {
         format!(
             "finalizer={finalizer:?}\nworks={works:?}\nrevisions={revisions:?}\n\
              templates={}\nstatus={}\nevents={events:?}\nrecheck={recheck:?}\n\
-             invalid={}\nclusters={clusters:?}\n{plugin_calls}",
+             invalid={}\nclusters={clusters:?}\n{plugin_calls}{back_to_stable}",
             serde_json::to_string(&written_templates(works)).unwrap_or_default(),
             serde_json::to_string(status).unwrap_or_default(),
             invalid

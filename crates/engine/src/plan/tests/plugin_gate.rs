@@ -202,10 +202,17 @@ fn a_succeeded_verdict_is_kept_in_the_status_not_on_its_manifestwork() {
     said(&mut p, "c1", &update, Verdict::Succeeded, t0() - secs(30));
     said(&mut p, "c2", &update, Verdict::InProgress, t0() - secs(30));
     let out = plan_with(&f, &p);
-    assert!(out.works.is_empty(), "no ManifestWork write: {:?}", out.works);
+    assert!(
+        out.works.is_empty(),
+        "no ManifestWork write: {:?}",
+        out.works
+    );
     let record = out.status.as_ref().and_then(|s| s.plugin_judged.clone());
     let record = record.expect("the status records the judged cluster");
-    assert_eq!((record.revision.as_str(), record.count), (update.as_str(), 1));
+    assert_eq!(
+        (record.revision.as_str(), record.count),
+        (update.as_str(), 1)
+    );
     // A replica that knows nothing (a restart) takes c1 from the status, asks about c2
     // only, and keeps the record as it is.
     *f.status() = out.status.clone().unwrap();
@@ -278,7 +285,11 @@ fn a_status_record_counts_only_sealed_and_for_the_generation_judged() {
     for type_ in ["Progressing", "Degraded"] {
         w.set_condition(type_, "False", 2, at);
     }
-    assert_eq!(asked(&f), ["c1", "c2"], "a judged ManifestWork edited since");
+    assert_eq!(
+        asked(&f),
+        ["c1", "c2"],
+        "a judged ManifestWork edited since"
+    );
 }
 
 #[test]
@@ -299,7 +310,10 @@ fn a_failed_verdict_is_written_onto_its_manifestwork_once() {
         at_creation: w.generation == 1,
     };
     let value = p.verdicts["c1"].to_annotation(&p.marks, place).unwrap();
-    assert_eq!(verdict_writes(&out), [("c1".to_string(), Some(value.clone()))]);
+    assert_eq!(
+        verdict_writes(&out),
+        [("c1".to_string(), Some(value.clone()))]
+    );
     // Once the ManifestWork carries it, nothing more is written, and a controller that
     // knows nothing (a restart, the CLI) reads it from there.
     let w = f.works.iter_mut().find(|w| &*w.cluster == "c1").unwrap();
@@ -307,7 +321,11 @@ fn a_failed_verdict_is_written_onto_its_manifestwork_once() {
     annotations.insert(labels::PLUGIN_VERDICT.into(), value);
     w.annotations = std::sync::Arc::new(annotations);
     let out = plan_with(&f, &p);
-    assert!(out.works.iter().all(|w| !matches!(w, WorkChange::Relabel { .. })));
+    assert!(
+        out.works
+            .iter()
+            .all(|w| !matches!(w, WorkChange::Relabel { .. }))
+    );
     let out = plan_with(&f, &plugins(unreachable()));
     assert_eq!(statuses(&out)["c1"].0, RolloutStatus::Failed);
     assert_eq!(statuses(&out)["c2"].0, RolloutStatus::Validating);

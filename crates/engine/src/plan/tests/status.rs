@@ -182,3 +182,33 @@ fn blocked_clusters_are_published_sorted_and_at_most_fifty() {
     assert_eq!(published[49].cluster, "c49");
     assert!(published.iter().all(|b| b.message == "forbidden"));
 }
+
+#[test]
+fn an_abort_completing_is_timed_once_from_its_start_to_each_revert() {
+    let mut f = Fixture::new(mwrs(Some(STABLE)), &["c1", "c2", "c3"]);
+    let update = f.store_update();
+    f.work("c1", &update, secs(200), Reported::Degraded);
+    f.work("c2", &update, secs(200), Reported::Done);
+    f.work("c3", STABLE, secs(600), Reported::Done);
+    let started = status_update(&f);
+    assert!(started.back_to_stable.is_none());
+    let mut status = started.status;
+    let at = Time(t0() - secs(100));
+    status.aborted_time = Some(at.clone());
+    status.last_abort.as_mut().expect("an abort record").time = at;
+    f.mwrs.status = Some(status);
+    // c1 and c2 are reverted and reported back 70 s and 40 s after the abort; c3 never
+    // left the stable revision.
+    f.works.clear();
+    f.work("c1", STABLE, secs(30), Reported::Done);
+    f.work("c2", STABLE, secs(60), Reported::Done);
+    f.work("c3", STABLE, secs(600), Reported::Done);
+    let done = status_update(&f);
+    assert!(reasons(&done).contains(&mwrs_condition::EVENT_ABORT_COMPLETED));
+    let timed = done.back_to_stable.clone().expect("the abort timed");
+    assert_eq!(timed.whole, secs(70));
+    assert_eq!(timed.clusters, [secs(70), secs(40)]);
+    // The status now says so: the next pass times nothing.
+    f.mwrs.status = Some(done.status);
+    assert_eq!(status_update(&f).back_to_stable, None);
+}
