@@ -60,6 +60,15 @@ impl Questions {
     }
 }
 
+/// A cluster its agent reports done on `revision`, in `work`, behind `plugin`.
+struct Done<'w> {
+    plugin: &'w str,
+    policy: FailurePolicy,
+    placement: usize,
+    work: &'w WorkView,
+    revision: &'w str,
+}
+
 impl<'a> Pass<'a> {
     /// `status` as the agent's report makes it, gated by the placementRef's plugin when
     /// the cluster carries the target revision: the update revision, or the stable one
@@ -76,7 +85,7 @@ impl<'a> Pass<'a> {
         let ungated = Gated {
             status,
             since,
-            note: note.clone(),
+            note,
             held: false,
             asked_at: None,
             judged: false,
@@ -97,23 +106,61 @@ impl<'a> Pass<'a> {
         let Some(work) = row.work.filter(|_| status == RolloutStatus::Succeeded) else {
             return ungated;
         };
+        let done = Done {
+            plugin,
+            policy,
+            placement: d.placement,
+            work,
+            revision,
+        };
+        self.validated_done(cluster, &done, judged_before, ungated, questions)
+    }
+
+    /// A cluster its agent reports done, as its verdict makes it: a fresh one, or one kept
+    /// on its ManifestWork or (`judged_before`) in the status record. A FAILED one not
+    /// written down yet goes to `questions`, with the question due about it.
+    fn validated_done(
+        &self,
+        cluster: &Arc<str>,
+        done: &Done<'_>,
+        judged_before: bool,
+        ungated: Gated,
+        questions: &mut Questions,
+    ) -> Gated {
         let plugins = self.observed.plugins;
-        let about = (revision, work.generation);
-        let place = self.mark_place(work);
-        let persisted = work
+        let about = (done.revision, done.work.generation);
+        let place = self.mark_place(done.work);
+        let persisted = done
+            .work
             .annotation(labels::PLUGIN_VERDICT)
             .and_then(|v| ClusterVerdict::from_annotation(v, &plugins.marks, place))
-            .or_else(|| judged_before.then(|| judged_earlier(plugin, about)));
-        if let Some(value) = plugins.unwritten(plugin, place, about, persisted.as_ref()) {
+            .or_else(|| judged_before.then(|| judged_earlier(done.plugin, about)));
+        if let Some(value) = plugins.unwritten(done.plugin, place, about, persisted.as_ref()) {
             questions.to_write.push((cluster.clone(), value));
         }
-        match plugins.gate(
-            (plugin, policy),
+        let gate = plugins.gate(
+            (done.plugin, done.policy),
             cluster,
             about,
             persisted.as_ref(),
             self.now,
-        ) {
+        );
+        self.gated(gate, cluster, done, ungated, questions)
+    }
+
+    /// `ungated` as the plugin's `gate` makes it; a question due about the cluster goes
+    /// to `questions`, with when the next one will be.
+    fn gated(
+        &self,
+        gate: Gate,
+        cluster: &Arc<str>,
+        done: &Done<'_>,
+        ungated: Gated,
+        questions: &mut Questions,
+    ) -> Gated {
+        let plugins = self.observed.plugins;
+        let since = ungated.since;
+        match gate {
             Gate::Passed(at) => Gated {
                 since: since.max(Some(at)),
                 judged: true,
@@ -132,10 +179,9 @@ impl<'a> Pass<'a> {
                 held,
             } => {
                 if ask {
-                    let about = (work, revision, since);
-                    questions
-                        .due
-                        .push(self.question(plugin, d.placement, cluster, about));
+                    let about = (done.work, done.revision, since);
+                    let question = self.question(done.plugin, done.placement, cluster, about);
+                    questions.due.push(question);
                     // The answer may change nothing; the next question is due anyway.
                     questions.later(self.now.saturating_add(plugins.poll).ok());
                 } else {
@@ -144,7 +190,7 @@ impl<'a> Pass<'a> {
                 Gated {
                     status: RolloutStatus::Validating,
                     since: since.max(Some(answering)),
-                    note: said.or(note),
+                    note: said.or(ungated.note),
                     held,
                     asked_at: plugins.unanswered.get(cluster).copied(),
                     judged: false,
@@ -154,11 +200,10 @@ impl<'a> Pass<'a> {
                 questions.later(self.now.saturating_add(plugins.poll).ok());
                 Gated {
                     status: RolloutStatus::Validating,
-                    since,
                     note: Some(why),
                     held: true,
                     asked_at: None,
-                    judged: false,
+                    ..ungated
                 }
             }
         }

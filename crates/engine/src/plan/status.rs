@@ -166,22 +166,10 @@ impl<'a> Pass<'a> {
             abort,
         };
         let outcome = Outcome::tally(&seen.reports, around, &hold.target, update);
-        let mut mark = None;
-        if outcome.complete {
-            if self.old.current_revision.as_deref() != Some(update) {
-                mark = self.mark(update, labels::REVISION_COMPLETED_AT);
-            }
-            status.current_revision = Some(update.to_string());
-            // A revision that completed is no longer the aborted one (an automatic abort
-            // with nothing to go back to does not stop a rollout that recovers).
-            if status
-                .last_abort
-                .as_ref()
-                .is_some_and(|a| a.revision == update)
-            {
-                status.last_abort = None;
-            }
-        }
+        let mark = outcome
+            .complete
+            .then(|| self.complete(&mut status, update))
+            .flatten();
         self.report(&mut status, &seen.reports, &hold.target, update);
         status.blocked_clusters = blocked_clusters(self.observed.blocked);
         status.plugin_judged = self.judged_record(&hold.target, &seen.judged);
@@ -193,22 +181,7 @@ impl<'a> Pass<'a> {
             revision.changed,
             revision.created,
         );
-        let mut list = status.conditions.clone().unwrap_or_default();
-        if conds
-            .iter()
-            .all(|c| c.type_ != mwrs_condition::PLUGIN_LOADED)
-        {
-            list.retain(|c| c.type_ != mwrs_condition::PLUGIN_LOADED);
-        }
-        for c in &conds {
-            conditions::set(
-                &mut list,
-                c,
-                self.observed.mwrs.metadata.generation,
-                self.now,
-            );
-        }
-        status.conditions = Some(list);
+        status.conditions = Some(self.with_conditions(status.conditions.take(), &conds));
         let reverted = self.abort_completes(&outcome, &abort.state);
         let events = self.status_events(&status, revision, hold, &outcome, &abort.state);
         StatusUpdate {
@@ -219,6 +192,49 @@ impl<'a> Pass<'a> {
             events,
             mark,
         }
+    }
+
+    /// `status` with `update` complete: the current revision, and no longer the aborted
+    /// one (an automatic abort with nothing to go back to does not stop a rollout that
+    /// recovers). The revision's completed-at mark when it has just completed.
+    fn complete(
+        &self,
+        status: &mut ManifestWorkReplicaSetStatus,
+        update: &str,
+    ) -> Option<RevisionChange> {
+        status.current_revision = Some(update.to_string());
+        if status
+            .last_abort
+            .as_ref()
+            .is_some_and(|a| a.revision == update)
+        {
+            status.last_abort = None;
+        }
+        let completed_now = self.old.current_revision.as_deref() != Some(update);
+        completed_now
+            .then(|| self.mark(update, labels::REVISION_COMPLETED_AT))
+            .flatten()
+    }
+
+    /// The condition list `old` with `conds` set (PluginLoaded dropped when no plugin
+    /// is named any more).
+    fn with_conditions(&self, old: Option<Vec<Condition>>, conds: &[Cond]) -> Vec<Condition> {
+        let mut list = old.unwrap_or_default();
+        if conds
+            .iter()
+            .all(|c| c.type_ != mwrs_condition::PLUGIN_LOADED)
+        {
+            list.retain(|c| c.type_ != mwrs_condition::PLUGIN_LOADED);
+        }
+        for c in conds {
+            conditions::set(
+                &mut list,
+                c,
+                self.observed.mwrs.metadata.generation,
+                self.now,
+            );
+        }
+        list
     }
 
     /// Does the abort holding the rollout complete in this pass: every cluster back on
