@@ -58,10 +58,18 @@ pub(crate) struct Seen {
     /// version they carry; and which those are.
     answered: HashMap<String, usize>,
     answered_keys: HashSet<(String, String)>,
+    /// When each answered ManifestWork's answer was first seen.
+    answered_at: HashMap<(String, String), Instant>,
 }
 
 impl Seen {
     fn set(&mut self, key: (String, String), version: Option<String>, done: bool, now: Instant) {
+        // An answer seen again on the same version keeps the time it was first seen.
+        let first_answer = self
+            .answered_at
+            .get(&key)
+            .copied()
+            .filter(|_| self.works.get(&key) == Some(&version));
         self.unanswer(&key);
         if let Some(Some(old)) = self.works.get(&key)
             && let Some(c) = self.counts.get_mut(old)
@@ -76,6 +84,8 @@ impl Seen {
             if done {
                 *self.answered.entry(v.clone()).or_default() += 1;
                 self.answered_keys.insert(key.clone());
+                self.answered_at
+                    .insert(key.clone(), first_answer.unwrap_or(now));
             }
         }
         self.works.insert(key, version);
@@ -83,6 +93,7 @@ impl Seen {
 
     /// Forgets that `key` was answered (before it changes or goes).
     fn unanswer(&mut self, key: &(String, String)) {
+        self.answered_at.remove(key);
         if self.answered_keys.remove(key)
             && let Some(Some(v)) = self.works.get(key)
             && let Some(c) = self.answered.get_mut(v)
@@ -107,6 +118,21 @@ impl Seen {
     /// ManifestWorks on `version` their agent reported Available at their generation.
     pub(crate) fn answered(&self, version: &str) -> usize {
         self.answered.get(version).copied().unwrap_or(0)
+    }
+
+    /// For each ManifestWork answered on `version`, how long after `from` its answer was
+    /// seen (0 for one seen before), in seconds.
+    pub(crate) fn answer_delays(&self, version: &str, from: Instant) -> Vec<f64> {
+        self.answered_keys
+            .iter()
+            .filter(|k| {
+                self.works
+                    .get(*k)
+                    .is_some_and(|v| v.as_deref() == Some(version))
+            })
+            .filter_map(|k| self.answered_at.get(k))
+            .map(|at| at.saturating_duration_since(from).as_secs_f64())
+            .collect()
     }
 }
 
@@ -231,5 +257,26 @@ mod tests {
         seen.remove(&key("c2"));
         assert_eq!((seen.answered("v1"), seen.answered("v2")), (0, 1));
         assert_eq!((seen.count("v1"), seen.count("v2")), (0, 1));
+    }
+
+    #[test]
+    fn an_answer_is_timed_when_first_seen_on_its_version() {
+        let mut seen = Seen::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let v = |s: &str| Some(s.to_string());
+        seen.set(key("c1"), v("v1"), false, at(1));
+        seen.set(key("c1"), v("v1"), true, at(3));
+        seen.set(key("c1"), v("v1"), true, at(9));
+        seen.set(key("c2"), v("v1"), true, at(5));
+        seen.set(key("c3"), v("v2"), true, at(6));
+        let mut delays = seen.answer_delays("v1", at(2));
+        delays.sort_by(f64::total_cmp);
+        assert_eq!(delays, [1.0, 3.0]);
+        seen.set(key("c1"), v("v2"), true, at(10));
+        assert_eq!(seen.answer_delays("v1", at(2)), [3.0]);
+        let mut v2 = seen.answer_delays("v2", at(0));
+        v2.sort_by(f64::total_cmp);
+        assert_eq!(v2, [6.0, 10.0]);
     }
 }

@@ -142,6 +142,11 @@ struct Args {
     /// abort ratio is the median of the rounds' ratios.
     #[arg(long, default_value_t = 5, value_name = "K")]
     abort_runs: usize,
+    /// Agents answer a revision after a latency of their own, spread as a fleet's are
+    /// ([`answer_latency`]), instead of at once: the time back to stable then includes
+    /// the agents', for the controller and the bare client alike.
+    #[arg(long)]
+    answer_spread: bool,
     /// The test hub's process (`hub.pid` of its state dir): its CPU is split out of the
     /// measured windows.
     #[arg(long)]
@@ -243,7 +248,10 @@ async fn main() -> anyhow::Result<()> {
     cluster::ensure_clusters(&client, "bench", &clusters, args.concurrency).await?;
     eprintln!("{max} clusters ready in {:.1}s", t.elapsed().as_secs_f64());
 
-    let switches = Switches::default();
+    let switches = Switches {
+        spread: args.answer_spread,
+        ..Switches::default()
+    };
     let agent = switches.start_agent(&client, &clusters);
     let tracker = Tracker::start(client.clone()).await?;
     let tck = clock_ticks();
@@ -297,17 +305,38 @@ struct Switches {
     failing: Arc<Mutex<BTreeSet<String>>>,
     /// Clusters whose agent never answers revision v4.
     silent: Arc<Mutex<BTreeSet<String>>>,
+    /// Successes come after each cluster's [`answer_latency`].
+    spread: bool,
+}
+
+/// How long a cluster's agent takes to report a revision applied and available under
+/// `--answer-spread`: fixed per cluster, 0.5–3 s for nine clusters in ten, 3–10 s for
+/// nine in a hundred, 10–30 s for the last one in a hundred (a slow node, an image pull).
+fn answer_latency(cluster: &str) -> Duration {
+    let hash = cluster.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let u = (hash % 10_000) as f64 / 10_000.0;
+    let secs = if u < 0.90 {
+        0.5 + 2.5 * u / 0.90
+    } else if u < 0.99 {
+        3.0 + 7.0 * (u - 0.90) / 0.09
+    } else {
+        10.0 + 20.0 * (u - 0.99) / 0.01
+    };
+    Duration::from_secs_f64(secs)
 }
 
 impl Switches {
     /// The work agent of every cluster, answering as the switches say now; any other
-    /// ManifestWork succeeds at once.
+    /// ManifestWork succeeds (at once, or after its latency under `--answer-spread`).
     fn start_agent(&self, client: &Client, clusters: &[String]) -> AgentHandle {
         let (d, f, q) = (
             self.degrade_after_ms.clone(),
             self.failing.clone(),
             self.silent.clone(),
         );
+        let spread = self.spread;
         Agent::start(
             client.clone(),
             AgentConfig::new(clusters.iter().cloned()).behaviour(move |w| {
@@ -322,6 +351,10 @@ impl Switches {
                 if fails {
                     Behaviour::Degrade {
                         after: Duration::from_millis(d.load(Ordering::Relaxed)),
+                    }
+                } else if spread {
+                    Behaviour::Succeed {
+                        after: answer_latency(w.cluster),
                     }
                 } else {
                     Behaviour::succeed_now()
@@ -404,4 +437,29 @@ fn peak_rss_kib() -> u64 {
                 .and_then(|v| v.parse::<u64>().ok())
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_latencies_spread_as_a_fleets_do() {
+        let secs: Vec<f64> = (0..10_000)
+            .map(|i| answer_latency(&format!("bench-{i:05}")).as_secs_f64())
+            .collect();
+        let share = |p: &dyn Fn(f64) -> bool| secs.iter().filter(|s| p(**s)).count() as f64 / 1e4;
+        assert!(secs.iter().all(|s| (0.5..=30.0).contains(s)));
+        assert!(
+            (0.86..0.94).contains(&share(&|s| s < 3.0)),
+            "{}",
+            share(&|s| s < 3.0)
+        );
+        assert!((0.004..0.02).contains(&share(&|s| s >= 10.0)));
+        assert_eq!(
+            answer_latency("c1"),
+            answer_latency("c1"),
+            "fixed per cluster"
+        );
+    }
 }

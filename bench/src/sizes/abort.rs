@@ -1,12 +1,50 @@
 //! Abort: a bad revision reaches every one of the N ManifestWorks, then the last cluster
 //! degrades; timed from the breach (the first Degraded status on the bad revision) until
-//! every ManifestWork is back on the stable revision, each round after a bare update of
-//! its own, with the CPU of each process in both.
+//! every ManifestWork is back on the stable revision, and until every agent has answered
+//! it there (the time back to stable), each round after a bare update of its own, with
+//! the CPU of each process in both.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{AbortRound, Bench, Window};
+
+/// How long after a start (a bare update's first write, an abort's breach) the agents had
+/// answered a version: the last of them, and the median and 99th percentile of each
+/// ManifestWork's answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Answered {
+    pub(crate) whole_s: f64,
+    pub(crate) p50_s: f64,
+    pub(crate) p99_s: f64,
+}
+
+impl Answered {
+    fn of(mut delays: Vec<f64>) -> Self {
+        delays.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let i = ((delays.len() as f64 * q).ceil() as usize).saturating_sub(1);
+            delays.get(i).copied().unwrap_or_default()
+        };
+        Self {
+            whole_s: delays.last().copied().unwrap_or_default(),
+            p50_s: at(0.50),
+            p99_s: at(0.99),
+        }
+    }
+
+    /// `whole (p50 …, p99 …)`, seconds.
+    pub(crate) fn text(&self) -> String {
+        format!(
+            "{:.2}s (p50 {:.2}s, p99 {:.2}s)",
+            self.whole_s, self.p50_s, self.p99_s
+        )
+    }
+
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::json!({"whole_s": self.whole_s, "p50_s": self.p50_s, "p99_s": self.p99_s})
+    }
+}
 
 impl Bench {
     /// One abort round after the first, alternated with the bare client: the bare update
@@ -19,17 +57,24 @@ impl Bench {
         round: usize,
         fanout_s: f64,
     ) -> anyhow::Result<AbortRound> {
-        let (_, bare) = self
+        let (_, bare, bare_answered) = self
             .bare_versions(n, &format!("b{round}-v1"), &format!("b{round}-v2"))
             .await?;
         // The agent degrades a failing cluster's revision ending in v3.
         let bad = format!("r{round}-v3");
         let (breach, reverted) = self.abort_to(ns, "app", (&bad, "v2"), n, fanout_s).await?;
-        Ok(self.round(bare, (breach, reverted)))
+        let back = self.answered("v2", n, breach).await?;
+        Ok(self.round((bare, bare_answered), (breach, reverted), back))
     }
 
-    /// The round of a bare update and an abort from `breach` to `reverted`.
-    pub(super) fn round(&self, bare: Window, (breach, reverted): (Instant, Instant)) -> AbortRound {
+    /// The round of a bare update (and its agents' answers) and an abort from `breach`
+    /// to `reverted` (and back to stable).
+    pub(super) fn round(
+        &self,
+        (bare, bare_answered): (Window, Answered),
+        (breach, reverted): (Instant, Instant),
+        back: Answered,
+    ) -> AbortRound {
         let abort = Window {
             from: breach,
             to: reverted,
@@ -39,7 +84,30 @@ impl Bench {
             abort_s: abort.secs(),
             bare_cpu: self.cpu.between(bare.from, bare.to),
             abort_cpu: self.cpu.between(abort.from, abort.to),
+            bare_answered,
+            back,
         }
+    }
+
+    /// Waits until every one of the `n` ManifestWorks on `version` is answered by its
+    /// agent; how long after `from` each answer and the last one came.
+    pub(crate) async fn answered(
+        &self,
+        version: &str,
+        n: usize,
+        from: Instant,
+    ) -> anyhow::Result<Answered> {
+        let what = format!("{n} works answered on {version}");
+        self.tracker
+            .until(&what, self.timeout(), |s| s.answered(version) >= n)
+            .await?;
+        let delays = self
+            .tracker
+            .seen
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .answer_delays(version, from);
+        Ok(Answered::of(delays))
     }
 
     /// The next new template (v3, aNN-v3) degrades on the last of `n` clusters once the

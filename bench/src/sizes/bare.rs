@@ -8,6 +8,7 @@ use kube::api::{DeleteParams, Patch};
 use mwrs_api::work::ManifestWork;
 use serde_json::Value;
 
+use super::abort::Answered;
 use super::{Bench, Window};
 use crate::mirror;
 
@@ -19,17 +20,19 @@ fn bare_object(version: &str) -> Value {
 impl Bench {
     /// The hub's limit: the same writes from a plain client.
     pub(super) async fn bare(&self, n: usize) -> anyhow::Result<(f64, Window)> {
-        self.bare_versions(n, "v1", "v2").await
+        let (create_s, update, _) = self.bare_versions(n, "v1", "v2").await?;
+        Ok((create_s, update))
     }
 
     /// A plain client creates `n` ManifestWorks on version `created`, updates them to
-    /// `updated` and deletes them: the time of the creates, and when the updates ran.
+    /// `updated` and deletes them: the time of the creates, when the updates ran, and how
+    /// long after they began every agent had answered them.
     pub(super) async fn bare_versions(
         &self,
         n: usize,
         created: &str,
         updated: &str,
-    ) -> anyhow::Result<(f64, Window)> {
+    ) -> anyhow::Result<(f64, Window, Answered)> {
         let pp = mirror::post_params();
         let t0 = Instant::now();
         self.each_cluster(n, |api| {
@@ -57,6 +60,7 @@ impl Bench {
             from: t0,
             to: self.wait_version(updated, n).await?,
         };
+        let answered = self.answered(updated, n, t0).await?;
         self.each_cluster(n, |api| async move {
             api.delete("bare-client", &DeleteParams::default())
                 .await
@@ -70,6 +74,6 @@ impl Bench {
                 |s| s.count(updated) == 0,
             )
             .await?;
-        Ok((create.as_secs_f64(), update))
+        Ok((create.as_secs_f64(), update, answered))
     }
 }

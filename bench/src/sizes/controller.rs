@@ -146,7 +146,7 @@ impl Bench {
         addr: &str,
         row: &mut Row,
     ) -> anyhow::Result<AbortRound> {
-        let (_, bare) = self.bare_versions(n, "b1-v1", "b1-v2").await?;
+        let (_, bare, bare_answered) = self.bare_versions(n, "b1-v1", "b1-v2").await?;
         let before_v3 = http_get(addr, "/metrics").await.unwrap_or_default();
         let (breach, reverted) = self
             .abort_to(ns, "app", ("v3", "v2"), n, row.fanout_s)
@@ -183,7 +183,9 @@ impl Bench {
             m.status.as_ref().is_some_and(|s| s.aborted_time.is_some())
         })
         .await?;
-        Ok(self.round(bare, (breach, reverted)))
+        let back = self.answered("v2", n, breach).await?;
+        row.controller_back_to_stable_s = controller_back_to_stable(addr, &before_v3).await;
+        Ok(self.round((bare, bare_answered), (breach, reverted), back))
     }
 
     /// The controller idle over N ManifestWorks: its CPU, the hub's requests, its own
@@ -300,4 +302,20 @@ impl Bench {
         (row.list_works_s, row.cli_status_s, row.cli_plan_s) = (list_s, status_s, plan_s);
         Ok(())
     }
+}
+
+/// The abort's time back to stable as the controller at `addr` observed it once it wrote
+/// the abort complete (its histogram's sum since `before`), waiting up to a minute.
+async fn controller_back_to_stable(addr: &str, before: &str) -> Option<f64> {
+    const SUM: &str = "mwrs_controller_abort_to_stable_seconds_sum";
+    const COUNT: &str = "mwrs_controller_abort_to_stable_seconds_count";
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let now = http_get(addr, "/metrics").await.unwrap_or_default();
+        if metric_sum_with(&now, COUNT, &[]) > metric_sum_with(before, COUNT, &[]) {
+            return Some(metric_sum_with(&now, SUM, &[]) - metric_sum_with(before, SUM, &[]));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
 }

@@ -70,6 +70,10 @@ struct AbortRound {
     abort_s: f64,
     bare_cpu: Split,
     abort_cpu: Split,
+    /// From the bare update's first write to every agent's answer on it.
+    bare_answered: abort::Answered,
+    /// From the breach to every agent's answer on the stable revision: back to stable.
+    back: abort::Answered,
 }
 
 impl AbortRound {
@@ -105,6 +109,9 @@ pub(crate) struct Row {
     abort_conflicts: f64,
     /// Its MWRS status writes (each one more hub write and watch event).
     abort_status_writes: f64,
+    /// The first abort's time back to stable as the controller measures it
+    /// (`mwrs_controller_abort_to_stable_seconds`: from its abort, not the breach).
+    controller_back_to_stable_s: Option<f64>,
     fanout_ratio: f64,
     abort_ratio: f64,
     idle_cpu_s_per_min: f64,

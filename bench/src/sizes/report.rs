@@ -51,6 +51,19 @@ pub(super) fn print_aborts(row: &Row) {
             r.bare_cpu.text(r.bare_s),
             r.abort_cpu.text(r.abort_s)
         );
+        eprintln!(
+            "   round {}: back to stable (breach → every agent's answer) {}; the bare update \
+             answered (first write → every agent's answer) {}; ratio {:.2}",
+            i + 1,
+            r.back.text(),
+            r.bare_answered.text(),
+            r.back.whole_s / r.bare_answered.whole_s
+        );
+    }
+    if let Some(s) = row.controller_back_to_stable_s {
+        eprintln!(
+            "   the controller's own mwrs_controller_abort_to_stable_seconds, round 1: {s:.2}s"
+        );
     }
     eprintln!(
         "   abort: breach → first revert {:.2}s, first → last revert {:.2}s; from v3 to the \
@@ -116,10 +129,12 @@ pub(crate) fn json_row(r: &Row) -> Value {
             .map(|a| json!({
                 "bare_update_s": a.bare_s, "abort_s": a.abort_s,
                 "bare_update_cpu": cpu_json(&a.bare_cpu), "abort_cpu": cpu_json(&a.abort_cpu),
+                "back_to_stable": a.back.json(), "bare_update_answered": a.bare_answered.json(),
             }))
             .collect::<Vec<_>>(),
         "bare_update_cpu": cpu_json(&r.bare_update_cpu), "fanout_cpu": cpu_json(&r.fanout_cpu),
         "abort_to_first_revert_s": r.abort_to_first_revert_s, "abort_reverts_s": r.abort_reverts_s,
+        "controller_back_to_stable_s": r.controller_back_to_stable_s,
         "abort_reconciles": r.abort_reconciles, "abort_work_writes": r.abort_work_writes,
         "abort_conflicts": r.abort_conflicts, "abort_status_writes": r.abort_status_writes,
         "idle_cpu_s_per_min": r.idle_cpu_s_per_min,
