@@ -37,6 +37,9 @@ pub struct PluginRow {
     pub requests_with: f64,
     pub status_writes_without: f64,
     pub status_writes_with: f64,
+    /// The controller's ManifestWork writes during each rollout.
+    pub work_writes_without: f64,
+    pub work_writes_with: f64,
     pub plugin_cpu_s: f64,
     pub plugin_peak_rss_bytes: u64,
     /// The template's size (KiB of padding).
@@ -58,7 +61,9 @@ impl PluginRow {
 
 /// What one rollout measured: seconds, hub requests, MWRS status writes, the
 /// controller's largest sampled RSS.
-type Rollout = (f64, f64, f64, u64);
+/// A rollout's time, the hub requests, the controller's status and ManifestWork writes
+/// meanwhile, and its largest RSS.
+type Rollout = (f64, f64, f64, f64, u64);
 
 /// The bench's template with a feedback rule on its Deployment (the agent then reports
 /// `ReadyReplicas`, `Replicas` and `AvailableReplicas`), its ConfigMap padded to about
@@ -133,6 +138,7 @@ impl Bench {
             row.without_s,
             row.requests_without,
             row.status_writes_without,
+            row.work_writes_without,
             row.controller_rss_without,
         ) = self.judged_rollout("v2", false, n, (&addr, pid)).await?;
         eprintln!("   with the plugin: v3");
@@ -140,6 +146,7 @@ impl Bench {
             row.with_s,
             row.requests_with,
             row.status_writes_with,
+            row.work_writes_with,
             row.controller_rss_with,
         ) = self.judged_rollout("v3", true, n, (&addr, pid)).await?;
         row.plugin_cpu_s = plugin.0.cpu_secs(self.tck)?;
@@ -195,11 +202,12 @@ impl Bench {
         let api = self.mwrs_api(NS);
         let before = api.get(NAME).await?;
         let old = before.status.and_then(|s| s.current_revision);
-        let status_writes = || async {
+        let writes = || async {
             let m = http_get(addr, "/metrics").await.unwrap_or_default();
-            metric_sum_with(&m, "mwrs_controller_writes_total", &["resource=\"status\""])
+            let of = |r: &str| metric_sum_with(&m, "mwrs_controller_writes_total", &[r]);
+            (of("resource=\"status\""), of("resource=\"manifestwork\""))
         };
-        let (r0, w0) = (hub_requests(&self.client).await?, status_writes().await);
+        let (r0, w0) = (hub_requests(&self.client).await?, writes().await);
         let t0 = Instant::now();
         let body = json!({"spec": {
             "manifestWorkTemplate": judged_template(version, self.args.plugin_template_kib),
@@ -217,13 +225,14 @@ impl Bench {
             }
         }
         let took = t0.elapsed().as_secs_f64();
-        let (r1, w1) = (hub_requests(&self.client).await?, status_writes().await);
+        let (r1, w1) = (hub_requests(&self.client).await?, writes().await);
         eprintln!(
-            "   {took:.2}s, {:.0} hub requests, controller RSS up to {:.1} MiB",
+            "   {took:.2}s, {:.0} hub requests, {:.0} ManifestWork writes, controller RSS up to {:.1} MiB",
             r1 - r0,
+            w1.1 - w0.1,
             most as f64 / 1048576.0
         );
-        Ok((took, r1 - r0, w1 - w0, most))
+        Ok((took, r1 - r0, w1.0 - w0.0, w1.1 - w0.1, most))
     }
 
     /// Waits until a revision other than `old` is promoted on all `n` clusters.
@@ -282,8 +291,14 @@ pub fn print(r: &PluginRow) {
         r.ratio()
     );
     println!(
-        "  hub requests: {:.0} with, {:.0} without; MWRS status writes: {:.0} with, {:.0} without",
-        r.requests_with, r.requests_without, r.status_writes_with, r.status_writes_without
+        "  hub requests: {:.0} with, {:.0} without; MWRS status writes: {:.0} with, {:.0} without; \
+         ManifestWork writes: {:.0} with, {:.0} without",
+        r.requests_with,
+        r.requests_without,
+        r.status_writes_with,
+        r.status_writes_without,
+        r.work_writes_with,
+        r.work_writes_without
     );
     println!(
         "  the plugin: {:.2} cpu-s in all, peak RSS {:.1} MiB",
@@ -309,6 +324,8 @@ pub fn json(r: &PluginRow) -> Value {
         "hub_requests_with": r.requests_with,
         "status_writes_without": r.status_writes_without,
         "status_writes_with": r.status_writes_with,
+        "work_writes_without": r.work_writes_without,
+        "work_writes_with": r.work_writes_with,
         "plugin_cpu_s": r.plugin_cpu_s,
         "plugin_peak_rss_bytes": r.plugin_peak_rss_bytes,
         "template_kib": r.template_kib,
