@@ -2,7 +2,8 @@
 //! ManifestWork carries version v when its first manifest's `data.version` is v (as
 //! [`template`] writes it), so the same check serves the controller, the peer and the bare
 //! client. [`Tracker`] keeps, for every ManifestWork, the version it carries, the count per
-//! version and how many of those their agent has answered (Available at their generation),
+//! version and how many of those their agent has answered (done at their generation:
+//! Available and not Progressing), and when each answer came,
 //! when a ManifestWork on a version first reported Degraded at its generation, and when one
 //! was first seen moving to a version; [`Tracker::until`] waits on those.
 
@@ -146,6 +147,12 @@ fn degraded(mw: &ManifestWork) -> bool {
     mw.reports("Degraded", "True")
 }
 
+/// Has its agent reported it done at its generation: Available, and no longer
+/// Progressing (an agent with condition rules reports Available while it progresses)?
+fn done(mw: &ManifestWork) -> bool {
+    mw.reports("Available", "True") && !mw.reports("Progressing", "True")
+}
+
 impl Tracker {
     /// ManifestWorks seen carrying `version` now (0 once the tracker has panicked).
     pub(crate) fn count(&self, version: &str) -> usize {
@@ -178,7 +185,7 @@ impl Tracker {
                             {
                                 st.first_degraded.entry(v.clone()).or_insert(now);
                             }
-                            st.set(key, v, mw.reports("Available", "True"), now);
+                            st.set(key, v, done(&mw), now);
                         }
                         Event::Delete(mw) => {
                             st.remove(&(mw.namespace().unwrap_or_default(), mw.name_any()));
