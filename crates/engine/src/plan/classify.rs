@@ -157,12 +157,7 @@ impl<'a> Pass<'a> {
         let placements = self.placement_names();
         let revisions = self.revision_names();
         let prior = target.and_then(|i| self.prior_judged(self.ids.name(i)));
-        let chosen = self
-            .clusters
-            .rows
-            .iter()
-            .filter(|(_, r)| r.desired.is_some());
-        for (k, (cluster, row)) in chosen.enumerate() {
+        for (k, (cluster, row)) in self.clusters.chosen().enumerate() {
             let Some(d) = &row.desired else { continue };
             let revision = row.carried.map(|r| match r {
                 Carried::Known(i) => revisions[i].clone(),

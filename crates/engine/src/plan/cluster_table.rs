@@ -312,6 +312,12 @@ impl<'a> Clusters<'a> {
     pub(super) fn desired(&self, cluster: &str) -> Option<&Desired<'a>> {
         self.get(cluster).and_then(|s| s.desired.as_ref())
     }
+
+    /// The rows of the clusters the placementRefs choose, in the order of their names:
+    /// the order the status record's bits index ([`crate::plugin::JudgedBits`]).
+    pub(super) fn chosen(&self) -> impl Iterator<Item = (&'a str, &ClusterRow<'a>)> + '_ {
+        self.rows.iter().filter(|(_, r)| r.desired.is_some())
+    }
 }
 
 /// The ManifestWorks of one cluster's namespace that are not being deleted.

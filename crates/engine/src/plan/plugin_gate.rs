@@ -270,12 +270,7 @@ impl Pass<'_> {
             .iter()
             .map(|s| s.plugin.as_deref());
         let mut about = About::new(plugins);
-        let chosen = self
-            .clusters
-            .rows
-            .iter()
-            .filter(|(_, r)| r.desired.is_some());
-        for (i, (cluster, row)) in chosen.enumerate() {
+        for (i, (cluster, row)) in self.clusters.chosen().enumerate() {
             let judged_at = bits.get(i).then(|| row.work.map_or(-1, |w| w.generation));
             about.cluster(cluster, judged_at);
         }
