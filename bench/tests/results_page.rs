@@ -87,6 +87,60 @@ fn sizes(results: &Value, out: &mut String) {
     }
 }
 
+/// The time back to stable of a `sizes` run's abort rounds, where it was measured: from
+/// the breach to every agent's answer on the stable revision, beside the bare client's
+/// update from its first write to every agent's answer.
+fn back_to_stable(results: &Value, out: &mut String) {
+    let rows = results.as_array().into_iter().flatten();
+    let timed = |r: &&Value| r["abort_rounds"][0]["back_to_stable"].is_object();
+    if !results.as_array().into_iter().flatten().any(|r| timed(&r)) {
+        return;
+    }
+    out.push_str(
+        "\nTime back to stable, each abort round: breach → every agent's answer on the \
+         stable revision (the last; the median and 99th percentile per ManifestWork), beside \
+         the bare client's update of the same ManifestWorks, first write → every agent's \
+         answer; the controller's own `mwrs_controller_abort_to_stable_seconds` for round 1 \
+         (from its abort, not the breach).\n\n\
+         | N | round | back to stable (p50 / p99) | bare update answered (p50 / p99) | ratio | \
+         the controller's figure |\n|---|---|---|---|---|---|\n",
+    );
+    let answered = |a: &Value| {
+        format!(
+            "{} s ({} / {} s)",
+            num(&a["whole_s"], 2),
+            num(&a["p50_s"], 2),
+            num(&a["p99_s"], 2)
+        )
+    };
+    for r in rows.filter(timed) {
+        for (i, round) in r["abort_rounds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let (back, bare) = (&round["back_to_stable"], &round["bare_update_answered"]);
+            let ratio = match (back["whole_s"].as_f64(), bare["whole_s"].as_f64()) {
+                (Some(b), Some(u)) if u > 0.0 => format!("{:.2}", b / u),
+                _ => "–".into(),
+            };
+            let own = match i {
+                0 => num(&r["controller_back_to_stable_s"], 2) + " s",
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {ratio} | {own} |",
+                r["clusters"],
+                i + 1,
+                answered(back),
+                answered(bare),
+            );
+        }
+    }
+}
+
 /// A fault soak's run: what was injected and what was found (bench/src/soak/).
 fn soak(results: &Value, out: &mut String) {
     let _ = writeln!(
@@ -152,7 +206,10 @@ fn page() -> String {
             m["memory_gib"],
         );
         match r["mode"].as_str() {
-            Some("sizes") => sizes(&r["results"], &mut out),
+            Some("sizes") => {
+                sizes(&r["results"], &mut out);
+                back_to_stable(&r["results"], &mut out);
+            }
             Some("soak") => soak(&r["results"], &mut out),
             _ => fields(&r["results"], &mut out),
         }
