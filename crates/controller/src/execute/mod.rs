@@ -118,11 +118,10 @@ pub async fn execute(
     // The planned status names the update revision: not written when it could not be
     // stored (the next pass names it anew, past a name another object holds).
     let new_status = status.as_ref().filter(|_| !stored.create_failed);
-    let written = write_status(&on, new_status, status_version, &mut tally).await?;
-    if written.is_some() {
+    let status_version = write_status(&on, new_status, status_version, &mut tally).await?;
+    if status_version.is_some() {
         time_back_to_stable(&ctx.metrics, back_to_stable.as_ref());
     }
-    let status_version = written;
     if *finalizer == FinalizerAction::Remove && tally.failures.is_empty() {
         remove_finalizer(&on, &mut tally).await?;
     }

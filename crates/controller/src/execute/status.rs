@@ -1,5 +1,5 @@
 //! The status: a merge patch guarded by the resourceVersion read, written whatever the
-//! writes did, and the abort it records counted.
+//! writes did; the abort it records counted, and the abort it finds complete timed.
 
 use super::*;
 
