@@ -183,7 +183,8 @@ impl<'a> Pass<'a> {
         );
         status.conditions = Some(self.with_conditions(status.conditions.take(), &conds));
         let reverted = self.abort_completes(&outcome, &abort.state);
-        let events = self.status_events(&status, revision, hold, &outcome, &abort.state);
+        let events =
+            self.status_events(&status, revision, hold, &outcome, (&abort.state, reverted));
         StatusUpdate {
             back_to_stable: reverted
                 .then(|| back_to_stable(&seen.reports, hold, self.old.last_abort.as_ref()))
@@ -254,14 +255,14 @@ impl<'a> Pass<'a> {
 
     /// The Events of stage 6: one per condition change, the new revision (also when the
     /// rollout completes in the same pass and Progressing never says so), an abort
-    /// starting, and a revert completed.
+    /// starting, and a revert completed (`reverted`: [`Self::abort_completes`]).
     fn status_events(
         &self,
         status: &ManifestWorkReplicaSetStatus,
         revision: &RevisionStep,
         hold: &Hold<'_>,
         outcome: &Outcome,
-        abort: &AbortState,
+        (abort, reverted): (&AbortState, bool),
     ) -> Vec<PlannedEvent> {
         let update = revision.update.as_str();
         let mut events = transitions(&self.old, status);
@@ -273,7 +274,7 @@ impl<'a> Pass<'a> {
                 warning: false,
             });
         }
-        if self.abort_completes(outcome, abort) {
+        if reverted {
             events.push(PlannedEvent {
                 reason: mwrs_condition::EVENT_ABORT_COMPLETED.into(),
                 message: format!(
